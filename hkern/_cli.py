@@ -1,0 +1,108 @@
+"""The main job: ``python -m hkern`` fits every available method on one data set, side by side."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from . import __version__
+from ._memory import peak_memory
+from ._threads import resolve_n_jobs
+from .baselines import fit_exact, fit_nystrom, fit_rff
+from .datasets import BUNDLED, load_uci, standardize
+
+METHODS = ("exact", "nystrom", "rff")
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="python -m hkern",
+        description="Fit hkern's kernel ridge methods on one data set and print test RMSE, fit and "
+                    "predict time and peak memory side by side.  Inputs and targets are "
+                    "standardised with training statistics; RMSE is in standardised units.")
+    p.add_argument("--data", default=BUNDLED,
+                   help=f"UCI data set name (default {BUNDLED}, bundled); others need --data-dir "
+                        "or $HKERN_DATA")
+    p.add_argument("--data-dir", default=None, help="folder with <name>/data.csv.gz")
+    p.add_argument("--split", type=int, default=0, help="fixed train/test split 0..9 (default 0)")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help=f"comma-separated subset of {','.join(METHODS)} (default all)")
+    p.add_argument("--r", type=int, default=1024,
+                   help="landmarks / features for the approximate methods (default 1024)")
+    p.add_argument("--kernel", default="gaussian", help="kernel name (default gaussian)")
+    p.add_argument("--sigma", type=float, default=2.0, help="kernel bandwidth (default 2.0)")
+    p.add_argument("--lam", type=float, default=0.01, help="ridge regularisation (default 0.01)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--exact-n", type=int, default=10000,
+                   help="training subsample for exact KRR, which needs 8 n^2 bytes "
+                        "(default 10000; 0 = all)")
+    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
+    return p
+
+
+def _progress(t0, message):
+    print(f"[{time.perf_counter() - t0:7.1f}s] {message}", flush=True)
+
+
+def main(argv=None):
+    """Entry point of ``python -m hkern``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        print(f"error: unknown method(s) {unknown}; choose from {list(METHODS)}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        data = load_uci(args.data, split=args.split, data_dir=args.data_dir)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    X_train, y_train, X_test, y_test, _ = standardize(*data)
+    n, d = X_train.shape
+    print(f"hkern {__version__}: {args.data} split {args.split}: {n} train, {len(y_test)} test, "
+          f"d={d} (standardised with training statistics)")
+    print(f"kernel={args.kernel} sigma={args.sigma:g} lam={args.lam:g} r={args.r} seed={args.seed} "
+          f"threads={resolve_n_jobs(args.n_jobs)}", flush=True)
+
+    common = dict(kernel=args.kernel, sigma=args.sigma, lam=args.lam, n_jobs=args.n_jobs)
+    rows = []
+    for method in methods:
+        Xf, yf, r = X_train, y_train, args.r
+        if method == "exact":
+            m = n if args.exact_n <= 0 else min(n, args.exact_n)
+            pick = np.random.default_rng(args.seed).choice(n, size=m, replace=False)
+            Xf, yf, r = X_train[np.sort(pick)], y_train[np.sort(pick)], None
+            fit = lambda: fit_exact(Xf, yf, **common)  # noqa: E731
+        elif method == "nystrom":
+            fit = lambda: fit_nystrom(Xf, yf, r=r, seed=args.seed, **common)  # noqa: E731
+        else:
+            fit = lambda: fit_rff(Xf, yf, r=r, seed=args.seed, **common)  # noqa: E731
+        _progress(t0, f"{method}: fitting on {len(yf)} points ...")
+        try:
+            with peak_memory() as mem:
+                start = time.perf_counter()
+                model = fit()
+                fit_s = time.perf_counter() - start
+                start = time.perf_counter()
+                pred = model.predict(X_test)
+                predict_s = time.perf_counter() - start
+        except (ValueError, MemoryError) as exc:
+            _progress(t0, f"{method}: skipped ({exc})")
+            continue
+        rmse = float(np.sqrt(np.mean((pred - y_test) ** 2)))
+        _progress(t0, f"{method}: done, fit {fit_s:.2f}s, test RMSE {rmse:.4f}")
+        rows.append((method, "-" if r is None else str(r), len(yf), rmse, fit_s, predict_s,
+                     mem.bytes / 2**20))
+
+    print()
+    header = f"{'method':<10}{'r':>6}{'n_fit':>8}{'test RMSE':>11}{'fit s':>9}{'predict s':>11}" \
+             f"{'peak MiB':>10}"
+    print(header)
+    print("-" * len(header))
+    for method, r, nfit, rmse, fit_s, pred_s, mib in rows:
+        print(f"{method:<10}{r:>6}{nfit:>8}{rmse:>11.4f}{fit_s:>9.2f}{pred_s:>11.3f}{mib:>10.0f}")
+    print(f"\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
+    return 0

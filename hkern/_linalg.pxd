@@ -1,0 +1,43 @@
+# Row-major (C-contiguous) BLAS/LAPACK shim over scipy.linalg.cython_blas / cython_lapack.
+#
+# Every matrix argument is row-major: element (i, j) of an m x n matrix A with leading dimension
+# lda (>= n, the row stride in elements) lives at A[i * lda + j].  The column-major libraries are
+# called through the transpose trick: a row-major matrix is the column-major storage of its
+# transpose.  That translation (flipped sides, flipped triangles, swapped dimensions) is written in
+# _linalg.pyx once and nowhere else.
+#
+# Conventions shared by all functions:
+#   * `lower` names the triangle *in the row-major view* the caller sees.
+#   * Functions returning int return LAPACK's `info` (0 = success); the nogil core never raises.
+#     The Python layer turns a non-zero info into numpy.linalg.LinAlgError (see check_info).
+#   * Functions that need LAPACK workspace allocate it with malloc and return -1000 when
+#     allocation fails.
+
+cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
+               const double* A, int lda, const double* B, int ldb,
+               double beta, double* C, int ldc) noexcept nogil
+cdef void gemv(bint trans, int m, int n, double alpha, const double* A, int lda,
+               const double* x, int incx, double beta, double* y, int incy) noexcept nogil
+cdef void ger(int m, int n, double alpha, const double* x, int incx,
+              const double* y, int incy, double* A, int lda) noexcept nogil
+cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double* A, int lda,
+               double beta, double* C, int ldc) noexcept nogil
+cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+               const double* A, int lda, double* B, int ldb) noexcept nogil
+cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil
+cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int incy) noexcept nogil
+
+cdef int potrf(int n, double* A, int lda) noexcept nogil
+cdef int potrf_blocked(int n, double* A, int lda, int block) noexcept nogil
+cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil
+cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil
+cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
+                double* B, int ldb) noexcept nogil
+cdef int syevr(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
+               int* n_found) noexcept nogil
+cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
+               double* VT, int ldvt) noexcept nogil
+cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,
+                   double rcond, double* X, int ldx, int* rank) noexcept nogil
+
+cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil

@@ -1,0 +1,543 @@
+"""Row-major BLAS/LAPACK shim (see _linalg.pxd for the conventions).
+
+The ``cdef ... nogil`` functions are the core used by every Cython module of hkern.  The ``def``
+functions at the bottom are thin NumPy entry points over the same wrappers: they are what the
+Python layer calls, they turn LAPACK's ``info`` into :class:`numpy.linalg.LinAlgError`, and the
+tests compare each of them with NumPy/SciPy.
+"""
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+from scipy.linalg cimport cython_blas as blas
+from scipy.linalg cimport cython_lapack as lapack
+
+import numpy as np
+
+# Largest diagonal block handed to a single dpotrf call by potrf_blocked.  Multi-threaded OpenBLAS
+# dpotrf has been seen to segfault near n = 18000 on this project's machines; a right-looking
+# blocked Cholesky keeps each dpotrf call small and does the bulk of the work in dtrsm/dsyrk,
+# which thread well and have not shown the problem.
+cdef enum:
+    CHOLESKY_BLOCK = 4096
+
+
+# ----------------------------------------------------------------------------------------------
+# Level 1-3 BLAS.  Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+# ----------------------------------------------------------------------------------------------
+
+cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
+               const double* A, int lda, const double* B, int ldb,
+               double beta, double* C, int ldc) noexcept nogil:
+    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C."""
+    cdef char ta = b'T' if trans_a else b'N'
+    cdef char tb = b'T' if trans_b else b'N'
+    if m == 0 or n == 0:
+        return
+    blas.dgemm(&tb, &ta, &n, &m, &k, &alpha, <double*>B, &ldb, <double*>A, &lda,
+               &beta, C, &ldc)
+
+
+cdef void gemv(bint trans, int m, int n, double alpha, const double* A, int lda,
+               const double* x, int incx, double beta, double* y, int incy) noexcept nogil:
+    """y = alpha * op(A) @ x + beta * y for a row-major m x n matrix A."""
+    # The column-major view of A is A^T (n x m), so the flag flips.
+    cdef char t = b'N' if trans else b'T'
+    if m == 0 or n == 0:
+        return
+    blas.dgemv(&t, &n, &m, &alpha, <double*>A, &lda, <double*>x, &incx, &beta, y, &incy)
+
+
+cdef void ger(int m, int n, double alpha, const double* x, int incx,
+              const double* y, int incy, double* A, int lda) noexcept nogil:
+    """A (m x n) += alpha * x y^T."""
+    if m == 0 or n == 0:
+        return
+    blas.dger(&n, &m, &alpha, <double*>y, &incy, <double*>x, &incx, A, &lda)
+
+
+cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double* A, int lda,
+               double beta, double* C, int ldc) noexcept nogil:
+    """C (n x n) = alpha * op(A) op(A)^T + beta * C on the `lower` (or upper) triangle only.
+
+    trans=False: A is n x k and C = A A^T.  trans=True: A is k x n and C = A^T A.
+    """
+    cdef char uplo = b'U' if lower else b'L'
+    cdef char t = b'N' if trans else b'T'
+    if n == 0:
+        return
+    blas.dsyrk(&uplo, &t, &n, &k, &alpha, <double*>A, &lda, &beta, C, &ldc)
+
+
+cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+               const double* A, int lda, double* B, int ldb) noexcept nogil:
+    """Solve op(A) X = alpha B (left) or X op(A) = alpha B (right); B (m x n) is overwritten by X."""
+    # Transposing the equation swaps the side and the triangle; op and the dimensions follow.
+    cdef char side = b'R' if left else b'L'
+    cdef char uplo = b'U' if lower else b'L'
+    cdef char t = b'T' if trans else b'N'
+    cdef char diag = b'U' if unit_diag else b'N'
+    if m == 0 or n == 0:
+        return
+    blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &alpha, <double*>A, &lda, B, &ldb)
+
+
+cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil:
+    return blas.ddot(&n, <double*>x, &incx, <double*>y, &incy)
+
+
+cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int incy) noexcept nogil:
+    blas.daxpy(&n, &alpha, <double*>x, &incx, y, &incy)
+
+
+# ----------------------------------------------------------------------------------------------
+# LAPACK.
+# ----------------------------------------------------------------------------------------------
+
+cdef int potrf(int n, double* A, int lda) noexcept nogil:
+    """Cholesky A = L L^T of a row-major SPD matrix; L overwrites the lower triangle.
+
+    Only the lower triangle of A is read; the strict upper triangle is left untouched.
+    """
+    # Row-major lower == column-major upper, and column-major upper U gives A = U^T U, U^T = L.
+    cdef char uplo = b'U'
+    cdef int info = 0
+    if n == 0:
+        return 0
+    lapack.dpotrf(&uplo, &n, A, &lda, &info)
+    return info
+
+
+cdef int potrf_blocked(int n, double* A, int lda, int block) noexcept nogil:
+    """Right-looking blocked Cholesky; each dpotrf call sees at most `block` rows (see header)."""
+    cdef int k0, b, rest, info
+    if block <= 0:
+        block = CHOLESKY_BLOCK
+    k0 = 0
+    while k0 < n:
+        b = min(block, n - k0)
+        info = potrf(b, A + <Py_ssize_t>k0 * lda + k0, lda)
+        if info != 0:
+            return info + k0
+        rest = n - k0 - b
+        if rest > 0:
+            # A21 <- A21 L11^{-T};  A22 <- A22 - A21 A21^T (lower triangle).
+            trsm(False, True, True, False, rest, b, 1.0,
+                 A + <Py_ssize_t>k0 * lda + k0, lda, A + <Py_ssize_t>(k0 + b) * lda + k0, lda)
+            syrk(True, False, rest, b, -1.0, A + <Py_ssize_t>(k0 + b) * lda + k0, lda,
+                 1.0, A + <Py_ssize_t>(k0 + b) * lda + k0 + b, lda)
+        k0 += b
+    return 0
+
+
+cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil:
+    """Solve (L L^T) X = B in place, L from potrf (row-major lower)."""
+    # dpotrs wants the right-hand sides as contiguous columns; row-major B has them strided, so
+    # the two triangular solves are issued directly.
+    trsm(True, True, False, False, n, nrhs, 1.0, L, ldl, B, ldb)
+    trsm(True, True, True, False, n, nrhs, 1.0, L, ldl, B, ldb)
+
+
+cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil:
+    """LU factorisation for getrs.  ipiv holds LAPACK's 1-based interchanges.
+
+    The factors are those of A^T = P L U (the column-major view), so the row-major buffer holds
+    U^T in its lower triangle and L^T (unit diagonal) in its strict upper triangle.
+    det(A) = prod(diag) * (-1)^(number of i with ipiv[i] != i + 1).
+    """
+    cdef int info = 0
+    if n == 0:
+        return 0
+    lapack.dgetrf(&n, &n, A, &lda, ipiv, &info)
+    return info
+
+
+cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
+                double* B, int ldb) noexcept nogil:
+    """Solve A X = B in place with the factors of getrf.
+
+    A = (P L U)^T = U^T L^T P^T, so X = P L^{-T} U^{-T} B.
+    """
+    cdef int i, p, one = 1
+    trsm(True, True, False, False, n, nrhs, 1.0, LU, ldlu, B, ldb)   # U^T: row-major lower
+    trsm(True, False, False, True, n, nrhs, 1.0, LU, ldlu, B, ldb)   # L^T: row-major unit upper
+    # P = P_0 P_1 ... P_{n-1}; applying P means swapping rows from the last interchange back.
+    for i in range(n - 1, -1, -1):
+        p = ipiv[i] - 1
+        if p != i:
+            blas.dswap(&nrhs, B + <Py_ssize_t>i * ldb, &one, B + <Py_ssize_t>p * ldb, &one)
+
+
+cdef int syevr(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
+               int* n_found) noexcept nogil:
+    """Eigenpairs il..iu (0-based, inclusive, ascending order) of a symmetric row-major A.
+
+    Only the lower triangle of A is read; A is destroyed.  Eigenvalues go to w[0:iu-il+1];
+    eigenvector j is *row* j of Z (row-major, row stride ldz >= n).  il < 0 requests all pairs.
+    """
+    cdef char jobz = b'V'
+    cdef char rng = b'A' if il < 0 else b'I'
+    cdef char uplo = b'U'
+    cdef double vl = 0.0, vu = 0.0, abstol = 0.0, wq = 0.0
+    cdef int il1 = il + 1, iu1 = iu + 1, lwork = -1, liwork = -1, iq = 0, info = 0
+    cdef int* isuppz
+    cdef double* work
+    cdef int* iwork
+    n_found[0] = 0
+    if n == 0:
+        return 0
+    isuppz = <int*>malloc(2 * n * sizeof(int))
+    if isuppz == NULL:
+        return -1000
+    lapack.dsyevr(&jobz, &rng, &uplo, &n, A, &lda, &vl, &vu, &il1, &iu1, &abstol, n_found,
+                  w, Z, &ldz, isuppz, &wq, &lwork, &iq, &liwork, &info)
+    lwork = <int>wq + 1
+    liwork = iq + 1
+    work = <double*>malloc(lwork * sizeof(double))
+    iwork = <int*>malloc(liwork * sizeof(int))
+    if work == NULL or iwork == NULL:
+        info = -1000
+    else:
+        lapack.dsyevr(&jobz, &rng, &uplo, &n, A, &lda, &vl, &vu, &il1, &iu1, &abstol, n_found,
+                      w, Z, &ldz, isuppz, work, &lwork, iwork, &liwork, &info)
+    free(work)
+    free(iwork)
+    free(isuppz)
+    return info
+
+
+cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
+               double* VT, int ldvt) noexcept nogil:
+    """Thin SVD A = U diag(s) VT of a row-major m x n matrix; k = min(m, n), s descending.
+
+    U is m x k (ldu >= k), VT is k x n (ldvt >= n), both row-major.  A is destroyed.
+    """
+    # The column-major view of A is A^T = VT^T diag(s) U^T, so LAPACK's "U" is our VT and its
+    # "VT" is our U, each already in the row-major layout we want: no copies.
+    cdef char jobz = b'S'
+    cdef int k = min(m, n), lwork = -1, info = 0
+    cdef double wq = 0.0
+    cdef double* work
+    cdef int* iwork
+    if k == 0:
+        return 0
+    iwork = <int*>malloc(8 * k * sizeof(int))
+    if iwork == NULL:
+        return -1000
+    lapack.dgesdd(&jobz, &n, &m, A, &lda, s, VT, &ldvt, U, &ldu, &wq, &lwork, iwork, &info)
+    lwork = <int>wq + 1
+    work = <double*>malloc(lwork * sizeof(double))
+    if work == NULL:
+        info = -1000
+    else:
+        lapack.dgesdd(&jobz, &n, &m, A, &lda, s, VT, &ldvt, U, &ldu, work, &lwork, iwork, &info)
+    free(work)
+    free(iwork)
+    return info
+
+
+cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,
+                   double rcond, double* X, int ldx, int* rank) noexcept nogil:
+    """Minimum-norm least squares X = argmin ||A X - B||_F through the SVD of A.
+
+    Singular values at or below rcond * s_max are treated as zero (a relative tolerance, as the
+    methods' least-squares steps require).  A and B are not modified.  X is n x nrhs.
+    """
+    cdef int k = min(m, n), i, j, info
+    cdef Py_ssize_t sz = <Py_ssize_t>m * n + <Py_ssize_t>m * k + <Py_ssize_t>k * n \
+        + k + <Py_ssize_t>k * nrhs
+    cdef double* buf
+    cdef double* Ac
+    cdef double* U
+    cdef double* VT
+    cdef double* s
+    cdef double* T
+    cdef double cut, inv
+    rank[0] = 0
+    if n == 0 or nrhs == 0:
+        return 0
+    if k == 0:
+        for i in range(n):
+            for j in range(nrhs):
+                X[<Py_ssize_t>i * ldx + j] = 0.0
+        return 0
+    buf = <double*>malloc(sz * sizeof(double))
+    if buf == NULL:
+        return -1000
+    Ac = buf
+    U = Ac + <Py_ssize_t>m * n
+    VT = U + <Py_ssize_t>m * k
+    s = VT + <Py_ssize_t>k * n
+    T = s + k
+    for i in range(m):
+        memcpy(Ac + <Py_ssize_t>i * n, A + <Py_ssize_t>i * lda, n * sizeof(double))
+    info = gesdd(m, n, Ac, n, s, U, k, VT, n)
+    if info == 0:
+        gemm(True, False, k, nrhs, m, 1.0, U, k, B, ldb, 0.0, T, nrhs)     # T = U^T B
+        cut = rcond * s[0]
+        for i in range(k):
+            if s[i] > cut and s[i] > 0.0:
+                inv = 1.0 / s[i]
+                rank[0] += 1
+            else:
+                inv = 0.0
+            for j in range(nrhs):
+                T[<Py_ssize_t>i * nrhs + j] *= inv
+        gemm(True, False, n, nrhs, k, 1.0, VT, n, T, nrhs, 0.0, X, ldx)   # X = V T
+    free(buf)
+    return info
+
+
+cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil:
+    """Copy the lower triangle of a row-major square matrix onto its upper triangle."""
+    cdef Py_ssize_t i, j
+    for i in range(n):
+        for j in range(i + 1, n):
+            A[i * lda + j] = A[j * lda + i]
+
+
+# ----------------------------------------------------------------------------------------------
+# NumPy entry points.  Inputs are converted to C-contiguous float64 (copies where the routine
+# overwrites its input), so callers never see their arrays modified.
+# ----------------------------------------------------------------------------------------------
+
+def check_info(int info, str routine):
+    """Raise :class:`numpy.linalg.LinAlgError` (or MemoryError) for a non-zero LAPACK info."""
+    if info == 0:
+        return
+    if info == -1000:
+        raise MemoryError(f"{routine}: could not allocate LAPACK workspace")
+    if info < 0:
+        raise np.linalg.LinAlgError(f"{routine}: argument {-info} had an illegal value "
+                                    "(an hkern bug: please report it)")
+    if routine in ("potrf", "cholesky"):
+        raise np.linalg.LinAlgError(
+            f"{routine}: the leading minor of order {info} is not positive definite; the matrix "
+            "is not SPD to working precision (increase the regularisation or jitter)")
+    if routine in ("getrf", "lu_factor"):
+        raise np.linalg.LinAlgError(f"{routine}: the matrix is exactly singular "
+                                    f"(U[{info - 1}, {info - 1}] == 0)")
+    raise np.linalg.LinAlgError(f"{routine}: the algorithm failed to converge (info={info})")
+
+
+cdef inline double[:, ::1] _c64(A, copy=False):
+    arr = np.array(A, dtype=np.float64, order="C", copy=True) if copy else \
+        np.ascontiguousarray(A, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"expected a 2-D array, got shape {arr.shape}")
+    return arr
+
+
+def _as_matrix_rhs(B):
+    B = np.array(B, dtype=np.float64, order="C", copy=True)
+    vector = B.ndim == 1
+    return (B[:, None] if vector else B), vector
+
+
+def matmul(A, B, trans_a=False, trans_b=False, double alpha=1.0):
+    """alpha * op(A) @ op(B) through dgemm."""
+    cdef double[:, ::1] a = _c64(A), b = _c64(B)
+    cdef int m = a.shape[1] if trans_a else a.shape[0]
+    cdef int k = a.shape[0] if trans_a else a.shape[1]
+    cdef int kb = b.shape[1] if trans_b else b.shape[0]
+    cdef int n = b.shape[0] if trans_b else b.shape[1]
+    if k != kb:
+        raise ValueError(f"matmul: inner dimensions differ ({k} != {kb})")
+    out = np.zeros((m, n))
+    cdef double[:, ::1] c = out
+    if k > 0:
+        gemm(trans_a, trans_b, m, n, k, alpha, &a[0, 0], a.shape[1], &b[0, 0], b.shape[1],
+             0.0, &c[0, 0] if m * n > 0 else NULL, n)
+    return out
+
+
+def matvec(A, x, trans=False, double alpha=1.0):
+    """alpha * op(A) @ x through dgemv."""
+    cdef double[:, ::1] a = _c64(A)
+    cdef double[::1] xv = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef int m = a.shape[0], n = a.shape[1]
+    if xv.shape[0] != (m if trans else n):
+        raise ValueError("matvec: x has the wrong length")
+    out = np.zeros(n if trans else m)
+    cdef double[::1] y = out
+    if m > 0 and n > 0:
+        gemv(trans, m, n, alpha, &a[0, 0], n, &xv[0], 1, 0.0, &y[0], 1)
+    return out
+
+
+def rank1_update(A, x, y, double alpha=1.0):
+    """A + alpha * x y^T through dger (A is not modified)."""
+    cdef double[:, ::1] a = _c64(A, copy=True)
+    cdef double[::1] xv = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef double[::1] yv = np.ascontiguousarray(y, dtype=np.float64).ravel()
+    if xv.shape[0] != a.shape[0] or yv.shape[0] != a.shape[1]:
+        raise ValueError("rank1_update: x and y must match A's shape")
+    if a.shape[0] > 0 and a.shape[1] > 0:
+        ger(a.shape[0], a.shape[1], alpha, &xv[0], 1, &yv[0], 1, &a[0, 0], a.shape[1])
+    return np.asarray(a)
+
+
+def gram(A, trans=False, double alpha=1.0):
+    """alpha * op(A) op(A)^T through dsyrk, returned as a full symmetric matrix."""
+    cdef double[:, ::1] a = _c64(A)
+    cdef int n = a.shape[1] if trans else a.shape[0]
+    cdef int k = a.shape[0] if trans else a.shape[1]
+    out = np.zeros((n, n))
+    cdef double[:, ::1] c = out
+    if n > 0 and k > 0:
+        syrk(True, trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n)
+        symmetrize_from_lower(n, &c[0, 0], n)
+    return out
+
+
+def solve_triangular(T, B, lower=True, trans=False, unit_diagonal=False, left=True):
+    """Solve op(T) X = B (left) or X op(T) = B (right) through dtrsm."""
+    cdef double[:, ::1] t = _c64(T)
+    B, vector = _as_matrix_rhs(B)
+    if not left and vector:
+        B = B.T.copy()
+    cdef double[:, ::1] b = B
+    cdef int nt = t.shape[0]
+    if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
+        raise ValueError("solve_triangular: shapes do not match")
+    if b.shape[0] > 0 and b.shape[1] > 0:
+        trsm(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0, &t[0, 0], nt,
+             &b[0, 0], b.shape[1])
+    out = np.asarray(b)
+    return out.ravel() if vector else out
+
+
+def cholesky(A, int block=0, overwrite=False):
+    """Lower Cholesky factor of an SPD matrix (lower triangle read), blocked for large n.
+
+    With ``overwrite=True`` and a C-contiguous float64 ``A``, the factor is computed in A's
+    memory (no copy: the way to factorise a matrix that fills most of the memory).
+    """
+    in_place = overwrite and isinstance(A, np.ndarray) and A.dtype == np.float64 \
+        and A.flags.c_contiguous and A.flags.writeable
+    cdef double[:, ::1] a = A if in_place else _c64(A, copy=True)
+    cdef int n = a.shape[0], info
+    if a.shape[1] != n:
+        raise ValueError("cholesky: the matrix must be square")
+    if n == 0:
+        return np.asarray(a)
+    with nogil:
+        info = potrf_blocked(n, &a[0, 0], n, block)
+    check_info(info, "cholesky")
+    cdef Py_ssize_t i, j
+    with nogil:
+        for i in range(n):
+            for j in range(i + 1, n):
+                a[i, j] = 0.0
+    return np.asarray(a)
+
+
+def cho_solve(L, B):
+    """Solve (L L^T) X = B given the lower Cholesky factor L."""
+    cdef double[:, ::1] l = _c64(L)
+    B, vector = _as_matrix_rhs(B)
+    cdef double[:, ::1] b = B
+    if l.shape[0] != l.shape[1] or b.shape[0] != l.shape[0]:
+        raise ValueError("cho_solve: shapes do not match")
+    if b.shape[0] > 0 and b.shape[1] > 0:
+        with nogil:
+            potrs(l.shape[0], b.shape[1], &l[0, 0], l.shape[0], &b[0, 0], b.shape[1])
+    out = np.asarray(b)
+    return out.ravel() if vector else out
+
+
+def lu_factor(A):
+    """LU factors (in hkern's row-major layout, see getrf) and 1-based pivots."""
+    cdef double[:, ::1] a = _c64(A, copy=True)
+    cdef int n = a.shape[0], info
+    if a.shape[1] != n:
+        raise ValueError("lu_factor: the matrix must be square")
+    piv = np.zeros(n, dtype=np.intc)
+    cdef int[::1] p = piv
+    if n > 0:
+        with nogil:
+            info = getrf(n, &a[0, 0], n, &p[0])
+        check_info(info, "lu_factor")
+    return np.asarray(a), piv
+
+
+def lu_solve(LU, piv, B):
+    """Solve A X = B from the output of :func:`lu_factor`."""
+    cdef double[:, ::1] lu = _c64(LU)
+    cdef int[::1] p = np.ascontiguousarray(piv, dtype=np.intc)
+    B, vector = _as_matrix_rhs(B)
+    cdef double[:, ::1] b = B
+    if lu.shape[0] != lu.shape[1] or b.shape[0] != lu.shape[0] or p.shape[0] != lu.shape[0]:
+        raise ValueError("lu_solve: shapes do not match")
+    if b.shape[0] > 0 and b.shape[1] > 0:
+        with nogil:
+            getrs(lu.shape[0], b.shape[1], &lu[0, 0], lu.shape[0], &p[0], &b[0, 0], b.shape[1])
+    out = np.asarray(b)
+    return out.ravel() if vector else out
+
+
+def eigh(A, subset=None):
+    """Eigenpairs of a symmetric matrix (lower triangle read), ascending, through dsyevr.
+
+    Parameters
+    ----------
+    A : (n, n) array
+    subset : (lo, hi) or None
+        0-based inclusive index range of the eigenvalues wanted; None for all.
+
+    Returns
+    -------
+    w : (k,) eigenvalues, ascending.
+    V : (n, k) eigenvectors as columns, like :func:`numpy.linalg.eigh`.
+    """
+    cdef double[:, ::1] a = _c64(A, copy=True)
+    cdef int n = a.shape[0], il = -1, iu = -1, found = 0, info
+    if a.shape[1] != n:
+        raise ValueError("eigh: the matrix must be square")
+    if subset is not None:
+        il, iu = int(subset[0]), int(subset[1])
+        if not 0 <= il <= iu < n:
+            raise ValueError(f"eigh: subset must satisfy 0 <= lo <= hi < n={n}, got {subset}")
+    k = n if il < 0 else iu - il + 1
+    w = np.zeros(max(n, 1))
+    Z = np.zeros((max(k, 1), max(n, 1)))
+    cdef double[::1] wv = w
+    cdef double[:, ::1] z = Z
+    if n > 0:
+        with nogil:
+            info = syevr(n, &a[0, 0], n, il, iu, &wv[0], &z[0, 0], z.shape[1], &found)
+        check_info(info, "eigh")
+    return w[:found].copy(), Z[:found, :n].T.copy()
+
+
+def svd(A):
+    """Thin SVD through dgesdd: U (m, k), s (k,) descending, VT (k, n)."""
+    cdef double[:, ::1] a = _c64(A, copy=True)
+    cdef int m = a.shape[0], n = a.shape[1], k = min(a.shape[0], a.shape[1]), info
+    U = np.zeros((m, k))
+    s = np.zeros(k)
+    VT = np.zeros((k, n))
+    cdef double[:, ::1] u = U
+    cdef double[::1] sv = s
+    cdef double[:, ::1] vt = VT
+    if k > 0:
+        with nogil:
+            info = gesdd(m, n, &a[0, 0], n, &sv[0], &u[0, 0], k, &vt[0, 0], n)
+        check_info(info, "svd")
+    return U, s, VT
+
+
+def lstsq(A, B, double rcond=1e-12):
+    """Minimum-norm least squares with relative singular-value cutoff; returns (X, rank)."""
+    cdef double[:, ::1] a = _c64(A)
+    B, vector = _as_matrix_rhs(B)
+    cdef double[:, ::1] b = B
+    cdef int m = a.shape[0], n = a.shape[1], nrhs = b.shape[1], rank = 0, info = 0
+    if b.shape[0] != m:
+        raise ValueError("lstsq: A and B must have the same number of rows")
+    X = np.zeros((n, nrhs))
+    cdef double[:, ::1] x = X
+    if n > 0 and nrhs > 0 and m > 0:
+        with nogil:
+            info = lstsq_svd(m, n, nrhs, &a[0, 0], n, &b[0, 0], nrhs, rcond, &x[0, 0], nrhs,
+                             &rank)
+        check_info(info, "lstsq")
+    return (X.ravel() if vector else X), rank

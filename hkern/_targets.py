@@ -1,0 +1,70 @@
+"""Targets: regression outputs and one-vs-rest class encodings, shared by every method.
+
+Every solver works on a 2-D target matrix Y (n, k), so multi-output regression and all classes of
+a classifier are fitted by one solve with k right-hand sides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import check_choice, check_targets
+
+__all__ = ["TargetEncoding", "encode_targets"]
+
+TASKS = ("regression", "classification")
+
+
+@dataclass(frozen=True)
+class TargetEncoding:
+    """How fitted scores map back to what the user passed as ``y``.
+
+    Attributes
+    ----------
+    task : {"regression", "classification"}
+    classes : ndarray or None
+        Sorted class labels (classification only); column j of the scores belongs to classes[j].
+    squeeze : bool
+        True when y was 1-D regression targets, so predictions are 1-D as well.
+    """
+
+    task: str
+    classes: np.ndarray | None
+    squeeze: bool
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.classes) if self.classes is not None else 1
+
+    def decode(self, scores):
+        """Scores (m, k) -> labels (classification) or outputs of y's shape (regression)."""
+        if self.task == "classification":
+            return self.classes[np.argmax(scores, axis=1)]
+        return scores[:, 0] if self.squeeze else scores
+
+    def scores(self, scores):
+        """Scores (m, k), flattened to (m,) for 1-D regression targets."""
+        return scores[:, 0] if self.squeeze else scores
+
+
+def encode_targets(y, n_samples, task="regression"):
+    """Check ``y`` and return (Y, encoding) with Y a C-contiguous float64 (n, k) matrix.
+
+    For classification Y[i, j] = +1 if y[i] == classes[j] else -1 (one-vs-rest), for every class,
+    binary problems included, so prediction is an argmax over columns.
+    """
+    check_choice(task, "task", TASKS)
+    if task == "regression":
+        y = check_targets(y, n_samples, "y")
+        squeeze = y.ndim == 1
+        Y = np.ascontiguousarray(y.reshape(n_samples, -1))
+        return Y, TargetEncoding(task, None, squeeze)
+    y = check_targets(y, n_samples, "y", numeric=False)
+    classes, codes = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(f"y has a single class ({classes[0]!r}) but task='classification' needs "
+                         "at least 2 classes; check the labels or use task='regression'")
+    Y = -np.ones((n_samples, len(classes)))
+    Y[np.arange(n_samples), codes.ravel()] = 1.0
+    return Y, TargetEncoding(task, classes, False)

@@ -1,0 +1,189 @@
+"""Input checks for every public function of hkern, in one place.
+
+Everything a user passes is checked here, once, at the Python face; the compiled cores trust
+their inputs.  Each problem raises a ``ValueError`` that names the argument and says how to fix
+it.  Arrays that are merely in an inconvenient form (float32, integer, Fortran-ordered, strided)
+are converted, never rejected.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+__all__ = [
+    "check_array", "check_targets", "check_X_y", "check_n_features", "check_positive",
+    "check_nonnegative", "check_rank", "check_int", "check_seed", "check_choice",
+]
+
+
+def _describe_nonfinite(arr, name):
+    bad = ~np.isfinite(arr)
+    first = np.unravel_index(np.argmax(bad), arr.shape)
+    what = "NaN" if np.isnan(arr[first]) else "infinity"
+    where = ", ".join(str(int(i)) for i in first)
+    return (f"{name} contains {what} (first at index [{where}], {int(bad.sum())} non-finite "
+            f"value(s) in all); remove or impute non-finite values before fitting")
+
+
+def _as_float_array(value, name):
+    if np.iscomplexobj(value):
+        raise ValueError(f"{name} has a complex dtype; hkern needs real numbers")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers; it could not be converted "
+                         f"to float64 ({exc})") from None
+    return arr
+
+
+def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
+    """Return ``X`` as a C-contiguous float64 array after checking it.
+
+    Parameters
+    ----------
+    X : array_like
+        The input.  float32, integer, boolean, Fortran-ordered and strided arrays are converted.
+    name : str
+        The argument's name, used in error messages.
+    ensure_2d : bool
+        Require a 2-D array of shape (n_samples, n_features).
+    min_samples : int
+        Smallest acceptable number of rows.
+
+    Raises
+    ------
+    ValueError
+        For a complex or non-numeric dtype, the wrong number of dimensions, too few samples,
+        zero features, or NaN/infinite values.
+    """
+    arr = _as_float_array(X, name)
+    if ensure_2d:
+        if arr.ndim == 1:
+            raise ValueError(
+                f"{name} must be 2-D with shape (n_samples, n_features); got a 1-D array of shape "
+                f"{arr.shape}. Use {name}.reshape(-1, 1) for one feature or {name}.reshape(1, -1) "
+                "for one sample")
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D with shape (n_samples, n_features); got "
+                             f"{arr.ndim} dimension(s), shape {arr.shape}")
+        if arr.shape[1] == 0:
+            raise ValueError(f"{name} has 0 features (shape {arr.shape}); at least 1 is required")
+    if arr.shape[0] < min_samples:
+        raise ValueError(f"{name} has {arr.shape[0]} sample(s) (shape {arr.shape}); at least "
+                         f"{min_samples} required")
+    if not np.isfinite(arr).all():
+        raise ValueError(_describe_nonfinite(arr, name))
+    return np.ascontiguousarray(arr)
+
+
+def check_targets(y, n_samples, name="y", *, numeric=True):
+    """Check a target vector (n,) or matrix (n, n_outputs) against ``n_samples`` rows.
+
+    With ``numeric=False`` (class labels) the values are returned as a 1-D array of any dtype.
+    """
+    if numeric:
+        arr = _as_float_array(y, name)
+    else:
+        arr = np.asarray(y)
+    if arr.ndim == 0 or arr.ndim > 2 or (not numeric and arr.ndim != 1):
+        expected = "(n_samples,)" if not numeric else "(n_samples,) or (n_samples, n_outputs)"
+        raise ValueError(f"{name} must have shape {expected}; got shape {arr.shape}")
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"{name} has {arr.shape[0]} rows but X has {n_samples} samples; they "
+                         "must have the same length")
+    if arr.ndim == 2 and arr.shape[1] == 0:
+        raise ValueError(f"{name} has 0 outputs (shape {arr.shape})")
+    if numeric and not np.isfinite(arr).all():
+        raise ValueError(_describe_nonfinite(arr, name))
+    if not numeric and arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(_describe_nonfinite(arr, name))
+    return np.ascontiguousarray(arr)
+
+
+def check_X_y(X, y, *, numeric_y=True):
+    """Check training inputs and targets together; returns converted copies."""
+    X = check_array(X, "X")
+    y = check_targets(y, X.shape[0], "y", numeric=numeric_y)
+    return X, y
+
+
+def check_n_features(X, n_features, name="X"):
+    """Check prediction inputs against the number of features seen at fit time."""
+    X = check_array(X, name)
+    if X.shape[1] != n_features:
+        raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with "
+                         f"{n_features} features")
+    return X
+
+
+def _check_real_scalar(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def check_positive(value, name, hint=""):
+    """A finite float > 0."""
+    value = _check_real_scalar(value, name)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}" + (f"; {hint}" if hint else ""))
+    return value
+
+
+def check_nonnegative(value, name, hint=""):
+    """A finite float >= 0."""
+    value = _check_real_scalar(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}" + (f"; {hint}" if hint else ""))
+    return value
+
+
+def check_int(value, name, *, low=None, high=None, hint=""):
+    """An integer in [low, high] (either bound may be None)."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}" + (f"; {hint}" if hint else ""))
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}" + (f"; {hint}" if hint else ""))
+    return value
+
+
+def check_rank(r, n_samples, name="r"):
+    """A rank / number of landmarks / features: 1 <= r <= n_samples."""
+    r = check_int(r, name, low=1)
+    if r > n_samples:
+        raise ValueError(f"{name}={r} is larger than the number of training samples "
+                         f"n={n_samples}; choose {name} <= {n_samples}")
+    return r
+
+
+def check_seed(seed, name="seed"):
+    """A ``numpy.random.Generator`` from None, an int, or a Generator (used as is)."""
+    if seed is None:
+        return np.random.default_rng()
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {seed}")
+        return np.random.default_rng(int(seed))
+    raise ValueError(f"{name} must be None, a non-negative int or a numpy.random.Generator, "
+                     f"got {seed!r}")
+
+
+def check_choice(value, name, choices):
+    """One of a fixed set of strings."""
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {options}; got {value!r}")
+    return value

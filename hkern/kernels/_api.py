@@ -1,0 +1,206 @@
+"""Python face of the kernel families: names, validation, thread budgets, spectral sampling."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._threads import blas_threads, resolve_n_jobs
+from .._validation import check_array, check_positive
+from . import _kernels
+
+__all__ = ["KERNELS", "kernel_matrix", "kernel_diag", "kernel_matvec", "kernel_kind",
+           "sample_spectral"]
+
+# Canonical names and the integer kind the compiled core uses (hkern/kernels/_kernels.pxd).
+KERNELS = {
+    "gaussian": 0,
+    "laplace": 1,
+    "imq": 2,
+    "matern12": 3,
+    "matern32": 4,
+    "matern52": 5,
+}
+_ALIASES = {"rbf": "gaussian", "inverse_multiquadric": "imq", "exponential": "matern12"}
+
+# Rows of K(X, Y) evaluated at a time when only products K(X, Y) @ B are wanted.
+_MATVEC_BLOCK_BYTES = 64 * 2**20
+
+
+def kernel_kind(kernel):
+    """Canonical name and compiled kind for a kernel name (aliases accepted)."""
+    if not isinstance(kernel, str):
+        raise ValueError(f"kernel must be a string, one of {sorted(KERNELS)}; got {kernel!r}")
+    name = _ALIASES.get(kernel.lower(), kernel.lower())
+    if name not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)} (aliases: "
+                         f"{sorted(_ALIASES)}); got {kernel!r}")
+    return name, KERNELS[name]
+
+
+def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
+    """K(X, Y) for validated C-contiguous float64 inputs (internal fast path)."""
+    out = np.empty((X.shape[0], Y.shape[0]))
+    # Tiles call single-threaded BLAS from OpenMP threads: BLAS and OpenMP must not multiply.
+    with blas_threads(1):
+        _kernels.fill_kernel_matrix(kind, sigma, X, Y, out, n_threads)
+    return out
+
+
+def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None):
+    r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
+
+    All kernels share one parametrisation: a bandwidth (lengthscale) ``sigma > 0`` and
+    ``k(x, x) = 1``:
+
+    ============  ==================================================================
+    ``gaussian``  :math:`\exp(-\|x-y\|_2^2 / (2\sigma^2))`  (alias ``"rbf"``)
+    ``laplace``   :math:`\exp(-\|x-y\|_1 / \sigma)`
+    ``imq``       :math:`\sigma / \sqrt{\|x-y\|_2^2 + \sigma^2}`
+    ``matern12``  :math:`\exp(-r/\sigma)`, :math:`r = \|x-y\|_2`  (alias ``"exponential"``)
+    ``matern32``  :math:`(1 + \sqrt3 r/\sigma) \exp(-\sqrt3 r/\sigma)`
+    ``matern52``  :math:`(1 + \sqrt5 r/\sigma + 5r^2/(3\sigma^2)) \exp(-\sqrt5 r/\sigma)`
+    ============  ==================================================================
+
+    Conversions to the papers' conventions:
+
+    * MEKA and scikit-learn's ``rbf_kernel`` write :math:`\exp(-\gamma\|x-y\|^2)`:
+      :math:`\gamma = 1/(2\sigma^2)`.
+    * oASIS writes :math:`\exp(-\|x-y\|^2/\sigma_{paper}^2)`: :math:`\sigma_{paper}^2 = 2\sigma^2`.
+    * The HCK paper's inverse multiquadric is :math:`\sigma^2/\sqrt{\|x-y\|^2+\sigma^2}`, which
+      is ``sigma`` times hkern's ``imq``.
+
+    Parameters
+    ----------
+    X : array_like of shape (m, d)
+    Y : array_like of shape (n, d), optional
+        Defaults to ``X``.
+    kernel : str
+        One of the names above.
+    sigma : float
+        Bandwidth, > 0.
+    n_jobs : int or None
+        Threads; None uses every core.  The result is bitwise identical for any value.
+
+    Returns
+    -------
+    K : ndarray of shape (m, n)
+
+    Notes
+    -----
+    Squared distances come from one GEMM per output tile (:math:`\|x\|^2 + \|y\|^2 - 2x^Ty`);
+    distances smaller than 1e-3 of :math:`\|x\|^2+\|y\|^2`, where that formula cancels, are
+    recomputed exactly.  The elementwise map runs in an OpenMP loop over tiles.
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> hkern.kernel_matrix(X, kernel="gaussian", sigma=1.0).round(4)
+    array([[1.    , 0.6065],
+           [0.6065, 1.    ]])
+    """
+    X = check_array(X, "X")
+    if Y is None:
+        Y = X
+    else:
+        Y = check_array(Y, "Y")
+        if Y.shape[1] != X.shape[1]:
+            raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must "
+                             "match")
+    _, kind = kernel_kind(kernel)
+    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    return _kernel_matrix_trusted(kind, sigma, X, Y, resolve_n_jobs(n_jobs))
+
+
+def kernel_diag(X, kernel="gaussian", sigma=1.0):
+    """Diagonal k(X[i], X[i]) of the kernel matrix without forming it.
+
+    Every hkern kernel is stationary with unit peak, so this is a vector of ones; it exists so
+    that code written against it stays correct if a non-stationary kernel is added.
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> hkern.kernel_diag(np.zeros((3, 2)))
+    array([1., 1., 1.])
+    """
+    X = check_array(X, "X")
+    kernel_kind(kernel)
+    check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    return np.ones(X.shape[0])
+
+
+def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
+    """K(X, Y) @ B evaluated in row blocks of K so that memory stays O(block * n)."""
+    m, n = X.shape[0], Y.shape[0]
+    out = np.empty((m,) + B.shape[1:])
+    rows = max(1, min(m, _MATVEC_BLOCK_BYTES // (8 * max(n, 1))))
+    for start in range(0, m, rows):
+        stop = min(m, start + rows)
+        block = _kernel_matrix_trusted(kind, sigma, X[start:stop], Y, n_threads)
+        with blas_threads(n_threads):
+            np.matmul(block, B, out=out[start:stop])
+    return out
+
+
+def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None):
+    """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.
+
+    Parameters
+    ----------
+    X : array_like of shape (m, d)
+    Y : array_like of shape (n, d)
+    B : array_like of shape (n,) or (n, k)
+    kernel, sigma, n_jobs
+        As in :func:`kernel_matrix`.
+
+    Returns
+    -------
+    ndarray of shape (m,) or (m, k)
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> X = np.random.default_rng(0).normal(size=(5, 2))
+    >>> np.allclose(hkern.kernel_matvec(X, X, np.ones(5)), hkern.kernel_matrix(X).sum(1))
+    True
+    """
+    X = check_array(X, "X")
+    Y = check_array(Y, "Y")
+    if Y.shape[1] != X.shape[1]:
+        raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must match")
+    B = np.asarray(B, dtype=np.float64)
+    if B.ndim not in (1, 2) or B.shape[0] != Y.shape[0]:
+        raise ValueError(f"B must have shape ({Y.shape[0]},) or ({Y.shape[0]}, k); got {B.shape}")
+    if not np.isfinite(B).all():
+        raise ValueError("B contains NaN or infinity")
+    _, kind = kernel_kind(kernel)
+    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    return _kernel_matvec_trusted(kind, sigma, X, Y, np.ascontiguousarray(B),
+                                  resolve_n_jobs(n_jobs))
+
+
+def sample_spectral(kernel, n_features, n_components, sigma, rng):
+    """Frequencies drawn from the kernel's spectral density (Bochner), for random features.
+
+    k(x - y) = E_w[cos(w.(x - y))] with w drawn from the returned distribution:
+
+    * gaussian: w ~ N(0, I / sigma^2);
+    * laplace (a product of 1-D Laplace kernels): w_j ~ Cauchy(0, 1/sigma) independently;
+    * matern (nu = 1/2, 3/2, 5/2): multivariate Student-t with 2 nu degrees of freedom and
+      scale 1/sigma, i.e. w = g / (sigma sqrt(u / (2 nu))), g ~ N(0, I), u ~ chi2(2 nu).
+
+    Returns an (n_components, n_features) array.
+    """
+    name, _ = kernel_kind(kernel)
+    shape = (n_components, n_features)
+    if name == "gaussian":
+        return rng.standard_normal(shape) / sigma
+    if name == "laplace":
+        return rng.standard_cauchy(shape) / sigma
+    if name.startswith("matern"):
+        nu = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}[name]
+        u = rng.chisquare(2 * nu, size=(n_components, 1))
+        return rng.standard_normal(shape) / (sigma * np.sqrt(u / (2 * nu)))
+    raise ValueError(f"random Fourier features are not available for kernel={kernel!r}: its "
+                     "spectral density has no sampler here; use 'gaussian', 'laplace' or a "
+                     "Matern kernel")
