@@ -28,7 +28,6 @@ cdef double dot(int n, const double* x, int incx, const double* y, int incy) noe
 cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int incy) noexcept nogil
 
 cdef int potrf(int n, double* A, int lda) noexcept nogil
-cdef int potrf_blocked(int n, double* A, int lda, int block) noexcept nogil
 cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil
 cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil
 cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
@@ -41,3 +40,18 @@ cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const doubl
                    double rcond, double* X, int ldx, int* rank) noexcept nogil
 
 cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil
+
+# Deterministic parallel level 3.  The output is cut into a fixed grid of tiles that does not
+# depend on the thread count; an OpenMP loop hands the tiles to n_threads threads and each tile is
+# one single-threaded BLAS call.  Every entry is therefore computed by the same operations for any
+# n_threads: results are bitwise identical for n_jobs = 1, 2, ...  The caller must limit BLAS to
+# one thread (hkern._threads.blas_threads(1)) around these calls.
+cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
+                     const double* A, int lda, const double* B, int ldb,
+                     double beta, double* C, int ldc, int n_threads) noexcept nogil
+cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
+                     double beta, double* C, int ldc, int n_threads) noexcept nogil
+cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil
+cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
+                     double alpha, const double* A, int lda, double* B, int ldb,
+                     int n_threads) noexcept nogil

@@ -5,19 +5,23 @@ functions at the bottom are thin NumPy entry points over the same wrappers: they
 Python layer calls, they turn LAPACK's ``info`` into :class:`numpy.linalg.LinAlgError`, and the
 tests compare each of them with NumPy/SciPy.
 """
+from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
+from cython.parallel cimport prange
 from scipy.linalg cimport cython_blas as blas
 from scipy.linalg cimport cython_lapack as lapack
 
 import numpy as np
 
-# Largest diagonal block handed to a single dpotrf call by potrf_blocked.  Multi-threaded OpenBLAS
-# dpotrf has been seen to segfault near n = 18000 on this project's machines; a right-looking
-# blocked Cholesky keeps each dpotrf call small and does the bulk of the work in dtrsm/dsyrk,
-# which thread well and have not shown the problem.
+from hkern._threads import blas_threads
+
 cdef enum:
-    CHOLESKY_BLOCK = 4096
+    # Tile grid of the deterministic parallel routines: large enough for single-threaded BLAS to
+    # run near its peak, small enough to balance two or more threads.
+    TILE = 256
+    # Block size of the tiled Cholesky (the k dimension of its trailing updates).
+    CHOL_BLOCK = 256
 
 
 # ----------------------------------------------------------------------------------------------
@@ -104,28 +108,6 @@ cdef int potrf(int n, double* A, int lda) noexcept nogil:
         return 0
     lapack.dpotrf(&uplo, &n, A, &lda, &info)
     return info
-
-
-cdef int potrf_blocked(int n, double* A, int lda, int block) noexcept nogil:
-    """Right-looking blocked Cholesky; each dpotrf call sees at most `block` rows (see header)."""
-    cdef int k0, b, rest, info
-    if block <= 0:
-        block = CHOLESKY_BLOCK
-    k0 = 0
-    while k0 < n:
-        b = min(block, n - k0)
-        info = potrf(b, A + <Py_ssize_t>k0 * lda + k0, lda)
-        if info != 0:
-            return info + k0
-        rest = n - k0 - b
-        if rest > 0:
-            # A21 <- A21 L11^{-T};  A22 <- A22 - A21 A21^T (lower triangle).
-            trsm(False, True, True, False, rest, b, 1.0,
-                 A + <Py_ssize_t>k0 * lda + k0, lda, A + <Py_ssize_t>(k0 + b) * lda + k0, lda)
-            syrk(True, False, rest, b, -1.0, A + <Py_ssize_t>(k0 + b) * lda + k0, lda,
-                 1.0, A + <Py_ssize_t>(k0 + b) * lda + k0 + b, lda)
-        k0 += b
-    return 0
 
 
 cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil:
@@ -295,6 +277,112 @@ cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil:
 
 
 # ----------------------------------------------------------------------------------------------
+# Deterministic parallel level 3 (see _linalg.pxd).  Why not threaded OpenBLAS: its results change
+# with the thread count (different splits and, for dpotrf, a different algorithm), and threaded
+# dsyrk has crashed with SIGSEGV (dsyrk_thread_UT, scipy-openblas 0.3.x, n ~ 16000 on this
+# project's 2-core AMD EPYC machines), which is what made plain dpotrf fail near n = 18000.
+# Single-threaded calls on bounded tiles have neither problem.
+# ----------------------------------------------------------------------------------------------
+
+cdef inline int _n_tiles(int n) noexcept nogil:
+    return (n + TILE - 1) // TILE
+
+
+cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
+                     const double* A, int lda, const double* B, int ldb,
+                     double beta, double* C, int ldc, int n_threads) noexcept nogil:
+    """gemm with the m x n output cut into TILE x TILE tiles computed in parallel."""
+    cdef int tn = _n_tiles(n), t, r0, c0
+    cdef const double* Ablk
+    cdef const double* Bblk
+    if m == 0 or n == 0:
+        return
+    for t in prange(_n_tiles(m) * tn, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        r0 = (t // tn) * TILE
+        c0 = (t % tn) * TILE
+        # Rows r0.. of op(A): rows of A, or columns of A when transposed; likewise for op(B).
+        Ablk = (A + r0) if trans_a else (A + <Py_ssize_t>r0 * lda)
+        Bblk = (B + <Py_ssize_t>c0 * ldb) if trans_b else (B + c0)
+        gemm(trans_a, trans_b, min(TILE, m - r0), min(TILE, n - c0), k, alpha, Ablk, lda,
+             Bblk, ldb, beta, C + <Py_ssize_t>r0 * ldc + c0, ldc)
+
+
+cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
+                     double beta, double* C, int ldc, int n_threads) noexcept nogil:
+    """Lower triangle of C = alpha op(A) op(A)^T + beta C: dsyrk on diagonal tiles, dgemm below.
+
+    trans=False: A is n x k.  trans=True: A is k x n.
+    """
+    cdef int nt = _n_tiles(n), t, bi, bj, r0, c0
+    if n == 0:
+        return
+    # Tiles (bi, bj) with bj <= bi, numbered row by row: t = bi (bi + 1) / 2 + bj.
+    for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        bi = <int>((sqrt(8.0 * t + 1.0) - 1.0) / 2.0)
+        if (bi + 1) * (bi + 2) // 2 <= t:      # guard the float estimate at exact boundaries
+            bi = bi + 1
+        elif bi * (bi + 1) // 2 > t:
+            bi = bi - 1
+        bj = t - bi * (bi + 1) // 2
+        r0 = bi * TILE
+        c0 = bj * TILE
+        if bi == bj:
+            syrk(True, trans, min(TILE, n - r0), k, alpha,
+                 (A + r0) if trans else (A + <Py_ssize_t>r0 * lda), lda, beta,
+                 C + <Py_ssize_t>r0 * ldc + r0, ldc)
+        else:
+            gemm(trans, not trans, min(TILE, n - r0), TILE, k, alpha,
+                 (A + r0) if trans else (A + <Py_ssize_t>r0 * lda), lda,
+                 (A + c0) if trans else (A + <Py_ssize_t>c0 * lda), lda, beta,
+                 C + <Py_ssize_t>r0 * ldc + c0, ldc)
+
+
+cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
+                     double alpha, const double* A, int lda, double* B, int ldb,
+                     int n_threads) noexcept nogil:
+    """trsm with B (m x n) cut into independent panels: column panels for a left solve (each
+    column of X depends only on the same column of B), row panels for a right solve."""
+    cdef int t, p0
+    if m == 0 or n == 0:
+        return
+    if left:
+        for t in prange(_n_tiles(n), nogil=True, num_threads=n_threads, schedule="dynamic"):
+            p0 = t * TILE
+            trsm(True, lower, trans, unit_diag, m, min(TILE, n - p0), alpha, A, lda, B + p0, ldb)
+    else:
+        for t in prange(_n_tiles(m), nogil=True, num_threads=n_threads, schedule="dynamic"):
+            p0 = t * TILE
+            trsm(False, lower, trans, unit_diag, min(TILE, m - p0), n, alpha, A, lda,
+                 B + <Py_ssize_t>p0 * ldb, ldb)
+
+
+cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil:
+    """Right-looking blocked Cholesky (lower, row-major) built from the tiled routines.
+
+    Each step factors a CHOL_BLOCK diagonal block with dpotrf, solves the panel below it and
+    updates the trailing matrix; no BLAS/LAPACK call sees more than max(TILE, CHOL_BLOCK) rows
+    of output.  Returns info as dpotrf would (the order of the failing leading minor).
+    """
+    cdef int k0, b, rest, info
+    cdef double* A11
+    cdef double* A21
+    k0 = 0
+    while k0 < n:
+        b = min(<int>CHOL_BLOCK, n - k0)
+        A11 = A + <Py_ssize_t>k0 * lda + k0
+        info = potrf(b, A11, lda)
+        if info != 0:
+            return info + k0
+        rest = n - k0 - b
+        if rest > 0:
+            A21 = A + <Py_ssize_t>(k0 + b) * lda + k0
+            trsm_tiled(False, True, True, False, rest, b, 1.0, A11, lda, A21, lda, n_threads)
+            syrk_tiled(False, rest, b, -1.0, A21, lda, 1.0, A21 + b, lda, n_threads)
+        k0 += b
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
 # NumPy entry points.  Inputs are converted to C-contiguous float64 (copies where the routine
 # overwrites its input), so callers never see their arrays modified.
 # ----------------------------------------------------------------------------------------------
@@ -332,8 +420,11 @@ def _as_matrix_rhs(B):
     return (B[:, None] if vector else B), vector
 
 
-def matmul(A, B, trans_a=False, trans_b=False, double alpha=1.0):
-    """alpha * op(A) @ op(B) through dgemm."""
+def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n_threads=1, out=None):
+    """alpha * op(A) @ op(B) through dgemm on a fixed tile grid (bitwise equal for any n_threads).
+
+    ``out``, if given, must be a C-contiguous float64 array of the result's shape.
+    """
     cdef double[:, ::1] a = _c64(A), b = _c64(B)
     cdef int m = a.shape[1] if trans_a else a.shape[0]
     cdef int k = a.shape[0] if trans_a else a.shape[1]
@@ -341,15 +432,24 @@ def matmul(A, B, trans_a=False, trans_b=False, double alpha=1.0):
     cdef int n = b.shape[0] if trans_b else b.shape[1]
     if k != kb:
         raise ValueError(f"matmul: inner dimensions differ ({k} != {kb})")
-    out = np.zeros((m, n))
+    if out is None:
+        out = np.zeros((m, n))
+    elif out.shape != (m, n) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"matmul: out must be a C-contiguous float64 array of shape {(m, n)}")
     cdef double[:, ::1] c = out
-    if k > 0:
-        gemm(trans_a, trans_b, m, n, k, alpha, &a[0, 0], a.shape[1], &b[0, 0], b.shape[1],
-             0.0, &c[0, 0] if m * n > 0 else NULL, n)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out[...] = 0.0
+        return out
+    with blas_threads(1):
+        with nogil:
+            gemm_tiled(trans_a, trans_b, m, n, k, alpha, &a[0, 0], a.shape[1], &b[0, 0],
+                       b.shape[1], 0.0, &c[0, 0], n, n_threads)
     return out
 
 
-def matvec(A, x, trans=False, double alpha=1.0):
+def matvec(A, x, bint trans=False, double alpha=1.0):
     """alpha * op(A) @ x through dgemv."""
     cdef double[:, ::1] a = _c64(A)
     cdef double[::1] xv = np.ascontiguousarray(x, dtype=np.float64).ravel()
@@ -375,21 +475,25 @@ def rank1_update(A, x, y, double alpha=1.0):
     return np.asarray(a)
 
 
-def gram(A, trans=False, double alpha=1.0):
-    """alpha * op(A) op(A)^T through dsyrk, returned as a full symmetric matrix."""
+def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
+    """alpha * op(A) op(A)^T through tiled dsyrk/dgemm, returned as a full symmetric matrix."""
     cdef double[:, ::1] a = _c64(A)
     cdef int n = a.shape[1] if trans else a.shape[0]
     cdef int k = a.shape[0] if trans else a.shape[1]
     out = np.zeros((n, n))
     cdef double[:, ::1] c = out
     if n > 0 and k > 0:
-        syrk(True, trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n)
-        symmetrize_from_lower(n, &c[0, 0], n)
+        with blas_threads(1):
+            with nogil:
+                syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads)
+                symmetrize_from_lower(n, &c[0, 0], n)
     return out
 
 
-def solve_triangular(T, B, lower=True, trans=False, unit_diagonal=False, left=True):
-    """Solve op(T) X = B (left) or X op(T) = B (right) through dtrsm."""
+def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
+                     bint left=True,
+                     int n_threads=1):
+    """Solve op(T) X = B (left) or X op(T) = B (right) through dtrsm (tiled over B)."""
     cdef double[:, ::1] t = _c64(T)
     B, vector = _as_matrix_rhs(B)
     if not left and vector:
@@ -399,30 +503,38 @@ def solve_triangular(T, B, lower=True, trans=False, unit_diagonal=False, left=Tr
     if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
         raise ValueError("solve_triangular: shapes do not match")
     if b.shape[0] > 0 and b.shape[1] > 0:
-        trsm(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0, &t[0, 0], nt,
-             &b[0, 0], b.shape[1])
+        with blas_threads(1):
+            with nogil:
+                trsm_tiled(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0,
+                           &t[0, 0], nt, &b[0, 0], b.shape[1], n_threads)
     out = np.asarray(b)
     return out.ravel() if vector else out
 
 
-def cholesky(A, int block=0, overwrite=False):
-    """Lower Cholesky factor of an SPD matrix (lower triangle read), blocked for large n.
+def cholesky(A, overwrite=False, int n_threads=1):
+    """Lower Cholesky factor of an SPD matrix (lower triangle read), tiled (see potrf_tiled).
 
     With ``overwrite=True`` and a C-contiguous float64 ``A``, the factor is computed in A's
     memory (no copy: the way to factorise a matrix that fills most of the memory).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If the matrix is not positive definite to working precision.
     """
     in_place = overwrite and isinstance(A, np.ndarray) and A.dtype == np.float64 \
         and A.flags.c_contiguous and A.flags.writeable
     cdef double[:, ::1] a = A if in_place else _c64(A, copy=True)
     cdef int n = a.shape[0], info
+    cdef Py_ssize_t i, j
     if a.shape[1] != n:
         raise ValueError("cholesky: the matrix must be square")
     if n == 0:
         return np.asarray(a)
-    with nogil:
-        info = potrf_blocked(n, &a[0, 0], n, block)
+    with blas_threads(1):
+        with nogil:
+            info = potrf_tiled(n, &a[0, 0], n, n_threads)
     check_info(info, "cholesky")
-    cdef Py_ssize_t i, j
     with nogil:
         for i in range(n):
             for j in range(i + 1, n):
@@ -430,16 +542,21 @@ def cholesky(A, int block=0, overwrite=False):
     return np.asarray(a)
 
 
-def cho_solve(L, B):
+def cho_solve(L, B, int n_threads=1):
     """Solve (L L^T) X = B given the lower Cholesky factor L."""
     cdef double[:, ::1] l = _c64(L)
     B, vector = _as_matrix_rhs(B)
     cdef double[:, ::1] b = B
+    cdef int n = l.shape[0]
     if l.shape[0] != l.shape[1] or b.shape[0] != l.shape[0]:
         raise ValueError("cho_solve: shapes do not match")
     if b.shape[0] > 0 and b.shape[1] > 0:
-        with nogil:
-            potrs(l.shape[0], b.shape[1], &l[0, 0], l.shape[0], &b[0, 0], b.shape[1])
+        with blas_threads(1):
+            with nogil:
+                trsm_tiled(True, True, False, False, n, b.shape[1], 1.0, &l[0, 0], n,
+                           &b[0, 0], b.shape[1], n_threads)
+                trsm_tiled(True, True, True, False, n, b.shape[1], 1.0, &l[0, 0], n,
+                           &b[0, 0], b.shape[1], n_threads)
     out = np.asarray(b)
     return out.ravel() if vector else out
 
@@ -453,8 +570,9 @@ def lu_factor(A):
     piv = np.zeros(n, dtype=np.intc)
     cdef int[::1] p = piv
     if n > 0:
-        with nogil:
-            info = getrf(n, &a[0, 0], n, &p[0])
+        with blas_threads(1):   # deterministic whatever the caller's BLAS threads
+            with nogil:
+                info = getrf(n, &a[0, 0], n, &p[0])
         check_info(info, "lu_factor")
     return np.asarray(a), piv
 
@@ -468,7 +586,7 @@ def lu_solve(LU, piv, B):
     if lu.shape[0] != lu.shape[1] or b.shape[0] != lu.shape[0] or p.shape[0] != lu.shape[0]:
         raise ValueError("lu_solve: shapes do not match")
     if b.shape[0] > 0 and b.shape[1] > 0:
-        with nogil:
+        with blas_threads(1), nogil:
             getrs(lu.shape[0], b.shape[1], &lu[0, 0], lu.shape[0], &p[0], &b[0, 0], b.shape[1])
     out = np.asarray(b)
     return out.ravel() if vector else out
@@ -502,7 +620,7 @@ def eigh(A, subset=None):
     cdef double[::1] wv = w
     cdef double[:, ::1] z = Z
     if n > 0:
-        with nogil:
+        with blas_threads(1), nogil:
             info = syevr(n, &a[0, 0], n, il, iu, &wv[0], &z[0, 0], z.shape[1], &found)
         check_info(info, "eigh")
     return w[:found].copy(), Z[:found, :n].T.copy()
@@ -519,7 +637,7 @@ def svd(A):
     cdef double[::1] sv = s
     cdef double[:, ::1] vt = VT
     if k > 0:
-        with nogil:
+        with blas_threads(1), nogil:
             info = gesdd(m, n, &a[0, 0], n, &sv[0], &u[0, 0], k, &vt[0, 0], n)
         check_info(info, "svd")
     return U, s, VT
@@ -536,7 +654,7 @@ def lstsq(A, B, double rcond=1e-12):
     X = np.zeros((n, nrhs))
     cdef double[:, ::1] x = X
     if n > 0 and nrhs > 0 and m > 0:
-        with nogil:
+        with blas_threads(1), nogil:
             info = lstsq_svd(m, n, nrhs, &a[0, 0], n, &b[0, 0], nrhs, rcond, &x[0, 0], nrhs,
                              &rank)
         check_info(info, "lstsq")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads
 
-__all__ = ["block_rows", "ridge_on_feature_blocks"]
+__all__ = ["block_rows", "ridge_on_feature_blocks", "ridge_dual"]
 
 _BLOCK_BYTES = 32 * 2**20
 
@@ -33,7 +32,7 @@ def ridge_on_feature_blocks(feature_blocks, Y, lam, n_components, n_threads):
     n_components : int
         p, the number of feature columns.
     n_threads : int
-        BLAS threads for the block products.
+        Threads (results are identical for any value).
 
     Returns
     -------
@@ -41,12 +40,23 @@ def ridge_on_feature_blocks(feature_blocks, Y, lam, n_components, n_threads):
     """
     gram = np.zeros((n_components, n_components))
     rhs = np.zeros((n_components, Y.shape[1]))
-    with blas_threads(n_threads):
-        for start, stop, phi in feature_blocks:
-            gram += phi.T @ phi          # NumPy dispatches A.T @ A to dsyrk
-            rhs += phi.T @ Y[start:stop]
+    for start, stop, phi in feature_blocks:
+        gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
+        rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
     gram.flat[:: n_components + 1] += lam
     # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
-    with blas_threads(n_threads):
-        factor = _linalg.cholesky(gram)
-        return _linalg.cho_solve(factor, rhs)
+    factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
+    return _linalg.cho_solve(factor, rhs, n_threads=n_threads)
+
+
+def ridge_dual(phi, Y, lam, n_threads):
+    """The same ridge solution through the n x n dual system, for p > n features.
+
+    W = Phi^T (Phi Phi^T + lam I)^{-1} Y, which equals (Phi^T Phi + lam I)^{-1} Phi^T Y
+    (push-through identity) at O(n^2 p) instead of O(n p^2) cost and O(n^2) memory.
+    """
+    gram = _linalg.gram(phi, n_threads=n_threads)
+    gram.flat[:: gram.shape[0] + 1] += lam
+    factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
+    return _linalg.matmul(phi, _linalg.cho_solve(factor, Y, n_threads=n_threads), trans_a=True,
+                          n_threads=n_threads)

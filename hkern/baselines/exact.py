@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads, resolve_n_jobs
+from .._threads import resolve_n_jobs
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
 
@@ -68,10 +68,11 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
 
     Notes
     -----
-    Cost O(n^2 d + n^3 / 3) time, 8 n^2 bytes.  The Cholesky factorisation is blocked so that
-    no single LAPACK ``dpotrf`` call sees more than 4096 rows: multi-threaded OpenBLAS ``dpotrf``
-    has been seen to crash near n = 18 000 on this project's machines, and the blocked form
-    does the bulk of the work in ``dtrsm``/``dsyrk`` instead.
+    Cost O(n^2 d + n^3 / 3) time, 8 n^2 bytes.  The Cholesky factorisation is hkern's tiled one
+    (``hkern._linalg.potrf_tiled``): OpenMP threads over 256 x 256 tiles, each a single-threaded
+    BLAS call.  Multi-threaded OpenBLAS ``dpotrf``/``dsyrk`` have crashed near n = 16 000-18 000
+    on this project's machines and change their rounding with the thread count; the tiled
+    form does neither, so results are identical for any ``n_jobs``.
 
     Examples
     --------
@@ -93,9 +94,8 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
     n_threads = resolve_n_jobs(n_jobs)
     K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
     K.flat[:: n + 1] += lam
-    with blas_threads(n_threads):
-        factor = _linalg.cholesky(K, overwrite=True)
-        alpha = _linalg.cho_solve(factor, Y)
+    factor = _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+    alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
     del K, factor
     return ExactKRR(X, alpha, kernel=name, kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1],
                     encoding=encoding, n_jobs=n_jobs)

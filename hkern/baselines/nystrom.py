@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads, resolve_n_jobs
+from .._threads import resolve_n_jobs
 from .._validation import check_nonnegative, check_rank, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
@@ -111,18 +111,16 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     indices = np.sort(rng.choice(n, size=r, replace=False))
     Z = np.ascontiguousarray(X[indices])
     W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
-    with blas_threads(n_threads):
-        M = nystrom_feature_map(W, rcond)
+    M = nystrom_feature_map(W, rcond)
 
     def feature_blocks():
         step = block_rows(n, r)
         for start in range(0, n, step):
             stop = min(n, start + step)
             C = _kernel_matrix_trusted(kind, sigma, X[start:stop], Z, n_threads)
-            with blas_threads(n_threads):
-                yield start, stop, C @ M
+            yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
 
     coef_features = ridge_on_feature_blocks(feature_blocks(), Y, lam, M.shape[1], n_threads)
-    coef = M @ coef_features
+    coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
     return NystromKRR(Z, indices, coef, M.shape[1], kernel=name, kind=kind, sigma=sigma, lam=lam,
                       n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._threads import blas_threads, resolve_n_jobs
+from .. import _linalg
+from .._threads import resolve_n_jobs
 from .._validation import check_int, check_seed
 from ..kernels import sample_spectral
 from ._model import KernelRidgeModel, prepare_fit
-from ._ridge import block_rows, ridge_on_feature_blocks
+from ._ridge import block_rows, ridge_dual, ridge_on_feature_blocks
 
 __all__ = ["fit_rff", "RFFKRR"]
 
@@ -31,8 +32,7 @@ class RFFKRR(KernelRidgeModel):
         self.coef_ = coef
 
     def _features(self, X):
-        with blas_threads(self._threads()):
-            Z = X @ self.frequencies_.T
+        Z = _linalg.matmul(X, self.frequencies_, trans_b=True, n_threads=self._threads())
         Z += self.offsets_
         np.cos(Z, out=Z)
         Z *= np.sqrt(2.0 / self.frequencies_.shape[0])
@@ -43,8 +43,8 @@ class RFFKRR(KernelRidgeModel):
         step = block_rows(X.shape[0], self.frequencies_.shape[0])
         for start in range(0, X.shape[0], step):
             stop = min(X.shape[0], start + step)
-            with blas_threads(self._threads()):
-                np.matmul(self._features(X[start:stop]), self.coef_, out=out[start:stop])
+            _linalg.matmul(self._features(X[start:stop]), self.coef_, n_threads=self._threads(),
+                           out=out[start:stop])
         return out
 
 
@@ -53,8 +53,9 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     """Kernel ridge regression on r random Fourier features.
 
     Frequencies come from the kernel's spectral density (:func:`hkern.kernels.sample_spectral`):
-    Gaussian, Laplace and the Matern kernels are supported.  Features are formed one row block at
-    a time; memory is O(r^2 + block * r).
+    Gaussian, Laplace and the Matern kernels are supported.  For r <= n the r x r primal system
+    is solved with features formed one row block at a time (memory O(r^2 + block * r)); for
+    r > n the n x n dual system (memory O(n r)) gives the same solution more cheaply.
 
     Parameters
     ----------
@@ -102,5 +103,8 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
             stop = min(n, start + step)
             yield start, stop, model._features(X[start:stop])
 
-    model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, lam, r, n_threads)
+    if r > n:
+        model.coef_ = ridge_dual(model._features(X), Y, lam, n_threads)
+    else:
+        model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, lam, r, n_threads)
     return model

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _linalg
 from .._threads import blas_threads, resolve_n_jobs
 from .._validation import check_array, check_positive
 from . import _kernels
@@ -133,12 +134,12 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     """K(X, Y) @ B evaluated in row blocks of K so that memory stays O(block * n)."""
     m, n = X.shape[0], Y.shape[0]
     out = np.empty((m,) + B.shape[1:])
+    B2, out2 = B.reshape(n, -1), out.reshape(m, -1)
     rows = max(1, min(m, _MATVEC_BLOCK_BYTES // (8 * max(n, 1))))
     for start in range(0, m, rows):
         stop = min(m, start + rows)
         block = _kernel_matrix_trusted(kind, sigma, X[start:stop], Y, n_threads)
-        with blas_threads(n_threads):
-            np.matmul(block, B, out=out[start:stop])
+        _linalg.matmul(block, B2, n_threads=n_threads, out=out2[start:stop])
     return out
 
 
