@@ -1,0 +1,204 @@
+"""Baselines against dense references built from their mathematical definitions."""
+import numpy as np
+import pytest
+import scipy.linalg
+
+import hkern
+from references import dense_kernel
+
+
+def rel(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+@pytest.fixture
+def problem(rng):
+    X = rng.uniform(-1, 1, size=(240, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=240)
+    X_test = rng.uniform(-1, 1, size=(60, 3))
+    return X, y, X_test
+
+
+class TestExact:
+    def test_equals_dense_solve(self, problem):
+        X, y, X_test = problem
+        sigma, lam = 0.7, 1e-2
+        model = hkern.fit_exact(X, y, sigma=sigma, lam=lam)
+        K = dense_kernel(X, X, sigma)
+        alpha = scipy.linalg.solve(K + lam * np.eye(len(X)), y, assume_a="pos")
+        assert rel(model.dual_coef_[:, 0], alpha) < 1e-10
+        assert rel(model.predict(X_test), dense_kernel(X_test, X, sigma) @ alpha) < 1e-10
+
+    def test_blocked_cholesky_path(self, rng):
+        # n above the 4096-row Cholesky block: the solve goes through several dpotrf blocks.
+        X = rng.normal(size=(4500, 2))
+        y = np.cos(X[:, 0])
+        model = hkern.fit_exact(X, y, sigma=1.0, lam=0.1)
+        K = dense_kernel(X, X, 1.0)
+        residual = K @ model.dual_coef_[:, 0] + 0.1 * model.dual_coef_[:, 0] - y
+        assert np.linalg.norm(residual) / np.linalg.norm(y) < 1e-10
+
+    def test_multi_output(self, problem):
+        X, y, X_test = problem
+        Y = np.column_stack([y, -2 * y + 1])
+        model = hkern.fit_exact(X, Y, sigma=0.7, lam=1e-2)
+        single = [hkern.fit_exact(X, Y[:, j], sigma=0.7, lam=1e-2).predict(X_test) for j in (0, 1)]
+        pred = model.predict(X_test)
+        assert pred.shape == (60, 2)
+        for j in (0, 1):
+            assert rel(pred[:, j], single[j]) < 1e-12
+
+    @pytest.mark.parametrize("kernel", ["laplace", "imq", "matern12", "matern32", "matern52"])
+    def test_other_kernels(self, problem, kernel):
+        X, y, X_test = problem
+        model = hkern.fit_exact(X, y, kernel=kernel, sigma=0.9, lam=1e-2)
+        K = hkern.kernel_matrix(X, kernel=kernel, sigma=0.9)
+        alpha = scipy.linalg.solve(K + 1e-2 * np.eye(len(X)), y, assume_a="pos")
+        assert rel(model.dual_coef_[:, 0], alpha) < 1e-10
+
+
+class TestNystrom:
+    def test_equals_dense_closed_form(self, problem):
+        """KRR with the kernel matrix C W^{-1} C^T, solved densely at small n."""
+        X, y, X_test = problem
+        sigma, lam, r = 0.5, 1e-2, 25
+        model = hkern.fit_nystrom(X, y, r=r, sigma=sigma, lam=lam, seed=3)
+        Z = X[model.landmark_indices_]
+        np.testing.assert_array_equal(Z, model.landmarks_)
+        C, W = dense_kernel(X, Z, sigma), dense_kernel(Z, Z, sigma)
+        assert np.linalg.cond(W) < 1e8  # the reference's own inverse is trustworthy here
+        W_inv = np.linalg.inv(W)
+        K_nys = C @ W_inv @ C.T
+        alpha = np.linalg.solve(K_nys + lam * np.eye(len(X)), y)
+        reference = dense_kernel(X_test, Z, sigma) @ W_inv @ C.T @ alpha
+        assert rel(model.predict(X_test), reference) < 1e-9
+        assert rel(model.predict(X), K_nys @ alpha) < 1e-9
+
+    def test_all_points_as_landmarks_is_exact_krr(self, problem):
+        X, y, X_test = problem
+        X, y = X[:80], y[:80]
+        nys = hkern.fit_nystrom(X, y, r=80, sigma=0.5, lam=1e-2, seed=0, rcond=0.0)
+        exact = hkern.fit_exact(X, y, sigma=0.5, lam=1e-2)
+        assert rel(nys.predict(X_test), exact.predict(X_test)) < 1e-8
+
+    def test_landmarks_uniform_without_replacement(self, problem):
+        X, y, _ = problem
+        model = hkern.fit_nystrom(X, y, r=100, seed=0)
+        idx = model.landmark_indices_
+        assert len(np.unique(idx)) == 100 and idx.min() >= 0 and idx.max() < len(X)
+
+    def test_rank_deficient_landmarks_are_handled(self, rng):
+        # Duplicated landmarks make W exactly singular; the eigenvalue cutoff drops the null
+        # space instead of inverting it, and the fit equals the dense pseudo-inverse form.
+        X = np.repeat(rng.normal(size=(30, 2)), 2, axis=0)
+        y = np.sin(X[:, 0])
+        model = hkern.fit_nystrom(X, y, r=60, sigma=1.0, lam=1e-2, seed=0)
+        assert model.rank_ <= 30
+        C = dense_kernel(X, model.landmarks_, 1.0)
+        W_pinv = np.linalg.pinv(dense_kernel(model.landmarks_, model.landmarks_, 1.0),
+                                rcond=1e-12, hermitian=True)
+        K_nys = C @ W_pinv @ C.T
+        alpha = np.linalg.solve(K_nys + 1e-2 * np.eye(len(X)), y)
+        assert rel(model.predict(X), K_nys @ alpha) < 1e-6
+
+
+class TestRFF:
+    def test_equals_dense_ridge_on_its_features(self, problem):
+        X, y, X_test = problem
+        lam = 1e-2
+        model = hkern.fit_rff(X, y, r=50, sigma=0.8, lam=lam, seed=1)
+
+        def features(A):
+            return np.sqrt(2 / 50) * np.cos(A @ model.frequencies_.T + model.offsets_)
+
+        Z = features(X)
+        w = np.linalg.solve(Z.T @ Z + lam * np.eye(50), Z.T @ y)
+        assert rel(model.coef_[:, 0], w) < 1e-10
+        assert rel(model.predict(X_test), features(X_test) @ w) < 1e-10
+
+    @pytest.mark.parametrize("kernel", ["gaussian", "laplace", "matern32"])
+    def test_features_approximate_the_kernel(self, rng, kernel):
+        X = rng.normal(size=(40, 3))
+        model = hkern.fit_rff(X, np.zeros(40), r=20000, kernel=kernel, sigma=1.5, seed=0)
+        Z = np.sqrt(2 / 20000) * np.cos(X @ model.frequencies_.T + model.offsets_)
+        K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)
+        # Each entry is a mean of 20000 bounded terms: standard error <= 1/sqrt(20000) = 0.007.
+        assert np.abs(Z @ Z.T - K).max() < 0.05
+
+
+class TestClassification:
+    @pytest.mark.parametrize("fit", ["exact", "nystrom", "rff"])
+    def test_three_classes_with_string_labels(self, rng, fit):
+        centres = np.array([[0, 0], [4, 0], [0, 4]])
+        labels = np.array(["a", "b", "c"])
+        codes = rng.integers(0, 3, size=300)
+        X = centres[codes] + 0.5 * rng.normal(size=(300, 2))
+        f = getattr(hkern, f"fit_{fit}")
+        kw = {} if fit == "exact" else {"r": 60, "seed": 0}
+        model = f(X, labels[codes], sigma=1.0, lam=1e-2, task="classification", **kw)
+        assert list(model.classes_) == ["a", "b", "c"]
+        pred = model.predict(X)
+        assert pred.dtype == labels.dtype and np.mean(pred == labels[codes]) > 0.97
+        assert model.decision_function(X).shape == (300, 3)
+
+    def test_one_solve_equals_per_class_regressions(self, rng):
+        X = rng.normal(size=(100, 2))
+        y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+        model = hkern.fit_exact(X, y, sigma=1.0, lam=0.1, task="classification")
+        for j, c in enumerate(model.classes_):
+            ovr = hkern.fit_exact(X, np.where(y == c, 1.0, -1.0), sigma=1.0, lam=0.1)
+            assert rel(model.decision_function(X)[:, j], ovr.predict(X)) < 1e-12
+
+    def test_binary(self, rng):
+        X = rng.normal(size=(100, 2))
+        y = np.where(X[:, 0] > 0, 5, -5)
+        model = hkern.fit_nystrom(X, y, r=30, sigma=1.0, lam=1e-2, seed=0, task="classification")
+        assert set(model.predict(X)) <= {5, -5}
+        assert np.mean(model.predict(X) == y) > 0.95
+
+
+class TestReproducibility:
+    @pytest.mark.parametrize("fit", ["nystrom", "rff"])
+    def test_same_seed_same_model(self, problem, fit):
+        X, y, X_test = problem
+        f = getattr(hkern, f"fit_{fit}")
+        a = f(X, y, r=30, seed=5).predict(X_test)
+        b = f(X, y, r=30, seed=5).predict(X_test)
+        c = f(X, y, r=30, seed=6).predict(X_test)
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, c)
+
+    def test_generator_seed(self, problem):
+        X, y, X_test = problem
+        a = hkern.fit_nystrom(X, y, r=30, seed=np.random.default_rng(5)).predict(X_test)
+        b = hkern.fit_nystrom(X, y, r=30, seed=5).predict(X_test)
+        np.testing.assert_array_equal(a, b)
+
+    @pytest.mark.parametrize("fit", ["exact", "nystrom", "rff"])
+    def test_n_jobs_1_and_2_identical(self, rng, fit):
+        X = rng.normal(size=(3000, 5))
+        y = np.sin(X).sum(1)
+        f = getattr(hkern, f"fit_{fit}")
+        kw = {} if fit == "exact" else {"r": 300, "seed": 0}
+        one = f(X, y, sigma=2.0, lam=1e-2, n_jobs=1, **kw)
+        two = f(X, y, sigma=2.0, lam=1e-2, n_jobs=2, **kw)
+        one.n_jobs = two.n_jobs = 1
+        p1, p2 = one.predict(X[:500]), two.predict(X[:500])
+        np.testing.assert_array_equal(p1, p2)
+
+
+def test_nbytes_counts_model_arrays(problem):
+    X, y, _ = problem
+    model = hkern.fit_nystrom(X, y, r=30, seed=0)
+    expected = model.landmarks_.nbytes + model.coef_.nbytes + model.landmark_indices_.nbytes
+    assert model.nbytes == expected
+
+
+def test_rff_dual_path_equals_primal(rng):
+    """r > n goes through the n x n dual system; it must give the primal ridge solution."""
+    X = rng.normal(size=(30, 2))
+    y = np.sin(X[:, 0])
+    model = hkern.fit_rff(X, y, r=80, sigma=1.0, lam=1e-2, seed=0)
+    Z = np.sqrt(2 / 80) * np.cos(X @ model.frequencies_.T + model.offsets_)
+    w = np.linalg.solve(Z.T @ Z + 1e-2 * np.eye(80), Z.T @ y)
+    assert rel(model.coef_[:, 0], w) < 1e-10

@@ -1,0 +1,43 @@
+"""The main job, ``python -m hkern``."""
+import subprocess
+import sys
+
+import pytest
+
+from hkern._cli import main
+
+
+def test_main_job_prints_the_table(capsys):
+    # A small exact subsample and rank keep this quick; the full default run is in the README.
+    assert main(["--r", "64", "--exact-n", "800"]) == 0
+    out = capsys.readouterr().out
+    assert "kin40k split 0: 36000 train, 4000 test, d=8" in out
+    for method in ("exact", "nystrom", "rff"):
+        line = next(l for l in out.splitlines() if l.startswith(method + " "))
+        rmse = float(line.split()[3])
+        assert 0.0 < rmse < 1.0, line  # standardised targets: 1.0 is the mean predictor
+    assert "[" in out and "s] nystrom: fitting on 36000 points" in out
+
+
+def test_method_subset_and_options(capsys):
+    assert main(["--methods", "rff", "--r", "32", "--sigma", "1.5", "--lam", "0.1",
+                 "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "sigma=1.5 lam=0.1 r=32 seed=3" in out
+    assert "nystrom" not in out.split("-----")[-1]
+
+
+def test_unknown_method_fails_cleanly(capsys):
+    assert main(["--methods", "svm"]) == 2
+    assert "unknown method(s) ['svm']" in capsys.readouterr().err
+
+
+def test_missing_data_set_fails_cleanly(capsys, tmp_path):
+    assert main(["--data", "nope", "--data-dir", str(tmp_path)]) == 2
+    assert "no data set 'nope'" in capsys.readouterr().err
+
+
+def test_module_entry_point_runs():
+    result = subprocess.run([sys.executable, "-m", "hkern", "--help"], capture_output=True,
+                            text=True, check=True)
+    assert "Fit hkern's kernel ridge methods" in result.stdout
