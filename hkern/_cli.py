@@ -106,3 +106,8 @@ def main(argv=None):
         print(f"{method:<10}{r:>6}{nfit:>8}{rmse:>11.4f}{fit_s:>9.2f}{pred_s:>11.3f}{mib:>10.0f}")
     print(f"\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
     return 0
+
+
+def run():
+    """Console-script entry point (``hkern``): exit with main()'s status."""
+    sys.exit(main())
