@@ -58,6 +58,18 @@ static inline double hk_exp(double x)
     return x < HK_EXP_LO ? exp(x) : hk_exp_core(x);
 }
 
+/* p * exp(x) for the Matern prefactors p >= 1, matching p * hk_exp_core(x) bit for bit where
+ * that is valid.  Below HK_EXP_LO, exp(x) is subnormal while p * exp(x) can still be a normal
+ * number (matern52 down to x ~ -720): rounding exp(x) to a subnormal first lost up to ~1.5e-11
+ * of relative accuracy there.  So exp is evaluated 64 binades higher and 2^-64 applied last, and
+ * the result is rounded into the subnormal range (if at all) only once. */
+static inline double hk_exp_times(double p, double x)
+{
+    if (x >= HK_EXP_LO)
+        return p * hk_exp_core(x);
+    return (p * exp(x + 64.0 * 0.69314718055994530942)) * 0x1p-64;
+}
+
 /* ---- the kernels (scalar, any s >= 0) ---- */
 static inline double hk_gaussian(double s) { return hk_exp(-0.5 * s); }
 static inline double hk_laplace(double s) { return hk_exp(-s); }
@@ -66,12 +78,12 @@ static inline double hk_matern12(double s) { return hk_exp(-sqrt(s)); }
 static inline double hk_matern32(double s)
 {
     double a = sqrt(3.0 * s);
-    return (1.0 + a) * hk_exp(-a);
+    return hk_exp_times(1.0 + a, -a);
 }
 static inline double hk_matern52(double s)
 {
     double a = sqrt(5.0 * s);
-    return (1.0 + a + a * a / 3.0) * hk_exp(-a);
+    return hk_exp_times(1.0 + a + a * a / 3.0, -a);
 }
 
 /* ---- vectorised in-place maps v[j] <- k(v[j]) ----

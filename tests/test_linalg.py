@@ -1,0 +1,685 @@
+"""Dense-reference tests of hkern._linalg, the row-major BLAS/LAPACK shim.
+
+Every NumPy entry point is compared with NumPy/SciPy on well-conditioned random matrices, with
+norm-wise relative errors ||got - ref|| / ||ref|| <= 1e-12.  Eigen- and singular vectors are
+compared up to sign (the test matrices have well separated spectra, so each vector is determined
+up to sign to ~ n eps ||A|| / gap), and through reconstructions and projectors.
+
+The level-3 routines (matmul, gram, solve_triangular, cholesky, cho_solve) run on a fixed grid of
+TILE = 256 tiles, and the Cholesky factorises CHOL_BLOCK = 256 diagonal blocks at a time (both in
+_linalg.pyx): sizes 255/256/257 and several hundred exercise partial tiles and several blocks,
+and their results must be bitwise identical for any n_threads.
+"""
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.linalg import LinAlgError
+
+from hkern import _linalg as hl
+
+TOL = 1e-12
+TILE = 256          # hkern/_linalg.pyx: tile grid of the deterministic parallel routines
+CHOL_BLOCK = 256    # hkern/_linalg.pyx: diagonal block of the tiled Cholesky
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_threaded_reference_blas():
+    """Run the NumPy/SciPy references on one BLAS thread: threaded OpenBLAS spin-waits, and on a
+    busy 2-core machine a 600 x 600 numpy.linalg.cholesky then takes a second instead of ms.
+    (hkern's own routines set their BLAS thread counts themselves.)"""
+    import scipy.linalg  # noqa: F401  (load SciPy's BLAS before threadpoolctl scans)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def relerr(got, ref):
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    scale = np.linalg.norm(ref)
+    diff = np.linalg.norm(got - ref)
+    return diff / scale if scale > 0 else diff
+
+
+def assert_rel(got, ref, tol=TOL):
+    err = relerr(got, ref)
+    assert err <= tol, f"relative error {err:.3e} > {tol:.0e}"
+
+
+def spd(rng, n):
+    A = rng.standard_normal((n, n))
+    return A @ A.T + n * np.eye(n)
+
+
+def sym_with_spectrum(rng, lam):
+    """Q diag(lam) Q^T for a random orthogonal Q (exactly symmetric)."""
+    n = len(lam)
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = (Q * lam) @ Q.T
+    return (A + A.T) / 2
+
+
+def with_singular_values(rng, m, n, s):
+    U, _ = np.linalg.qr(rng.standard_normal((m, len(s))))
+    V, _ = np.linalg.qr(rng.standard_normal((n, len(s))))
+    return (U * s) @ V.T
+
+
+def triangular(rng, n, lower):
+    """Well-conditioned triangular matrix (dominant diagonal)."""
+    T = rng.standard_normal((n, n))
+    T[np.diag_indices(n)] = n + np.abs(T[np.diag_indices(n)])
+    return np.tril(T) if lower else np.triu(T)
+
+
+def assert_columns_equal_up_to_sign(got, ref, tol=TOL):
+    assert got.shape == ref.shape
+    for j in range(ref.shape[1]):
+        sign = 1.0 if got[:, j] @ ref[:, j] >= 0 else -1.0
+        assert_rel(sign * got[:, j], ref[:, j], tol)
+
+
+# ------------------------------------------------------------------------------------------------
+# BLAS wrappers
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("alpha", [1.0, -2.5])
+@pytest.mark.parametrize("m,k,n", [(5, 7, 3), (64, 33, 17), (1, 1, 1), (1, 9, 1),
+                                   (300, 40, 257), (257, 300, 513)])
+def test_matmul(rng, trans_a, trans_b, alpha, m, k, n):
+    A = rng.standard_normal((m, k))
+    B = rng.standard_normal((k, n))
+    a = np.ascontiguousarray(A.T) if trans_a else A
+    b = np.ascontiguousarray(B.T) if trans_b else B
+    a0, b0 = a.copy(), b.copy()
+    got = hl.matmul(a, b, trans_a=trans_a, trans_b=trans_b, alpha=alpha)
+    assert_rel(got, alpha * (A @ B))
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
+
+
+def test_matmul_out(rng):
+    A = rng.standard_normal((270, 9))
+    B = rng.standard_normal((9, 260))
+    out = np.full((270, 260), np.nan)
+    got = hl.matmul(A, B, alpha=0.5, out=out)
+    assert got is out
+    assert_rel(out, 0.5 * (A @ B))
+    for bad in (np.zeros((270, 259)), np.zeros((270, 260), dtype=np.float32),
+                np.zeros((260, 270)).T):
+        with pytest.raises(ValueError, match="out must be a C-contiguous float64"):
+            hl.matmul(A, B, out=bad)
+
+
+def test_matmul_converts_layouts(rng):
+    A = rng.standard_normal((6, 8))
+    B = rng.standard_normal((8, 5))
+    ref = A @ B
+    assert_rel(hl.matmul(np.asfortranarray(A), B[:, ::1]), ref)
+    assert_rel(hl.matmul(A, np.asfortranarray(B)), ref)
+    Abig = rng.standard_normal((12, 16))
+    assert_rel(hl.matmul(Abig[::2, ::2], B), Abig[::2, ::2] @ B)
+    assert_rel(hl.matmul(A.astype(np.float32), B), A.astype(np.float32).astype(float) @ B)
+
+
+def test_matmul_shape_mismatch(rng):
+    with pytest.raises(ValueError, match="inner dimensions"):
+        hl.matmul(rng.standard_normal((3, 4)), rng.standard_normal((5, 2)))
+    with pytest.raises(ValueError, match="inner dimensions"):
+        hl.matmul(rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), trans_a=True)
+
+
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("alpha", [1.0, 0.75])
+@pytest.mark.parametrize("m,n", [(7, 5), (1, 9), (9, 1), (40, 31)])
+def test_matvec(rng, trans, alpha, m, n):
+    A = rng.standard_normal((m, n))
+    x = rng.standard_normal(m if trans else n)
+    A0, x0 = A.copy(), x.copy()
+    got = hl.matvec(A, x, trans=trans, alpha=alpha)
+    ref = alpha * (A.T @ x if trans else A @ x)
+    assert_rel(got, ref)
+    np.testing.assert_array_equal(A, A0)
+    np.testing.assert_array_equal(x, x0)
+    with pytest.raises(ValueError, match="wrong length"):
+        hl.matvec(A, np.ones(len(x) + 1), trans=trans)
+
+
+@pytest.mark.parametrize("alpha", [1.0, -3.0])
+@pytest.mark.parametrize("m,n", [(6, 4), (1, 5), (33, 47)])
+def test_rank1_update(rng, alpha, m, n):
+    A = rng.standard_normal((m, n))
+    x = rng.standard_normal(m)
+    y = rng.standard_normal(n)
+    A0 = A.copy()
+    got = hl.rank1_update(A, x, y, alpha=alpha)
+    assert_rel(got, A + alpha * np.outer(x, y))
+    np.testing.assert_array_equal(A, A0)
+    with pytest.raises(ValueError, match="must match"):
+        hl.rank1_update(A, np.ones(m + 1), y)
+
+
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("alpha", [1.0, 2.5])
+@pytest.mark.parametrize("rows,cols", [(8, 5), (5, 8), (1, 7), (50, 29), (257, 6), (6, 513),
+                                       (1300, 4)])
+def test_gram(rng, trans, alpha, rows, cols):
+    A = rng.standard_normal((rows, cols))
+    A0 = A.copy()
+    got = hl.gram(A, trans=trans, alpha=alpha)
+    ref = alpha * (A.T @ A if trans else A @ A.T)
+    assert_rel(got, ref)
+    np.testing.assert_array_equal(got, got.T)       # full symmetric output
+    np.testing.assert_array_equal(A, A0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Triangular solves
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+def test_solve_triangular(rng, left, lower, trans, unit_diagonal, rhs):
+    n, k = 23, 4
+    T = triangular(rng, n, lower)
+    # Only the `lower` triangle may be read: fill the other one with garbage.
+    garbage = 1e3 * rng.standard_normal((n, n))
+    Tin = T + (np.triu(garbage, 1) if lower else np.tril(garbage, -1))
+    Tclean = T.copy()
+    if unit_diagonal:
+        Tin[np.diag_indices(n)] = 1e3 * rng.standard_normal(n)   # must be ignored too
+        Tclean[np.diag_indices(n)] = 1.0
+    op = Tclean.T if trans else Tclean
+    if rhs == "vector":
+        B = rng.standard_normal(n)
+        # left: op(T) x = b;  right: x^T op(T) = b^T  <=>  op(T)^T x = b.
+        ref = np.linalg.solve(op if left else op.T, B)
+    else:
+        B = rng.standard_normal((n, k)) if left else rng.standard_normal((k, n))
+        ref = np.linalg.solve(op, B) if left else np.linalg.solve(op.T, B.T).T
+    Tin0, B0 = Tin.copy(), B.copy()
+    got = hl.solve_triangular(Tin, B, lower=lower, trans=trans, unit_diagonal=unit_diagonal,
+                              left=left)
+    assert_rel(got, ref)
+    # Also against scipy for the left-sided case (scipy has no right-sided solve).
+    if left:
+        sref = sla.solve_triangular(Tclean, B, lower=lower, trans=1 if trans else 0,
+                                    unit_diagonal=unit_diagonal)
+        assert_rel(got, sref)
+    np.testing.assert_array_equal(Tin, Tin0)
+    np.testing.assert_array_equal(B, B0)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+def test_solve_triangular_many_rhs(rng, left, lower, trans):
+    """B wider (left) or taller (right) than a tile: the solve is split into panels of B."""
+    n, k = 30, 2 * TILE + 37
+    T = triangular(rng, n, lower)
+    op = T.T if trans else T
+    B = rng.standard_normal((n, k)) if left else rng.standard_normal((k, n))
+    got = hl.solve_triangular(T, B, lower=lower, trans=trans, left=left)
+    ref = np.linalg.solve(op, B) if left else np.linalg.solve(op.T, B.T).T
+    assert_rel(got, ref)
+
+
+def test_solve_triangular_shape_mismatch(rng):
+    T = triangular(rng, 4, True)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        hl.solve_triangular(T, np.ones(5))
+    with pytest.raises(ValueError, match="shapes do not match"):
+        hl.solve_triangular(T, np.ones((4, 3)), left=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Cholesky
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 9, 50, CHOL_BLOCK - 1, CHOL_BLOCK, CHOL_BLOCK + 1,
+                               2 * CHOL_BLOCK + 88])
+def test_cholesky(rng, n):
+    A = spd(rng, n)
+    ref = np.linalg.cholesky(A)
+    # Only the lower triangle is read.
+    Ain = A + np.triu(1e3 * rng.standard_normal((n, n)), 1)
+    Ain0 = Ain.copy()
+    L = hl.cholesky(Ain)
+    assert_rel(L, ref)
+    np.testing.assert_array_equal(np.triu(L, 1), 0.0)
+    assert_rel(L @ L.T, A)
+    np.testing.assert_array_equal(Ain, Ain0)
+
+
+@pytest.mark.parametrize("n", [31, CHOL_BLOCK + 45])
+def test_cholesky_overwrite_in_place(rng, n):
+    A = spd(rng, n)
+    ref = np.linalg.cholesky(A)
+    work = A.copy()
+    L = hl.cholesky(work, overwrite=True)
+    assert np.shares_memory(L, work)
+    np.testing.assert_array_equal(work, L)
+    assert_rel(work, ref)
+    np.testing.assert_array_equal(np.triu(work, 1), 0.0)
+
+
+def test_cholesky_overwrite_falls_back_to_copy(rng):
+    """overwrite=True on an array it cannot use in place (Fortran order) leaves it untouched."""
+    A = spd(rng, 12)
+    F = np.asfortranarray(A)
+    F0 = F.copy()
+    L = hl.cholesky(F, overwrite=True)
+    assert not np.shares_memory(L, F)
+    np.testing.assert_array_equal(F, F0)
+    assert_rel(L, np.linalg.cholesky(A))
+
+
+@pytest.mark.parametrize("n,order", [(12, 1), (12, 5), (12, 12),
+                                     (600, CHOL_BLOCK), (600, CHOL_BLOCK + 1), (600, 300),
+                                     (600, 2 * CHOL_BLOCK + 1), (600, 600)])
+def test_cholesky_not_spd_names_failing_minor(rng, n, order):
+    """Leading minors of order < `order` are SPD; the one of order `order` is not (it may sit
+    in the first, second or third diagonal block of the tiled factorisation)."""
+    A = spd(rng, n)
+    k = order - 1
+    # Schur complement of the leading k x k block at position k set to -1.
+    q = A[k, :k] @ np.linalg.solve(A[:k, :k], A[:k, k]) if k > 0 else 0.0
+    A[k, k] = q - 1.0
+    A0 = A.copy()
+    with pytest.raises(LinAlgError, match=rf"leading minor of order {order} is not positive"):
+        hl.cholesky(A)
+    np.testing.assert_array_equal(A, A0)
+    with pytest.raises(LinAlgError, match=rf"leading minor of order {order} is not positive"):
+        hl.cholesky(A.copy(), overwrite=True, n_threads=2)
+
+
+def test_cholesky_not_square():
+    with pytest.raises(ValueError, match="square"):
+        hl.cholesky(np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+@pytest.mark.parametrize("n", [1, 17, 40, 300])
+def test_cho_solve(rng, rhs, n):
+    A = spd(rng, n)
+    L = np.linalg.cholesky(A)
+    B = rng.standard_normal(n) if rhs == "vector" else rng.standard_normal((n, TILE + 5))
+    L0, B0 = L.copy(), B.copy()
+    got = hl.cho_solve(L, B)
+    assert_rel(got, sla.cho_solve((L, True), B))
+    assert_rel(got, np.linalg.solve(A, B))
+    np.testing.assert_array_equal(L, L0)
+    np.testing.assert_array_equal(B, B0)
+    # Round trip with hkern's own factor.
+    assert_rel(hl.cho_solve(hl.cholesky(A), B), np.linalg.solve(A, B))
+
+
+# ------------------------------------------------------------------------------------------------
+# LU
+# ------------------------------------------------------------------------------------------------
+
+def _pivoting_matrix(rng, n):
+    """A well-conditioned matrix whose LU needs row interchanges (tiny leading entries)."""
+    A = rng.standard_normal((n, n)) + np.sqrt(n) * np.eye(n)[::-1]
+    A[0, 0] = 0.0
+    return A
+
+
+@pytest.mark.parametrize("n", [2, 8, 45])
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+def test_lu_factor_solve(rng, n, rhs):
+    A = _pivoting_matrix(rng, n)
+    A0 = A.copy()
+    LU, piv = hl.lu_factor(A)
+    np.testing.assert_array_equal(A, A0)
+    assert piv.dtype == np.intc and piv.shape == (n,)
+    assert np.any(piv != np.arange(1, n + 1)), "expected row interchanges"
+    B = rng.standard_normal(n) if rhs == "vector" else rng.standard_normal((n, 3))
+    LU0, piv0, B0 = LU.copy(), piv.copy(), B.copy()
+    got = hl.lu_solve(LU, piv, B)
+    assert_rel(got, np.linalg.solve(A, B))
+    assert got.shape == B.shape
+    np.testing.assert_array_equal(LU, LU0)
+    np.testing.assert_array_equal(piv, piv0)
+    np.testing.assert_array_equal(B, B0)
+
+
+def test_lu_factor_layout_and_determinant(rng):
+    """The documented layout: the row-major buffer holds the factors of A^T = P L U transposed."""
+    n = 13
+    A = _pivoting_matrix(rng, n)
+    LU, piv = hl.lu_factor(A)
+    lu_ref, piv_ref = sla.lu_factor(A.T)
+    assert_rel(LU, lu_ref.T)
+    np.testing.assert_array_equal(piv, piv_ref + 1)
+    # Rebuild A^T = P L U from the buffer: U = tril(LU)^T, L = unit triu(LU)^T.
+    U = np.tril(LU).T
+    L = np.triu(LU, 1).T + np.eye(n)
+    M = L @ U
+    for i in range(n - 1, -1, -1):             # apply P = P_0 ... P_{n-1}
+        p = piv[i] - 1
+        M[[i, p]] = M[[p, i]]
+    assert_rel(M, A.T)
+    # det(A) = prod(diag) * (-1)^(number of interchanges), as the docstring states.
+    det = np.prod(np.diag(LU)) * (-1.0) ** np.count_nonzero(piv != np.arange(1, n + 1))
+    assert abs(det - np.linalg.det(A)) <= TOL * abs(np.linalg.det(A))
+
+
+@pytest.mark.parametrize("kind", ["zero_column", "duplicate_rows", "zeros"])
+def test_lu_factor_singular(rng, kind):
+    n = 6
+    A = rng.standard_normal((n, n))
+    if kind == "zero_column":
+        A[:, 3] = 0.0
+    elif kind == "duplicate_rows":
+        A[4] = A[1]
+    else:
+        A[:] = 0.0
+    with pytest.raises(LinAlgError, match="exactly singular"):
+        hl.lu_factor(A)
+
+
+def test_lu_shape_errors(rng):
+    with pytest.raises(ValueError, match="square"):
+        hl.lu_factor(np.ones((2, 3)))
+    LU, piv = hl.lu_factor(_pivoting_matrix(rng, 4))
+    with pytest.raises(ValueError, match="shapes do not match"):
+        hl.lu_solve(LU, piv, np.ones(5))
+    with pytest.raises(ValueError, match="shapes do not match"):
+        hl.lu_solve(LU, piv[:3], np.ones(4))
+
+
+# ------------------------------------------------------------------------------------------------
+# Symmetric eigenproblem
+# ------------------------------------------------------------------------------------------------
+
+def _separated_spectrum(rng, n):
+    """Eigenvalues of both signs, gaps >= 0.5, so vectors are well determined."""
+    lam = np.arange(n) - n / 3 + 0.5 * rng.random(n)
+    return np.sort(lam)
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 40])
+def test_eigh_full(rng, n):
+    lam = _separated_spectrum(rng, n)
+    A = sym_with_spectrum(rng, lam)
+    Ain = A + np.triu(1e3 * rng.standard_normal((n, n)), 1)   # only the lower triangle is read
+    Ain0 = Ain.copy()
+    w, V = hl.eigh(Ain)
+    np.testing.assert_array_equal(Ain, Ain0)
+    wr, Vr = np.linalg.eigh(A)
+    assert w.shape == (n,) and V.shape == (n, n)
+    assert np.all(np.diff(w) > 0)
+    assert_rel(w, wr)
+    assert_rel(w, lam)
+    assert_columns_equal_up_to_sign(V, Vr)
+    assert_rel(V.T @ V, np.eye(n))
+    assert_rel((V * w) @ V.T, A)
+
+
+@pytest.mark.parametrize("subset", [(0, 0), (3, 7), (11, 11), (0, 11), (5, 11)])
+def test_eigh_subset(rng, subset):
+    n = 12
+    lo, hi = subset
+    A = sym_with_spectrum(rng, _separated_spectrum(rng, n))
+    A0 = A.copy()
+    w, V = hl.eigh(A, subset=subset)
+    np.testing.assert_array_equal(A, A0)
+    wr, Vr = np.linalg.eigh(A)
+    k = hi - lo + 1
+    assert w.shape == (k,) and V.shape == (n, k)
+    assert_rel(w, wr[lo:hi + 1])
+    assert_columns_equal_up_to_sign(V, Vr[:, lo:hi + 1])
+    # Projector onto the eigenspace: sign-free.
+    P = Vr[:, lo:hi + 1] @ Vr[:, lo:hi + 1].T
+    assert_rel(V @ V.T, P)
+    assert_rel(A @ V, V * w)
+
+
+def test_eigh_bad_subset():
+    A = np.eye(4)
+    for subset in [(2, 1), (-1, 2), (0, 4)]:
+        with pytest.raises(ValueError, match="subset"):
+            hl.eigh(A, subset=subset)
+    with pytest.raises(ValueError, match="square"):
+        hl.eigh(np.ones((3, 4)))
+
+
+# ------------------------------------------------------------------------------------------------
+# SVD and least squares
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,n", [(40, 15), (15, 40), (20, 20), (7, 1), (1, 7)])
+def test_svd(rng, m, n):
+    k = min(m, n)
+    s0 = np.sort(1.0 + np.arange(k) + 0.5 * rng.random(k))[::-1]     # gaps >= 0.5
+    A = with_singular_values(rng, m, n, s0)
+    A0 = A.copy()
+    U, s, VT = hl.svd(A)
+    np.testing.assert_array_equal(A, A0)
+    assert U.shape == (m, k) and s.shape == (k,) and VT.shape == (k, n)
+    Ur, sr, VTr = np.linalg.svd(A, full_matrices=False)
+    assert np.all(np.diff(s) <= 0)
+    assert_rel(s, sr)
+    assert_rel(s, s0)
+    # Singular vectors up to a common sign per pair (u_j, v_j).
+    for j in range(k):
+        sign = 1.0 if U[:, j] @ Ur[:, j] >= 0 else -1.0
+        assert_rel(sign * U[:, j], Ur[:, j])
+        assert_rel(sign * VT[j], VTr[j])
+    assert_rel((U * s) @ VT, A)
+    assert_rel(U.T @ U, np.eye(k))
+    assert_rel(VT @ VT.T, np.eye(k))
+
+
+def test_svd_random_matrix_reconstruction(rng):
+    A = rng.standard_normal((37, 23))
+    U, s, VT = hl.svd(A)
+    assert_rel(s, np.linalg.svd(A, compute_uv=False))
+    assert_rel((U * s) @ VT, A)
+    assert_rel(U @ U.T, np.linalg.svd(A, full_matrices=False)[0]
+               @ np.linalg.svd(A, full_matrices=False)[0].T)
+
+
+@pytest.mark.parametrize("m,n", [(30, 8), (8, 8), (8, 30)])
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+def test_lstsq_full_rank(rng, m, n, rhs):
+    A = rng.standard_normal((m, n))
+    B = rng.standard_normal(m) if rhs == "vector" else rng.standard_normal((m, 3))
+    A0, B0 = A.copy(), B.copy()
+    X, rank = hl.lstsq(A, B)
+    ref = np.linalg.lstsq(A, B, rcond=None)[0]
+    assert rank == min(m, n)
+    assert X.shape == ref.shape
+    assert_rel(X, ref)
+    np.testing.assert_array_equal(A, A0)
+    np.testing.assert_array_equal(B, B0)
+
+
+@pytest.mark.parametrize("m,n,r", [(30, 12, 5), (12, 30, 5), (20, 20, 1), (25, 10, 9)])
+@pytest.mark.parametrize("rhs", ["vector", "matrix"])
+def test_lstsq_rank_deficient_is_minimum_norm(rng, m, n, r, rhs):
+    A = rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
+    B = rng.standard_normal(m) if rhs == "vector" else rng.standard_normal((m, 4))
+    X, rank = hl.lstsq(A, B)
+    assert rank == r
+    assert_rel(X, np.linalg.pinv(A, rcond=1e-10) @ B)
+    assert_rel(X, np.linalg.lstsq(A, B, rcond=1e-10)[0])
+
+
+def test_lstsq_exactly_duplicated_columns(rng):
+    A = rng.standard_normal((15, 4))
+    A = np.hstack([A, A[:, :2]])                  # rank 4, six columns
+    B = rng.standard_normal((15, 2))
+    X, rank = hl.lstsq(A, B)
+    assert rank == 4
+    assert_rel(X, np.linalg.pinv(A) @ B)
+    # Minimum norm: the duplicated columns share the weight equally.
+    np.testing.assert_allclose(X[:2], X[4:], rtol=1e-12, atol=0)
+
+
+def test_lstsq_rcond_is_relative(rng):
+    m, n = 12, 3
+    A = with_singular_values(rng, m, n, np.array([1.0, 1e-2, 1e-14]))
+    B = rng.standard_normal((m, 2))
+    for rcond, r in [(1e-12, 2), (1e-1, 1), (1e-16, 3)]:
+        for scale in (1.0, 1e-8, 1e8):
+            X, rank = hl.lstsq(scale * A, B, rcond=rcond)
+            assert rank == r, (rcond, scale)
+            if r < 3:   # the rank-3 solution is too ill-conditioned to compare at 1e-12
+                assert_rel(X, np.linalg.pinv(scale * A, rcond=rcond) @ B)
+
+
+def test_lstsq_shape_error():
+    with pytest.raises(ValueError, match="same number of rows"):
+        hl.lstsq(np.ones((4, 2)), np.ones(3))
+
+
+# ------------------------------------------------------------------------------------------------
+# Determinism: the tiled level-3 routines give identical bits for any thread count
+# ------------------------------------------------------------------------------------------------
+
+def test_level3_bitwise_identical_across_n_threads(rng):
+    # Small inner dimensions keep this fast; the outputs span several tiles each way.
+    A = rng.standard_normal((2 * TILE + 13, 24))
+    B = rng.standard_normal((24, 3 * TILE + 7))
+    S = spd(rng, 2 * CHOL_BLOCK + 60)
+    T = np.tril(S)
+    R = rng.standard_normal((S.shape[0], TILE + 9))
+    results = {}
+    for nt in (1, 2, 3):
+        results[nt] = [
+            hl.matmul(A, B, n_threads=nt),
+            hl.matmul(B, B, trans_a=True, n_threads=nt),
+            hl.matmul(A, A, trans_b=True, alpha=-0.5, n_threads=nt),
+            hl.gram(A, n_threads=nt),
+            hl.gram(B, trans=True, n_threads=nt),
+            hl.solve_triangular(T, R, n_threads=nt),
+            hl.solve_triangular(T, R.T, left=False, trans=True, n_threads=nt),
+            hl.cholesky(S, n_threads=nt),
+            hl.cho_solve(np.linalg.cholesky(S), R, n_threads=nt),
+        ]
+    for nt in (2, 3):
+        for i, (r1, r) in enumerate(zip(results[1], results[nt])):
+            assert np.array_equal(r1, r), (nt, i)
+    # And they are right.
+    assert_rel(results[1][0], A @ B)
+    assert_rel(results[1][1], B.T @ B)
+    assert_rel(results[1][4], B.T @ B)
+    assert_rel(results[1][7], np.linalg.cholesky(S))
+    assert_rel(results[1][8], np.linalg.solve(S, R))
+
+
+# ------------------------------------------------------------------------------------------------
+# Empty inputs
+# ------------------------------------------------------------------------------------------------
+
+def test_empty_inputs():
+    E = np.zeros((0, 0))
+    e = np.zeros(0)
+    assert hl.matmul(E, E).shape == (0, 0)
+    assert hl.matmul(np.zeros((3, 0)), np.zeros((0, 4))).shape == (3, 4)
+    np.testing.assert_array_equal(hl.matmul(np.zeros((3, 0)), np.zeros((0, 4))), 0.0)
+    assert hl.matmul(np.zeros((0, 3)), np.ones((3, 4))).shape == (0, 4)
+    assert hl.matvec(E, e).shape == (0,)
+    np.testing.assert_array_equal(hl.matvec(np.zeros((3, 0)), e), np.zeros(3))
+    assert hl.rank1_update(E, e, e).shape == (0, 0)
+    assert hl.gram(E).shape == (0, 0)
+    np.testing.assert_array_equal(hl.gram(np.zeros((3, 0))), np.zeros((3, 3)))
+    assert hl.solve_triangular(E, e).shape == (0,)
+    assert hl.solve_triangular(E, np.zeros((0, 2))).shape == (0, 2)
+    assert hl.solve_triangular(np.eye(3), np.zeros((3, 0))).shape == (3, 0)
+    assert hl.cholesky(E).shape == (0, 0)
+    assert hl.cholesky(E, overwrite=True).shape == (0, 0)
+    assert hl.cho_solve(E, e).shape == (0,)
+    LU, piv = hl.lu_factor(E)
+    assert LU.shape == (0, 0) and piv.shape == (0,)
+    assert hl.lu_solve(LU, piv, e).shape == (0,)
+    assert hl.lu_solve(LU, piv, np.zeros((0, 3))).shape == (0, 3)
+    w, V = hl.eigh(E)
+    assert w.shape == (0,) and V.shape == (0, 0)
+    U, s, VT = hl.svd(E)
+    assert U.shape == (0, 0) and s.shape == (0,) and VT.shape == (0, 0)
+    U, s, VT = hl.svd(np.zeros((0, 5)))
+    assert U.shape == (0, 0) and s.shape == (0,) and VT.shape == (0, 5)
+    X, rank = hl.lstsq(E, e)
+    assert X.shape == (0,) and rank == 0
+    X, rank = hl.lstsq(np.zeros((0, 3)), np.zeros((0, 2)))
+    np.testing.assert_array_equal(X, np.zeros((3, 2)))
+    assert rank == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Property tests on small random shapes
+# ------------------------------------------------------------------------------------------------
+
+_seeds = st.integers(0, 2**32 - 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.sampled_from([1, 2, 7, 12, TILE - 1, TILE, TILE + 1]), k=st.integers(1, 12),
+       n=st.sampled_from([1, 3, 11, TILE - 1, TILE, TILE + 1, 2 * TILE + 1]),
+       trans_a=st.booleans(), trans_b=st.booleans(), n_threads=st.integers(1, 3), seed=_seeds)
+def test_matmul_property(m, k, n, trans_a, trans_b, n_threads, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((m, k))
+    B = rng.standard_normal((k, n))
+    got = hl.matmul(A.T.copy() if trans_a else A, B.T.copy() if trans_b else B,
+                    trans_a=trans_a, trans_b=trans_b, n_threads=n_threads)
+    assert_rel(got, A @ B)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.sampled_from([1, 5, TILE - 1, TILE, TILE + 1, 3 * TILE + 2]), k=st.integers(1, 6),
+       trans=st.booleans(), n_threads=st.integers(1, 3), seed=_seeds)
+def test_gram_property(n, k, trans, n_threads, seed):
+    """syrk_tiled numbers the lower-triangle tiles t -> (bi, bj) with a sqrt estimate: every
+    tile must be visited exactly once for any tile count."""
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((k, n) if trans else (n, k))
+    G = hl.gram(A, trans=trans, n_threads=n_threads)
+    assert_rel(G, A.T @ A if trans else A @ A.T)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 20), nrhs=st.integers(1, 3), seed=_seeds)
+def test_cholesky_solve_property(n, nrhs, seed):
+    rng = np.random.default_rng(seed)
+    A = spd(rng, n)
+    B = rng.standard_normal((n, nrhs))
+    L = hl.cholesky(A)
+    assert_rel(L, np.linalg.cholesky(A))
+    assert_rel(hl.cho_solve(L, B), np.linalg.solve(A, B))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 15), nrhs=st.integers(1, 3), seed=_seeds)
+def test_lu_property(n, nrhs, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)[rng.permutation(n)]
+    B = rng.standard_normal((n, nrhs))
+    LU, piv = hl.lu_factor(A)
+    assert_rel(hl.lu_solve(LU, piv, B), np.linalg.solve(A, B))
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 12), n=st.integers(1, 12), seed=_seeds)
+def test_svd_lstsq_property(m, n, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((m, n))
+    U, s, VT = hl.svd(A)
+    assert_rel(s, np.linalg.svd(A, compute_uv=False))
+    assert_rel((U * s) @ VT, A)
+    B = rng.standard_normal(m)
+    X, rank = hl.lstsq(A, B)
+    ref = np.linalg.lstsq(A, B, rcond=None)[0]
+    cond = s[0] / s[-1]
+    assert rank == min(m, n)
+    assert relerr(X, ref) <= 1e-14 * cond**2 + TOL
