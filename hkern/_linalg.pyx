@@ -19,9 +19,13 @@ from hkern._threads import blas_threads
 cdef enum:
     # Tile grid of the deterministic parallel routines: large enough for single-threaded BLAS to
     # run near its peak, small enough to balance two or more threads.
-    TILE = 256
+    TILE = 512
     # Block size of the tiled Cholesky (the k dimension of its trailing updates).
     CHOL_BLOCK = 256
+
+# The same numbers for Python (tests place their shapes at tile and block boundaries).
+TILE_SIZE = TILE
+CHOLESKY_BLOCK_SIZE = CHOL_BLOCK
 
 
 # ----------------------------------------------------------------------------------------------

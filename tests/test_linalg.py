@@ -6,8 +6,8 @@ compared up to sign (the test matrices have well separated spectra, so each vect
 up to sign to ~ n eps ||A|| / gap), and through reconstructions and projectors.
 
 The level-3 routines (matmul, gram, solve_triangular, cholesky, cho_solve) run on a fixed grid of
-TILE = 256 tiles, and the Cholesky factorises CHOL_BLOCK = 256 diagonal blocks at a time (both in
-_linalg.pyx): sizes 255/256/257 and several hundred exercise partial tiles and several blocks,
+TILE x TILE tiles, and the Cholesky factorises CHOL_BLOCK diagonal blocks at a time (both in
+_linalg.pyx, read from there): sizes around both boundaries exercise partial tiles and blocks,
 and their results must be bitwise identical for any n_threads.
 """
 import numpy as np
@@ -20,8 +20,8 @@ from numpy.linalg import LinAlgError
 from hkern import _linalg as hl
 
 TOL = 1e-12
-TILE = 256          # hkern/_linalg.pyx: tile grid of the deterministic parallel routines
-CHOL_BLOCK = 256    # hkern/_linalg.pyx: diagonal block of the tiled Cholesky
+TILE = hl.TILE_SIZE                      # tile grid of the deterministic parallel routines
+CHOL_BLOCK = hl.CHOLESKY_BLOCK_SIZE       # diagonal block of the tiled Cholesky
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -244,7 +244,9 @@ def test_solve_triangular_shape_mismatch(rng):
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [1, 2, 9, 50, CHOL_BLOCK - 1, CHOL_BLOCK, CHOL_BLOCK + 1,
-                               2 * CHOL_BLOCK + 88])
+                               2 * CHOL_BLOCK + 88,
+                               # trailing updates that span several TILE x TILE output tiles
+                               CHOL_BLOCK + 2 * TILE + 7])
 def test_cholesky(rng, n):
     A = spd(rng, n)
     ref = np.linalg.cholesky(A)
