@@ -1,4 +1,6 @@
 """The main job, ``python -m hkern``."""
+import os
+import shutil
 import subprocess
 import sys
 
@@ -37,7 +39,18 @@ def test_missing_data_set_fails_cleanly(capsys, tmp_path):
     assert "no data set 'nope'" in capsys.readouterr().err
 
 
-def test_module_entry_point_runs():
+def test_module_entry_point_runs(tmp_path):
+    # Run from a neutral folder: from the source folder, `python -m` would import the
+    # uncompiled source tree rather than the installed package.
     result = subprocess.run([sys.executable, "-m", "hkern", "--help"], capture_output=True,
-                            text=True, check=True)
+                            text=True, check=True, cwd=tmp_path)
     assert "Fit hkern's kernel ridge methods" in result.stdout
+
+
+def test_console_script_runs(tmp_path):
+    script = shutil.which("hkern", path=os.path.dirname(sys.executable))
+    if script is None:  # an editable/development install without the entry point
+        pytest.skip("the 'hkern' console script is not installed in this environment")
+    result = subprocess.run([script, "--help"], capture_output=True, text=True, check=True,
+                            cwd=tmp_path)
+    assert "usage: python -m hkern" in result.stdout
