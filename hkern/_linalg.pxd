@@ -24,6 +24,8 @@ cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double*
                double beta, double* C, int ldc) noexcept nogil
 cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
                const double* A, int lda, double* B, int ldb) noexcept nogil
+cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+               const double* A, int lda, double* B, int ldb) noexcept nogil
 cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil
 cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int incy) noexcept nogil
 

@@ -88,6 +88,18 @@ cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, 
     blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &alpha, <double*>A, &lda, B, &ldb)
 
 
+cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+               const double* A, int lda, double* B, int ldb) noexcept nogil:
+    """B (m x n) <- alpha op(A) B (left) or alpha B op(A) (right), A triangular."""
+    cdef char side = b'R' if left else b'L'
+    cdef char uplo = b'U' if lower else b'L'
+    cdef char t = b'T' if trans else b'N'
+    cdef char diag = b'U' if unit_diag else b'N'
+    if m == 0 or n == 0:
+        return
+    blas.dtrmm(&side, &uplo, &t, &diag, &n, &m, &alpha, <double*>A, &lda, B, &ldb)
+
+
 cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil:
     return blas.ddot(&n, <double*>x, &incx, <double*>y, &incy)
 
@@ -513,6 +525,21 @@ def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal
                            &t[0, 0], nt, &b[0, 0], b.shape[1], n_threads)
     out = np.asarray(b)
     return out.ravel() if vector else out
+
+
+def triangular_multiply(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
+                        bint left=True):
+    """op(T) @ B (left) or B @ op(T) (right) through dtrmm."""
+    cdef double[:, ::1] t = _c64(T)
+    cdef double[:, ::1] b = _c64(B, copy=True)
+    cdef int nt = t.shape[0]
+    if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
+        raise ValueError("triangular_multiply: shapes do not match")
+    if b.shape[0] > 0 and b.shape[1] > 0:
+        with blas_threads(1), nogil:
+            trmm(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0, &t[0, 0], nt,
+                 &b[0, 0], b.shape[1])
+    return np.asarray(b)
 
 
 def cholesky(A, overwrite=False, int n_threads=1):

@@ -685,3 +685,20 @@ def test_svd_lstsq_property(m, n, seed):
     cond = s[0] / s[-1]
     assert rank == min(m, n)
     assert relerr(X, ref) <= 1e-14 * cond**2 + TOL
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+def test_triangular_multiply(rng, lower, trans, unit, left):
+    n, k = 9, 5
+    T = rng.standard_normal((n, n))
+    B = rng.standard_normal((n, k)) if left else rng.standard_normal((k, n))
+    tri = np.tril(T) if lower else np.triu(T)
+    if unit:
+        np.fill_diagonal(tri, 1.0)
+    op = tri.T if trans else tri
+    ref = op @ B if left else B @ op
+    got = hl.triangular_multiply(T, B, lower=lower, trans=trans, unit_diagonal=unit, left=left)
+    assert_rel(got, ref)
