@@ -1,0 +1,90 @@
+"""The independent (block-diagonal) kernel on the leaves of an HCK tree: the paper's baseline.
+
+K_ind = blockdiag(K(X_leaf, X_leaf)): kernel ridge regression decouples into one dense solve per
+leaf, and a test point sees only the training points of the leaf it is routed to.
+"""
+from cython.parallel cimport prange
+from libc.math cimport log
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport int64_t
+
+from hkern._linalg cimport gemm, potrf, potrs
+from hkern.kernels._kernels cimport kernel_block, sqnorms
+
+import numpy as np
+
+
+def fit_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64_t[::1] count,
+               int depth, int kind, double sigma, double lam, double[:, ::1] Y, int n_threads):
+    """Y (tree order, n x k) <- blockdiag(K_leaf + lam I)^{-1} Y.  Returns log det, or raises."""
+    cdef int first = (1 << depth) - 1, n_leaves = 1 << depth, d = X.shape[1], k = Y.shape[1]
+    cdef Py_ssize_t leaf, i, a, s0
+    cdef int m, failures = 0
+    cdef double* Kb
+    xsq_arr = np.empty(max(X.shape[0], 1))
+    logdets_arr = np.zeros(n_leaves)
+    cdef double[::1] xsq = xsq_arr, logdets = logdets_arr
+    with nogil:
+        sqnorms(X.shape[0], d, &X[0, 0], &xsq[0])
+        for leaf in prange(n_leaves, num_threads=n_threads, schedule="dynamic"):
+            i = first + leaf
+            s0 = start[i]
+            m = <int>count[i]
+            Kb = <double*>malloc(max(<Py_ssize_t>m * m, 1) * sizeof(double))
+            if Kb == NULL:
+                failures += 1
+            else:
+                kernel_block(kind, sigma, m, m, d, &X[s0, 0], &xsq[s0], &X[s0, 0], &xsq[s0], Kb, m)
+                for a in range(m):
+                    Kb[a * m + a] += lam
+                if potrf(m, Kb, m) != 0:
+                    failures += 1
+                else:
+                    for a in range(m):
+                        logdets[leaf] += 2.0 * log(Kb[a * m + a])
+                    potrs(m, k, Kb, m, &Y[s0, 0], k)
+                free(Kb)
+    if failures:
+        raise np.linalg.LinAlgError("independent kernel: a leaf block K + lam I is not positive "
+                                    "definite to working precision (or memory ran out); increase "
+                                    "lam")
+    return float(logdets_arr.sum())
+
+
+def predict_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64_t[::1] count,
+                   int depth, int kind, double sigma, const double[:, ::1] alpha,
+                   const double[:, ::1] Xq, const int64_t[::1] leaf_start, int n_threads):
+    """Scores for test points grouped by leaf: rows leaf_start[l]:leaf_start[l+1] use leaf l."""
+    cdef int first = (1 << depth) - 1, n_leaves = 1 << depth, d = X.shape[1], k = alpha.shape[1]
+    cdef Py_ssize_t leaf, i, s0, q0, q1
+    cdef int m, mq, failures = 0
+    cdef double* Kq
+    out = np.zeros((Xq.shape[0], k))
+    xsq_arr = np.empty(max(X.shape[0], 1))
+    qsq_arr = np.empty(max(Xq.shape[0], 1))
+    cdef double[:, ::1] F = out
+    cdef double[::1] xsq = xsq_arr, qsq = qsq_arr
+    if Xq.shape[0] == 0 or k == 0:
+        return out
+    with nogil:
+        sqnorms(X.shape[0], d, &X[0, 0], &xsq[0])
+        sqnorms(Xq.shape[0], d, &Xq[0, 0], &qsq[0])
+        for leaf in prange(n_leaves, num_threads=n_threads, schedule="dynamic"):
+            i = first + leaf
+            q0 = leaf_start[leaf]
+            q1 = leaf_start[leaf + 1]
+            if q1 > q0:
+                s0 = start[i]
+                m = <int>count[i]
+                mq = <int>(q1 - q0)
+                Kq = <double*>malloc(max(<Py_ssize_t>mq * m, 1) * sizeof(double))
+                if Kq == NULL:
+                    failures += 1
+                else:
+                    kernel_block(kind, sigma, mq, m, d, &Xq[q0, 0], &qsq[q0], &X[s0, 0], &xsq[s0],
+                                 Kq, m)
+                    gemm(False, False, mq, k, m, 1.0, Kq, m, &alpha[s0, 0], k, 0.0, &F[q0, 0], k)
+                    free(Kq)
+    if failures:
+        raise MemoryError("independent kernel: could not allocate prediction buffers")
+    return out

@@ -1,0 +1,52 @@
+# The compiled HCK operator: factors of A = K_hier' + (lam - lam') I on a complete binary tree in
+# heap order, with A b (Algorithm 1), A^{-1} b and out-of-sample evaluation (Algorithm 3).
+#
+# Other Cython code can cimport HCKOperator and call matvec_into / solve_into without the GIL on
+# tree-ordered, C-contiguous (n, k) arrays (with BLAS limited to one thread by the caller, as
+# hkern._threads.blas_threads(1) does).
+
+# Per-thread scratch of the factorisation (allocated in _hck.pyx).
+cdef struct Work:
+    double* Z1
+    double* z1sq
+    double* Z2
+    double* z2sq
+    double* S
+    double* M
+    double* T
+    int* ipiv
+    double* V
+    double* stack
+
+
+cdef class HCKOperator:
+    cdef readonly int n, d, depth, first_leaf, n_nodes, kind
+    cdef readonly double sigma, lam, jitter
+    cdef readonly int r_max, leaf_max
+    cdef double[:, ::1] X
+    cdef double[::1] xsq
+    cdef Py_ssize_t[::1] start, count, rank
+    cdef Py_ssize_t[::1] lm_off, lm
+    cdef Py_ssize_t[::1] sq_off, w_off, u_off, b_off
+    cdef double[::1] L, St, W, Wt, U, LB
+    cdef double[::1] logdet_parts
+    cdef readonly double logdet_value
+
+    cdef int matvec_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil
+    cdef int solve_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil
+
+    # internals
+    cdef void _gather(self, Py_ssize_t i, double* Z, double* zsq) noexcept nogil
+    cdef int _sigma_factor(self, Py_ssize_t i, Work* w) noexcept nogil
+    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil
+    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil
+    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil
+    cdef int _factorize(self, int n_threads, int* failed_node) noexcept nogil
+    cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil
+    cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,
+                          const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k,
+                          int n_threads) noexcept nogil
+    cdef int _predict_leaf(self, Py_ssize_t leaf, const double[:, ::1] Xq,
+                           const double[::1] qsq, Py_ssize_t[::1] leaf_start,
+                           const double[:, ::1] Wts, const double[::1] dv,
+                           Py_ssize_t[::1] c_off, double[:, ::1] F, int k) noexcept nogil

@@ -1,0 +1,782 @@
+"""Compiled core of the hierarchically compositional kernel (HCK), spec: shared/spec/hck.md.
+
+The tree is complete and binary, in heap order: node 0 is the root, the children of i are 2i+1
+and 2i+2, the 2^J leaves are nodes first_leaf = 2^J - 1 .. 2^(J+1) - 2.  Data are in tree order,
+so node i owns the rows start[i] .. start[i] + count[i] - 1.  Non-leaf node i has rank[i]
+landmarks (row positions lm[lm_off[i]:lm_off[i+1]], sorted).
+
+The matrix represented is A = K_hier' + (lam - lam') I, where K_hier' is the hierarchical kernel
+of the jittered base kernel k'(x_a, x_b) = k(x_a, x_b) + lam' [a == b] (identity of training
+rows, spec 2.5).  Stored factors (spec 2, with Sigma kept only as its Cholesky factor):
+
+    L_p      Cholesky factor of Sigma_p = K'(Z_p, Z_p)                 non-leaf p    r_p x r_p
+    U_i      K'(X_i, Z_p) Sigma_p^{-1}                                 leaf i        n_i x r_p
+    W_i      K'(Z_i, Z_p) Sigma_p^{-1}                                 non-root i    r_i x r_p
+    LB_i     Cholesky factor of B_i = K(X_i, X_i) + lam I - U_i Sigma_p U_i^T      n_i x n_i
+    St_i     Sigma~_i = -(I + Lambda_i Xi_i)^{-1} Lambda_i             non-leaf i    r_i x r_i
+    Wt_i     W~_i = (I + Sigma~_i Xi_i) W_i                            non-root i    r_i x r_p
+
+Inverse (spec Algorithm 2, upward pass only).  With D_i = blockdiag(B_j, j child of i), the
+Woodbury identity gives B_i^{-1} = D_i^{-1} + (D_i^{-1} U_i) Sigma~_i (D_i^{-1} U_i)^T, so
+
+    A^{-1} = blockdiag(B_leaf^{-1}) + sum over non-leaf i of  Q_i Sigma~_i Q_i^T,
+
+where Q_i stacks, over the children j of i, B_j^{-1} U_j (leaf j) or Q_j W~_j (non-leaf j).
+Applying A^{-1} through this sum (every node's own term included, "self-inclusive") needs only
+the upward-pass factors: Algorithm 2's downward corrections, the explicit leaf inverses and the
+U~ = B^{-1} U blocks are never formed.  The leaf blocks are kept as Cholesky factors.
+
+log det A = sum over leaves of log det B_leaf + sum over non-leaves of log det(I + Lambda Xi)
+(spec 2.6).
+
+Parallelism: every routine runs the nodes of one level, or whole subtrees, in an OpenMP prange,
+each node's arithmetic being single-threaded BLAS on its own blocks; every node is computed by
+the same operations whatever the thread count, so results are bitwise identical for any n_jobs.
+"""
+from cython.parallel cimport prange
+from libc.math cimport log, fabs
+from libc.stdlib cimport malloc, free, calloc
+from libc.string cimport memcpy, memset
+
+from hkern._linalg cimport (gemm, syrk, trsm, trmm, potrf, potrs, getrf, getrs,
+                            symmetrize_from_lower)
+from hkern.kernels._kernels cimport kernel_block, sqnorms
+
+import numpy as np
+
+# Levels processed as whole subtrees by one thread each (2^SPLIT_LEVEL subtrees at most); the
+# levels above are processed node by node.  Scheduling only: results do not depend on it.
+cdef int SPLIT_LEVEL = 3
+# Test points evaluated at a time per leaf in predict (bounds the per-thread buffers).
+cdef int PREDICT_CHUNK = 1024
+
+
+cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
+    return (i - 1) // 2
+
+
+cdef void add_jitter_rows(double* out, int ldo, Py_ssize_t row0, int m, const Py_ssize_t* cols,
+                          int nc, double jitter) noexcept nogil:
+    """out[a, b] += jitter where training row row0 + a is landmark cols[b]."""
+    cdef int b
+    cdef Py_ssize_t a
+    for b in range(nc):
+        a = cols[b] - row0
+        if 0 <= a < m:
+            out[a * ldo + b] += jitter
+
+
+cdef void add_jitter_lists(double* out, int ldo, const Py_ssize_t* rows, int nr,
+                           const Py_ssize_t* cols, int nc, double jitter) noexcept nogil:
+    """out[a, b] += jitter where rows[a] == cols[b]; both lists sorted ascending."""
+    cdef int a = 0, b = 0
+    while a < nr and b < nc:
+        if rows[a] == cols[b]:
+            out[a * ldo + b] += jitter
+            a += 1
+            b += 1
+        elif rows[a] < cols[b]:
+            a += 1
+        else:
+            b += 1
+
+
+cdef void symmetrize(int n, double* A, int lda) noexcept nogil:
+    cdef int a, b
+    cdef double v
+    for a in range(n):
+        for b in range(a + 1, n):
+            v = 0.5 * (A[a * lda + b] + A[b * lda + a])
+            A[a * lda + b] = v
+            A[b * lda + a] = v
+
+
+cdef Work* work_alloc(int r, int d, int leaf_max, int levels) noexcept nogil:
+    cdef Work* w = <Work*>calloc(1, sizeof(Work))
+    cdef Py_ssize_t r2 = <Py_ssize_t>r * r
+    cdef Py_ssize_t total = 2 * (<Py_ssize_t>r * d + r) + 3 * r2 \
+        + <Py_ssize_t>leaf_max * r + 2 * levels * r2
+    cdef double* buf
+    if w == NULL:
+        return NULL
+    buf = <double*>malloc(max(total, 1) * sizeof(double))
+    w.ipiv = <int*>malloc(max(r, 1) * sizeof(int))
+    if buf == NULL or w.ipiv == NULL:
+        free(buf)
+        free(w.ipiv)
+        free(w)
+        return NULL
+    w.Z1 = buf
+    w.z1sq = w.Z1 + <Py_ssize_t>r * d
+    w.Z2 = w.z1sq + r
+    w.z2sq = w.Z2 + <Py_ssize_t>r * d
+    w.S = w.z2sq + r
+    w.M = w.S + r2
+    w.T = w.M + r2
+    w.V = w.T + r2
+    w.stack = w.V + <Py_ssize_t>leaf_max * r
+    return w
+
+
+cdef void work_free(Work* w) noexcept nogil:
+    if w != NULL:
+        free(w.Z1)
+        free(w.ipiv)
+        free(w)
+
+
+# Failure codes returned by the nogil routines (the Python layer turns them into errors).
+cdef enum:
+    FAIL_MEMORY = -1
+    FAIL_SIGMA = 1        # Sigma_p not positive definite
+    FAIL_LEAF = 2         # B_leaf not positive definite
+    FAIL_LU = 3           # I + Lambda Xi singular
+
+
+cdef class HCKOperator:
+    """The HCK factors of A = K_hier' + (lam - lam') I and the algorithms that use them.
+
+    Parameters
+    ----------
+    X : (n, d) float64, C-contiguous, rows in tree order (ideally centred)
+    depth : int
+        J; the tree has 2^J leaves.
+    start, count : (2^(J+1) - 1,) intp
+        Row ranges of the nodes (heap order).
+    lm_off, lm : intp
+        CSR landmark lists of the 2^J - 1 non-leaf nodes (row positions, sorted).
+    kind : int
+        Kernel kind (hkern.kernels._kernels.KernelKind).
+    sigma, lam, jitter : float
+        Bandwidth, ridge lam and jitter lam' (0 <= lam' <= lam).
+    n_threads : int
+        OpenMP threads (BLAS must be limited to one thread by the caller).
+    """
+
+    def __init__(self, double[:, ::1] X, int depth, Py_ssize_t[::1] start,
+                 Py_ssize_t[::1] count, Py_ssize_t[::1] lm_off, Py_ssize_t[::1] lm, int kind,
+                 double sigma, double lam, double jitter, int n_threads):
+        cdef Py_ssize_t i, p
+        self.n = X.shape[0]
+        self.d = X.shape[1]
+        self.depth = depth
+        self.first_leaf = (1 << depth) - 1
+        self.n_nodes = (1 << (depth + 1)) - 1
+        self.kind = kind
+        self.sigma = sigma
+        self.lam = lam
+        self.jitter = jitter
+        self.X = X
+        self.xsq = np.empty(max(self.n, 1))
+        sqnorms(self.n, self.d, &X[0, 0], &self.xsq[0])
+        self.start = start
+        self.count = count
+        self.lm_off = lm_off
+        self.lm = lm
+
+        rank = np.zeros(self.n_nodes, dtype=np.intp)
+        rank[: self.first_leaf] = np.diff(np.asarray(lm_off))
+        self.rank = rank
+        self.r_max = int(rank.max()) if self.first_leaf > 0 else 0
+        counts = np.asarray(count)
+        self.leaf_max = int(counts[self.first_leaf:].max())
+
+        # Offsets of the flat factor buffers (heap order).
+        ids = np.arange(self.n_nodes)
+        parent_rank = np.zeros(self.n_nodes, dtype=np.intp)
+        parent_rank[1:] = rank[(ids[1:] - 1) // 2]
+        is_leaf = ids >= self.first_leaf
+        sq_sizes = np.where(is_leaf, 0, rank * rank)
+        w_sizes = np.where(is_leaf | (ids == 0), 0, rank * parent_rank)
+        u_sizes = np.where(is_leaf, counts * parent_rank, 0)
+        b_sizes = np.where(is_leaf, counts * counts, 0)
+
+        def offsets(sizes):
+            off = np.zeros(self.n_nodes + 1, dtype=np.intp)
+            np.cumsum(sizes, out=off[1:])
+            return off
+
+        self.sq_off = offsets(sq_sizes)
+        self.w_off = offsets(w_sizes)
+        self.u_off = offsets(u_sizes)
+        self.b_off = offsets(b_sizes)
+        self.L = np.zeros(max(int(self.sq_off[self.n_nodes]), 1))
+        self.St = np.zeros(max(int(self.sq_off[self.n_nodes]), 1))
+        self.W = np.zeros(max(int(self.w_off[self.n_nodes]), 1))
+        self.Wt = np.zeros(max(int(self.w_off[self.n_nodes]), 1))
+        self.U = np.zeros(max(int(self.u_off[self.n_nodes]), 1))
+        self.LB = np.zeros(max(int(self.b_off[self.n_nodes]), 1))
+        self.logdet_parts = np.zeros(self.n_nodes)
+
+        cdef int status, node = -1
+        with nogil:
+            status = self._factorize(n_threads, &node)
+        _raise_for(status, node, self)
+        self.logdet_value = float(np.sum(np.asarray(self.logdet_parts)))
+
+    # ------------------------------------------------------------------------------------------
+    # Construction and inversion (upward pass)
+    # ------------------------------------------------------------------------------------------
+
+    cdef void _gather(self, Py_ssize_t i, double* Z, double* zsq) noexcept nogil:
+        """Landmark rows of non-leaf node i into Z (r_i x d) and their squared norms."""
+        cdef Py_ssize_t a, off = self.lm_off[i]
+        cdef int ri = <int>self.rank[i]
+        for a in range(ri):
+            memcpy(Z + a * self.d, &self.X[self.lm[off + a], 0], self.d * sizeof(double))
+            zsq[a] = self.xsq[self.lm[off + a]]
+
+    cdef int _sigma_factor(self, Py_ssize_t i, Work* w) noexcept nogil:
+        """L_i = chol(K(Z_i, Z_i) + lam' I)."""
+        cdef int ri = <int>self.rank[i], a, b
+        cdef double* Li = &self.L[self.sq_off[i]]
+        self._gather(i, w.Z1, w.z1sq)
+        kernel_block(self.kind, self.sigma, ri, ri, self.d, w.Z1, w.z1sq, w.Z1, w.z1sq, Li, ri)
+        for a in range(ri):
+            Li[a * ri + a] += self.jitter
+        if potrf(ri, Li, ri) != 0:
+            return FAIL_SIGMA
+        for a in range(ri):
+            for b in range(a + 1, ri):
+                Li[a * ri + b] = 0.0
+        return 0
+
+    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil:
+        """Factors of leaf i; theta (r_p x r_p) <- U_i^T B_i^{-1} U_i."""
+        cdef Py_ssize_t s0 = self.start[i], p
+        cdef int m = <int>self.count[i], rp, a, b
+        cdef double* Bm = &self.LB[self.b_off[i]]
+        cdef double* Ui
+        cdef double* Lp
+        cdef double acc = 0.0
+        kernel_block(self.kind, self.sigma, m, m, self.d, &self.X[s0, 0], &self.xsq[s0],
+                     &self.X[s0, 0], &self.xsq[s0], Bm, m)
+        for a in range(m):
+            Bm[a * m + a] += self.lam
+        if i != 0:
+            p = parent_of(i)
+            rp = <int>self.rank[p]
+            Ui = &self.U[self.u_off[i]]
+            Lp = &self.L[self.sq_off[p]]
+            self._gather(p, w.Z1, w.z1sq)
+            kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0, 0], &self.xsq[s0],
+                         w.Z1, w.z1sq, Ui, rp)
+            add_jitter_rows(Ui, rp, s0, m, &self.lm[self.lm_off[p]], rp, self.jitter)
+            # V^T = K'(X_i, Z_p) L_p^{-T};  B = K + lam I - V^T V  (= A_ii - U Sigma U^T, stably)
+            trsm(False, True, True, False, m, rp, 1.0, Lp, rp, Ui, rp)
+            syrk(True, False, m, rp, -1.0, Ui, rp, 1.0, Bm, m)
+            # U = V^T L_p^{-1} = K'(X_i, Z_p) Sigma_p^{-1}
+            trsm(False, True, False, False, m, rp, 1.0, Lp, rp, Ui, rp)
+        if potrf(m, Bm, m) != 0:
+            return FAIL_LEAF
+        for a in range(m):
+            acc += log(Bm[a * m + a])
+            for b in range(a + 1, m):
+                Bm[a * m + b] = 0.0
+        self.logdet_parts[i] = 2.0 * acc
+        if i != 0:
+            # theta = U^T B^{-1} U = V^T V with V = LB^{-1} U
+            memcpy(w.V, Ui, <Py_ssize_t>m * rp * sizeof(double))
+            trsm(True, True, False, False, m, rp, 1.0, Bm, m, w.V, rp)
+            syrk(True, True, rp, m, 1.0, w.V, rp, 0.0, theta, rp)
+            symmetrize_from_lower(rp, theta, rp)
+        return 0
+
+    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil:
+        """Factors of non-leaf i from Xi_i; theta (r_p x r_p) <- W_i^T Xi_i W~_i (non-root)."""
+        cdef int ri = <int>self.rank[i], rp = 0, a
+        cdef Py_ssize_t p = 0
+        cdef double* Sti = &self.St[self.sq_off[i]]
+        cdef double* Wi = NULL
+        cdef double* Wti = NULL
+        cdef double* Lp
+        cdef double acc = 0.0
+        # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root)
+        self._gather(i, w.Z1, w.z1sq)
+        kernel_block(self.kind, self.sigma, ri, ri, self.d, w.Z1, w.z1sq, w.Z1, w.z1sq, w.S, ri)
+        for a in range(ri):
+            w.S[a * ri + a] += self.jitter
+        if i != 0:
+            p = parent_of(i)
+            rp = <int>self.rank[p]
+            Lp = &self.L[self.sq_off[p]]
+            Wi = &self.W[self.w_off[i]]
+            Wti = &self.Wt[self.w_off[i]]
+            self._gather(p, w.Z2, w.z2sq)
+            kernel_block(self.kind, self.sigma, ri, rp, self.d, w.Z1, w.z1sq, w.Z2, w.z2sq,
+                         Wi, rp)
+            add_jitter_lists(Wi, rp, &self.lm[self.lm_off[i]], ri, &self.lm[self.lm_off[p]], rp,
+                             self.jitter)
+            trsm(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp)      # Y^T = K' L_p^{-T}
+            syrk(True, False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri)              # Lambda (lower)
+            symmetrize_from_lower(ri, w.S, ri)
+            trsm(False, True, False, False, ri, rp, 1.0, Lp, rp, Wi, rp)     # W = Y^T L_p^{-1}
+        # M = I + Lambda Xi (LU: Lambda is singular whenever landmark sets overlap)
+        gemm(False, False, ri, ri, ri, 1.0, w.S, ri, xi, ri, 0.0, w.M, ri)
+        for a in range(ri):
+            w.M[a * ri + a] += 1.0
+        if getrf(ri, w.M, ri, w.ipiv) != 0:
+            return FAIL_LU
+        for a in range(ri):
+            acc += log(fabs(w.M[a * ri + a]))
+        self.logdet_parts[i] = acc
+        # Sigma~ = -M^{-1} Lambda, symmetrised (asymmetry is round-off, ~1e-15)
+        memcpy(Sti, w.S, <Py_ssize_t>ri * ri * sizeof(double))
+        getrs(ri, ri, w.M, ri, w.ipiv, Sti, ri)
+        for a in range(ri * ri):
+            Sti[a] = -Sti[a]
+        symmetrize(ri, Sti, ri)
+        if i != 0:
+            # W~ = W + Sigma~ (Xi W);  theta = W^T (Xi W~)
+            gemm(False, False, ri, rp, ri, 1.0, xi, ri, Wi, rp, 0.0, w.T, rp)
+            memcpy(Wti, Wi, <Py_ssize_t>ri * rp * sizeof(double))
+            gemm(False, False, ri, rp, ri, 1.0, Sti, ri, w.T, rp, 1.0, Wti, rp)
+            gemm(False, False, ri, rp, ri, 1.0, xi, ri, Wti, rp, 0.0, w.T, rp)
+            gemm(True, False, rp, rp, ri, 1.0, Wi, rp, w.T, rp, 0.0, theta, rp)
+            symmetrize(rp, theta, rp)
+        return 0
+
+    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil:
+        """Depth-first upward pass over the subtree of i (one thread)."""
+        cdef int ri, status
+        cdef Py_ssize_t a, r2
+        cdef double* xi
+        cdef double* th
+        if i >= self.first_leaf:
+            return self._leaf_up(i, theta, w)
+        ri = <int>self.rank[i]
+        r2 = <Py_ssize_t>self.r_max * self.r_max
+        xi = w.stack + 2 * level * r2
+        th = xi + r2
+        status = self._up_subtree(2 * i + 1, th, w, level + 1)
+        if status != 0:
+            return status
+        memcpy(xi, th, <Py_ssize_t>ri * ri * sizeof(double))
+        status = self._up_subtree(2 * i + 2, th, w, level + 1)
+        if status != 0:
+            return status
+        for a in range(<Py_ssize_t>ri * ri):
+            xi[a] += th[a]
+        return self._nonleaf_up(i, xi, theta, w)
+
+    cdef int _factorize(self, int n_threads, int* failed_node) noexcept nogil:
+        cdef int J = self.depth, split = min(J, SPLIT_LEVEL), status = 0, t, local
+        cdef Py_ssize_t i, lo, hi, a, r2 = <Py_ssize_t>self.r_max * self.r_max
+        cdef int ri
+        cdef Work* w
+        cdef double* theta_top
+        cdef int* node_status = <int*>calloc(self.n_nodes, sizeof(int))
+        if node_status == NULL:
+            return FAIL_MEMORY
+        # Phase 0: Cholesky factors of every Sigma_p (children need their parent's).
+        for i in prange(self.first_leaf, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            w = work_alloc(self.r_max, self.d, 0, 0)
+            if w == NULL:
+                node_status[i] = FAIL_MEMORY
+            else:
+                node_status[i] = self._sigma_factor(i, w)
+                work_free(w)
+        status = _first_failure(node_status, self.n_nodes, failed_node)
+        # Phase 1: subtrees rooted at level `split`, one thread each, depth first.
+        theta_top = <double*>malloc(max((<Py_ssize_t>2 << split) * r2, 1) * sizeof(double))
+        if status == 0 and theta_top == NULL:
+            status = FAIL_MEMORY
+        if status == 0:
+            lo = (1 << split) - 1
+            hi = (2 << split) - 1
+            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                w = work_alloc(self.r_max, self.d, self.leaf_max, J - split + 1)
+                if w == NULL:
+                    node_status[i] = FAIL_MEMORY
+                else:
+                    node_status[i] = self._up_subtree(i, theta_top + i * r2 if i > 0 else NULL,
+                                                      w, 0)
+                    work_free(w)
+            status = _first_failure(node_status, self.n_nodes, failed_node)
+        # Phase 2: the levels above, node by node.
+        t = split - 1
+        while status == 0 and t >= 0:
+            lo = (1 << t) - 1
+            hi = (2 << t) - 1
+            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                w = work_alloc(self.r_max, self.d, 0, 1)
+                if w == NULL:
+                    node_status[i] = FAIL_MEMORY
+                else:
+                    ri = <int>self.rank[i]
+                    for a in range(<Py_ssize_t>ri * ri):
+                        w.stack[a] = theta_top[(2 * i + 1) * r2 + a] + \
+                            theta_top[(2 * i + 2) * r2 + a]
+                    node_status[i] = self._nonleaf_up(i, w.stack,
+                                                      theta_top + i * r2 if i > 0 else NULL, w)
+                    work_free(w)
+            status = _first_failure(node_status, self.n_nodes, failed_node)
+            t = t - 1
+        free(theta_top)
+        free(node_status)
+        return status
+
+    # ------------------------------------------------------------------------------------------
+    # A^{-1} B (self-inclusive traversal of the upward-pass factors)
+    # ------------------------------------------------------------------------------------------
+
+    cdef int solve_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
+        """Y (n x k) <- A^{-1} B (n x k), tree order.  Returns 0 or FAIL_MEMORY."""
+        cdef int J = self.depth, t, m, rp, ri, status = 0
+        cdef Py_ssize_t i, p, lo, hi, a, s0
+        cdef Py_ssize_t* c_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* g_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef double* c = NULL
+        cdef double* g = NULL
+        cdef double* sv = NULL
+        cdef double* tmp = NULL
+        cdef double* Yi
+        cdef double* LBi
+        if c_off == NULL or g_off == NULL:
+            free(c_off)
+            free(g_off)
+            return FAIL_MEMORY
+        self._vector_offsets(k, c_off, g_off)
+        # All temporaries up front: no allocation (and no way to fail) inside parallel loops.
+        c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
+        g = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
+        sv = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
+        tmp = <double*>malloc(max(<Py_ssize_t>self.n * k, 1) * sizeof(double))
+        if c == NULL or g == NULL or sv == NULL or tmp == NULL:
+            status = FAIL_MEMORY
+        # Upward: t_i = B_i^{-1} b_i, c_i = U_i^T t_i; s_i = sum of children's c, g_i = St_i s_i,
+        # c_i = Wt_i^T s_i.
+        t = J
+        while status == 0 and t >= 0:
+            lo = (1 << t) - 1
+            hi = (2 << t) - 1
+            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                if i >= self.first_leaf:
+                    s0 = self.start[i]
+                    m = <int>self.count[i]
+                    Yi = Y + s0 * k
+                    LBi = &self.LB[self.b_off[i]]
+                    memcpy(Yi, B + s0 * k, <Py_ssize_t>m * k * sizeof(double))
+                    potrs(m, k, LBi, m, Yi, k)
+                    if i != 0:
+                        rp = <int>self.rank[parent_of(i)]
+                        gemm(True, False, rp, k, m, 1.0, &self.U[self.u_off[i]], rp, Yi, k, 0.0,
+                             c + c_off[i], k)
+                else:
+                    ri = <int>self.rank[i]
+                    for a in range(<Py_ssize_t>ri * k):
+                        sv[g_off[i] + a] = c[c_off[2 * i + 1] + a] + c[c_off[2 * i + 2] + a]
+                    gemm(False, False, ri, k, ri, 1.0, &self.St[self.sq_off[i]], ri,
+                         sv + g_off[i], k, 0.0, g + g_off[i], k)
+                    if i != 0:
+                        rp = <int>self.rank[parent_of(i)]
+                        gemm(True, False, rp, k, ri, 1.0, &self.Wt[self.w_off[i]], rp,
+                             sv + g_off[i], k, 0.0, c + c_off[i], k)
+            t = t - 1
+        # Downward: G_i = g_i + Wt_i G_p; leaves: y_i = t_i + B_i^{-1} U_i G_p.
+        t = 1
+        while status == 0 and t <= J:
+            lo = (1 << t) - 1
+            hi = (2 << t) - 1
+            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                p = parent_of(i)
+                rp = <int>self.rank[p]
+                if i >= self.first_leaf:
+                    s0 = self.start[i]
+                    m = <int>self.count[i]
+                    gemm(False, False, m, k, rp, 1.0, &self.U[self.u_off[i]], rp, g + g_off[p],
+                         k, 0.0, tmp + s0 * k, k)
+                    potrs(m, k, &self.LB[self.b_off[i]], m, tmp + s0 * k, k)
+                    for a in range(<Py_ssize_t>m * k):
+                        Y[s0 * k + a] += tmp[s0 * k + a]
+                else:
+                    ri = <int>self.rank[i]
+                    gemm(False, False, ri, k, rp, 1.0, &self.Wt[self.w_off[i]], rp, g + g_off[p],
+                         k, 1.0, g + g_off[i], k)
+            t = t + 1
+        free(c)
+        free(g)
+        free(sv)
+        free(tmp)
+        free(c_off)
+        free(g_off)
+        return status
+
+    cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil:
+        """c: r_parent(i) x k per non-root node; g: r_i x k per non-leaf node."""
+        cdef Py_ssize_t i
+        c_off[0] = 0
+        g_off[0] = 0
+        for i in range(self.n_nodes):
+            c_off[i + 1] = c_off[i] + (self.rank[parent_of(i)] * k if i > 0 else 0)
+            g_off[i + 1] = g_off[i] + self.rank[i] * k
+
+    # ------------------------------------------------------------------------------------------
+    # A B (spec Algorithm 1) and the Algorithm 3 precomputation
+    # ------------------------------------------------------------------------------------------
+
+    cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,
+                          const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k,
+                          int n_threads) noexcept nogil:
+        """c_i = U_i^T b_i (leaf) or W_i^T (c_left + c_right); then the sibling exchange
+        d_left = Sigma_p c_right, d_right = Sigma_p c_left (Sigma_p = L_p L_p^T).  sv is
+        scratch of the size of the g vectors."""
+        cdef int J = self.depth, t, m, rp, ri
+        cdef Py_ssize_t i, lo, hi, a, l, rgt
+        cdef double* Lp
+        t = J
+        while t >= 1:
+            lo = (1 << t) - 1
+            hi = (2 << t) - 1
+            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                rp = <int>self.rank[parent_of(i)]
+                if i >= self.first_leaf:
+                    m = <int>self.count[i]
+                    gemm(True, False, rp, k, m, 1.0, &self.U[self.u_off[i]], rp,
+                         B + self.start[i] * k, k, 0.0, c + c_off[i], k)
+                else:
+                    ri = <int>self.rank[i]
+                    for a in range(<Py_ssize_t>ri * k):
+                        sv[g_off[i] + a] = c[c_off[2 * i + 1] + a] + c[c_off[2 * i + 2] + a]
+                    gemm(True, False, rp, k, ri, 1.0, &self.W[self.w_off[i]], rp, sv + g_off[i], k,
+                         0.0, c + c_off[i], k)
+            t = t - 1
+        for i in prange(self.first_leaf, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            ri = <int>self.rank[i]
+            Lp = &self.L[self.sq_off[i]]
+            l = 2 * i + 1
+            rgt = 2 * i + 2
+            memcpy(dv + c_off[l], c + c_off[rgt], <Py_ssize_t>ri * k * sizeof(double))
+            memcpy(dv + c_off[rgt], c + c_off[l], <Py_ssize_t>ri * k * sizeof(double))
+            trmm(True, True, True, False, ri, k, 1.0, Lp, ri, dv + c_off[l], k)
+            trmm(True, True, False, False, ri, k, 1.0, Lp, ri, dv + c_off[l], k)
+            trmm(True, True, True, False, ri, k, 1.0, Lp, ri, dv + c_off[rgt], k)
+            trmm(True, True, False, False, ri, k, 1.0, Lp, ri, dv + c_off[rgt], k)
+        return 0
+
+    cdef int matvec_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
+        """Y (n x k) <- A B, tree order (Algorithm 1; leaf blocks recomputed from the kernel)."""
+        cdef int J = self.depth, t, m, rp, status = 0, failures = 0
+        cdef Py_ssize_t i, p, lo, hi, a, s0
+        cdef Py_ssize_t* c_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* g_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef double* c = NULL
+        cdef double* dv = NULL
+        cdef double* sv = NULL
+        cdef double* Aii
+        if c_off == NULL or g_off == NULL:
+            free(c_off)
+            free(g_off)
+            return FAIL_MEMORY
+        self._vector_offsets(k, c_off, g_off)
+        c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
+        dv = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
+        sv = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
+        if c == NULL or dv == NULL or sv == NULL:
+            status = FAIL_MEMORY
+        if status == 0:
+            self._up_exchange(B, c, dv, sv, c_off, g_off, k, n_threads)
+            # Downward: d_j += W_p d_p for non-root parents p, level by level.
+            t = 2
+            while t <= J:
+                lo = (1 << t) - 1
+                hi = (2 << t) - 1
+                for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+                    p = parent_of(i)
+                    rp = <int>self.rank[parent_of(p)]
+                    gemm(False, False, <int>self.rank[p], k, rp, 1.0, &self.W[self.w_off[p]], rp,
+                         dv + c_off[p], k, 1.0, dv + c_off[i], k)
+                t = t + 1
+            # Leaves: y_i = (K(X_i, X_i) + lam I) b_i + U_i d_i
+            for i in prange(self.first_leaf, self.n_nodes, nogil=True, num_threads=n_threads,
+                            schedule="dynamic"):
+                s0 = self.start[i]
+                m = <int>self.count[i]
+                Aii = <double*>malloc(<Py_ssize_t>m * m * sizeof(double))
+                if Aii == NULL:
+                    failures += 1
+                else:
+                    kernel_block(self.kind, self.sigma, m, m, self.d, &self.X[s0, 0],
+                                 &self.xsq[s0], &self.X[s0, 0], &self.xsq[s0], Aii, m)
+                    for a in range(m):
+                        Aii[a * m + a] += self.lam
+                    gemm(False, False, m, k, m, 1.0, Aii, m, B + s0 * k, k, 0.0, Y + s0 * k, k)
+                    if i != 0:
+                        rp = <int>self.rank[parent_of(i)]
+                        gemm(False, False, m, k, rp, 1.0, &self.U[self.u_off[i]], rp,
+                             dv + c_off[i], k, 1.0, Y + s0 * k, k)
+                    free(Aii)
+            if failures:
+                status = FAIL_MEMORY
+        free(c)
+        free(dv)
+        free(sv)
+        free(c_off)
+        free(g_off)
+        return status
+
+    # ------------------------------------------------------------------------------------------
+    # Python entry points (tree order; the Python layer permutes)
+    # ------------------------------------------------------------------------------------------
+
+    def solve(self, const double[:, ::1] B, int n_threads=1):
+        """A^{-1} B for B (n, k) in tree order."""
+        out = np.empty((self.n, B.shape[1]))
+        cdef double[:, ::1] Y = out
+        cdef int status, k = B.shape[1]
+        if k > 0:
+            with nogil:
+                status = self.solve_into(&B[0, 0], &Y[0, 0], k, n_threads)
+            _raise_for(status, -1, self)
+        return out
+
+    def matvec(self, const double[:, ::1] B, int n_threads=1):
+        """A B for B (n, k) in tree order."""
+        out = np.empty((self.n, B.shape[1]))
+        cdef double[:, ::1] Y = out
+        cdef int status, k = B.shape[1]
+        if k > 0:
+            with nogil:
+                status = self.matvec_into(&B[0, 0], &Y[0, 0], k, n_threads)
+            _raise_for(status, -1, self)
+        return out
+
+    def prediction_vectors(self, const double[:, ::1] Wts, int n_threads=1):
+        """Algorithm 3 precomputation for weights (n, k): the per-node vectors c (flat)."""
+        cdef int k = Wts.shape[1]
+        c_off = np.zeros(self.n_nodes + 1, dtype=np.intp)
+        g_off = np.zeros(self.n_nodes + 1, dtype=np.intp)
+        cdef Py_ssize_t[::1] co = c_off, go = g_off
+        self._vector_offsets(k, &co[0], &go[0])
+        c = np.zeros(max(int(c_off[self.n_nodes]), 1))
+        dv = np.zeros(max(int(c_off[self.n_nodes]), 1))
+        scratch = np.zeros(max(int(g_off[self.n_nodes]), 1))
+        cdef double[::1] cv = c, dvv = dv, sv = scratch
+        if k > 0:
+            with nogil:
+                self._up_exchange(&Wts[0, 0], &cv[0], &dvv[0], &sv[0], &co[0], &go[0], k,
+                                  n_threads)
+        return dv, c_off
+
+    def predict(self, const double[:, ::1] Xq, Py_ssize_t[::1] leaf_start,
+                const double[:, ::1] Wts, const double[::1] dv, Py_ssize_t[::1] c_off,
+                int n_threads=1):
+        """Algorithm 3 for test points grouped by leaf (rows leaf_start[l]:leaf_start[l+1] go to
+        leaf l), tree-ordered weights (n, k) and the vectors of prediction_vectors."""
+        cdef int k = Wts.shape[1], mq = Xq.shape[0], n_leaves = 1 << self.depth
+        out = np.zeros((mq, k))
+        cdef double[:, ::1] F = out
+        qsq_arr = np.empty(max(mq, 1))
+        cdef double[::1] qsq = qsq_arr
+        cdef Py_ssize_t leaf
+        cdef int failures = 0
+        if mq == 0 or k == 0:
+            return out
+        with nogil:
+            sqnorms(mq, self.d, &Xq[0, 0], &qsq[0])
+            for leaf in prange(n_leaves, num_threads=n_threads, schedule="dynamic"):
+                failures += self._predict_leaf(leaf, Xq, qsq, leaf_start, Wts, dv, c_off, F, k)
+        _raise_for(FAIL_MEMORY if failures else 0, -1, self)
+        return out
+
+    cdef int _predict_leaf(self, Py_ssize_t leaf, const double[:, ::1] Xq, const double[::1] qsq,
+                           Py_ssize_t[::1] leaf_start, const double[:, ::1] Wts,
+                           const double[::1] dv, Py_ssize_t[::1] c_off, double[:, ::1] F,
+                           int k) noexcept nogil:
+        cdef Py_ssize_t i = self.first_leaf + leaf, p, q, q0, s0 = self.start[i]
+        cdef int m = <int>self.count[i], rp, chunk, rnext
+        cdef double* Kq
+        cdef double* D1
+        cdef double* D2
+        cdef double* swap
+        cdef Work* w
+        cdef Py_ssize_t lo = leaf_start[leaf], hi = leaf_start[leaf + 1]
+        if hi <= lo:
+            return 0
+        Kq = <double*>malloc(<Py_ssize_t>PREDICT_CHUNK * max(m, 2 * self.r_max) * sizeof(double))
+        w = work_alloc(max(self.r_max, 1), self.d, 0, 0)
+        if Kq == NULL or w == NULL:
+            free(Kq)
+            work_free(w)
+            return 1
+        D1 = Kq
+        D2 = Kq + <Py_ssize_t>PREDICT_CHUNK * self.r_max
+        if i != 0:
+            self._gather(parent_of(i), w.Z1, w.z1sq)
+        q0 = lo
+        while q0 < hi:
+            chunk = <int>min(<Py_ssize_t>PREDICT_CHUNK, hi - q0)
+            # z = K(Xq, X_i) w_i
+            kernel_block(self.kind, self.sigma, chunk, m, self.d, &Xq[q0, 0], &qsq[q0],
+                         &self.X[s0, 0], &self.xsq[s0], Kq, m)
+            gemm(False, False, chunk, k, m, 1.0, Kq, m, &Wts[s0, 0], k, 0.0, &F[q0, 0], k)
+            if i != 0:
+                p = parent_of(i)
+                rp = <int>self.rank[p]
+                # D = K(Xq, Z_p) Sigma_p^{-1};  z += D c_i;  then up the path D <- D W_q.
+                kernel_block(self.kind, self.sigma, chunk, rp, self.d, &Xq[q0, 0], &qsq[q0],
+                             w.Z1, w.z1sq, D1, rp)
+                trsm(False, True, True, False, chunk, rp, 1.0, &self.L[self.sq_off[p]], rp, D1, rp)
+                trsm(False, True, False, False, chunk, rp, 1.0, &self.L[self.sq_off[p]], rp, D1,
+                     rp)
+                gemm(False, False, chunk, k, rp, 1.0, D1, rp, &dv[c_off[i]], k, 1.0, &F[q0, 0], k)
+                q = p
+                while q != 0:
+                    rnext = <int>self.rank[parent_of(q)]
+                    gemm(False, False, chunk, rnext, rp, 1.0, D1, rp, &self.W[self.w_off[q]],
+                         rnext, 0.0, D2, rnext)
+                    gemm(False, False, chunk, k, rnext, 1.0, D2, rnext, &dv[c_off[q]], k, 1.0,
+                         &F[q0, 0], k)
+                    swap = D1
+                    D1 = D2
+                    D2 = swap
+                    rp = rnext
+                    q = parent_of(q)
+            q0 += chunk
+        free(Kq)
+        work_free(w)
+        return 0
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factors and the tree-ordered data."""
+        arrays = [self.X, self.xsq, self.L, self.St, self.W, self.Wt, self.U, self.LB, self.rank,
+                  self.sq_off, self.w_off, self.u_off, self.b_off, self.logdet_parts]
+        total = 0
+        for a in arrays:
+            total += np.asarray(a).nbytes
+        return int(total)
+
+    def factors(self):
+        """The factor buffers and their offsets, as NumPy views (tests and diagnostics)."""
+        return {"L": np.asarray(self.L), "St": np.asarray(self.St), "W": np.asarray(self.W),
+                "Wt": np.asarray(self.Wt), "U": np.asarray(self.U), "LB": np.asarray(self.LB),
+                "rank": np.asarray(self.rank), "sq_off": np.asarray(self.sq_off),
+                "w_off": np.asarray(self.w_off), "u_off": np.asarray(self.u_off),
+                "b_off": np.asarray(self.b_off), "logdet_parts": np.asarray(self.logdet_parts)}
+
+
+cdef int _first_failure(int* status, Py_ssize_t n, int* node) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if status[i] != 0:
+            node[0] = <int>i
+            return status[i]
+    return 0
+
+
+def _raise_for(int status, int node, HCKOperator op):
+    if status == 0:
+        return
+    if status == FAIL_MEMORY:
+        raise MemoryError("HCK: could not allocate working memory")
+    if status == FAIL_SIGMA:
+        raise np.linalg.LinAlgError(
+            f"HCK: the landmark kernel matrix of node {node} is not positive definite to working "
+            f"precision (jitter={op.jitter:g}); increase jitter (duplicate points with a tiny "
+            "jitter make it singular)")
+    if status == FAIL_LEAF:
+        raise np.linalg.LinAlgError(
+            f"HCK: the leaf block of node {node} is not positive definite to working precision; "
+            f"increase lam (now {op.lam:g})")
+    raise np.linalg.LinAlgError(f"HCK: I + Lambda Xi is singular at node {node}")
