@@ -12,8 +12,9 @@ from ._memory import peak_memory
 from ._threads import resolve_n_jobs
 from .baselines import fit_exact, fit_nystrom, fit_rff
 from .datasets import BUNDLED, load_uci, standardize
+from .hierarchical import fit_hierarchical, fit_independent
 
-METHODS = ("exact", "nystrom", "rff")
+METHODS = ("hck", "independent", "exact", "nystrom", "rff")
 
 
 def _parser():
@@ -30,7 +31,10 @@ def _parser():
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)} (default all)")
     p.add_argument("--r", type=int, default=1024,
-                   help="landmarks / features for the approximate methods (default 1024)")
+                   help="landmarks / features of nystrom and rff (default 1024)")
+    p.add_argument("--hck-r", type=int, default=256,
+                   help="landmarks per node of hck, and the leaf size of hck and independent "
+                        "(default 256; hck holds about 5 n r numbers, nystrom n r)")
     p.add_argument("--kernel", default="gaussian", help="kernel name (default gaussian)")
     p.add_argument("--sigma", type=float, default=2.0, help="kernel bandwidth (default 2.0)")
     p.add_argument("--lam", type=float, default=0.01, help="ridge regularisation (default 0.01)")
@@ -71,7 +75,11 @@ def main(argv=None):
     rows = []
     for method in methods:
         Xf, yf, r = X_train, y_train, args.r
-        if method == "exact":
+        if method in ("hck", "independent"):
+            r = args.hck_r
+            fit_tree = fit_hierarchical if method == "hck" else fit_independent
+            fit = lambda: fit_tree(Xf, yf, r=r, seed=args.seed, **common)  # noqa: E731
+        elif method == "exact":
             m = n if args.exact_n <= 0 else min(n, args.exact_n)
             pick = np.random.default_rng(args.seed).choice(n, size=m, replace=False)
             Xf, yf, r = X_train[np.sort(pick)], y_train[np.sort(pick)], None

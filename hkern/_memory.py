@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import tracemalloc
 
 __all__ = ["peak_memory"]
@@ -15,8 +16,18 @@ def _status_kib(key):
     raise OSError(key)
 
 
+def _release_free_memory():
+    """Hand memory freed earlier back to the OS (glibc), so it is not silently reused inside
+    the next measurement and the baseline is what is really in use."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _reset_peak_rss():
     # Writing "5" to clear_refs resets the process's peak RSS (VmHWM) to its current RSS (Linux).
+    _release_free_memory()
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
 

@@ -11,10 +11,13 @@ from hkern._cli import main
 
 def test_main_job_prints_the_table(capsys):
     # A small exact subsample and rank keep this quick; the full default run is in the README.
-    assert main(["--r", "64", "--exact-n", "800"]) == 0
+    assert main(["--r", "64", "--hck-r", "128", "--exact-n", "800"]) == 0
     out = capsys.readouterr().out
     assert "kin40k split 0: 36000 train, 4000 test, d=8" in out
-    for method in ("exact", "nystrom", "rff"):
+    table = out.split("-----")[-1]
+    assert [line.split()[0] for line in table.strip().splitlines()[:5]] == [
+        "hck", "independent", "exact", "nystrom", "rff"]
+    for method in ("hck", "independent", "exact", "nystrom", "rff"):
         line = next(l for l in out.splitlines() if l.startswith(method + " "))
         rmse = float(line.split()[3])
         assert 0.0 < rmse < 1.0, line  # standardised targets: 1.0 is the mean predictor
