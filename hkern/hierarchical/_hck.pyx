@@ -737,6 +737,37 @@ cdef class HCKOperator:
         work_free(w)
         return 0
 
+    def __reduce__(self):
+        # Pickle the factors themselves: unpickling does not refactorise.
+        state = {name: getattr(self, name) for name in _SCALARS}
+        state.update(self.factors())
+        state.update(X=np.asarray(self.X), xsq=np.asarray(self.xsq),
+                     start=np.asarray(self.start), count=np.asarray(self.count),
+                     lm_off=np.asarray(self.lm_off), lm=np.asarray(self.lm))
+        return (_restore_operator, (state,))
+
+    def construction_flops(self):
+        """BLAS/LAPACK flops of the construction (factors of A and A^{-1}), node by node as
+        written in _sigma_factor, _leaf_up and _nonleaf_up; kernel evaluations count zero."""
+        rank = np.asarray(self.rank).astype(np.float64)
+        count = np.asarray(self.count).astype(np.float64)
+        total = 0.0
+        for i in range(self.n_nodes):
+            rp = rank[(i - 1) // 2] if i > 0 else 0.0
+            if i < self.first_leaf:
+                r = rank[i]
+                total += r**3 / 3                                # Sigma Cholesky
+                total += 2 * r**3 + 2 * r**3 / 3 + 2 * r**3      # I + Lambda Xi, getrf, getrs
+                if i > 0:
+                    total += 2 * r * rp**2 + r * r * rp          # two trsm, syrk (Lambda, W)
+                    total += 6 * r * r * rp + 2 * r * rp * rp    # W~ and Theta (four gemm)
+            else:
+                m = count[i]
+                total += m**3 / 3                                # leaf Cholesky
+                total += 2 * m * rp**2 + m * m * rp              # two trsm, syrk (B, U)
+                total += m * m * rp + rp * rp * m                # LB^{-1} U, Theta = V^T V
+        return total
+
     @property
     def nbytes(self):
         """Bytes held by the factors and the tree-ordered data."""
@@ -780,3 +811,25 @@ def _raise_for(int status, int node, HCKOperator op):
             f"HCK: the leaf block of node {node} is not positive definite to working precision; "
             f"increase lam (now {op.lam:g})")
     raise np.linalg.LinAlgError(f"HCK: I + Lambda Xi is singular at node {node}")
+
+
+_SCALARS = ("n", "d", "depth", "first_leaf", "n_nodes", "kind", "sigma", "lam", "jitter",
+            "r_max", "leaf_max", "logdet_value")
+
+
+def _restore_operator(dict state):
+    """Rebuild an HCKOperator from HCKOperator.__reduce__'s state (no refactorisation)."""
+    cdef HCKOperator op = HCKOperator.__new__(HCKOperator)
+    op.n, op.d, op.depth = state["n"], state["d"], state["depth"]
+    op.first_leaf, op.n_nodes, op.kind = state["first_leaf"], state["n_nodes"], state["kind"]
+    op.sigma, op.lam, op.jitter = state["sigma"], state["lam"], state["jitter"]
+    op.r_max, op.leaf_max, op.logdet_value = state["r_max"], state["leaf_max"], \
+        state["logdet_value"]
+    op.X, op.xsq = state["X"], state["xsq"]
+    op.start, op.count, op.rank = state["start"], state["count"], state["rank"]
+    op.lm_off, op.lm = state["lm_off"], state["lm"]
+    op.sq_off, op.w_off, op.u_off, op.b_off = (state["sq_off"], state["w_off"], state["u_off"],
+                                               state["b_off"])
+    op.L, op.St, op.W, op.Wt = state["L"], state["St"], state["W"], state["Wt"]
+    op.U, op.LB, op.logdet_parts = state["U"], state["LB"], state["logdet_parts"]
+    return op

@@ -1,0 +1,141 @@
+"""HCK (hkern.fit_hierarchical) and the independent kernel: kin40k accuracy, speed, scaling.
+
+kin40k split 0 standardised with training statistics; sigma = 1.5, lam = 0.01 (validation-tuned
+for HCK, see asv_bench/compare_hierarchical.py), seed 0, every core.  The scaling benchmarks use
+hkern.datasets.make_regression(n, d=8, seed=0) with r = 128.
+"""
+import functools
+import time
+
+import numpy as np
+
+import hkern
+from hkern._threads import blas_threads, resolve_n_jobs
+from hkern.datasets import load_uci, make_regression, standardize
+from hkern.hierarchical import _tree
+from hkern.hierarchical._hck import HCKOperator
+from hkern.hierarchical.api import _build_tree
+
+SIGMA = 1.5
+LAM = 0.01
+SEED = 0
+
+
+@functools.lru_cache(maxsize=None)
+def kin40k():
+    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
+    return X_train, y_train, X_test, y_test
+
+
+class _SlowFit:
+    number = 1
+    repeat = (1, 3, 30.0)
+    min_run_count = 1
+    warmup_time = 0.0
+    rounds = 1
+    timeout = 300
+
+
+class HierarchicalKin40k(_SlowFit):
+    """fit_hierarchical on the 36000 kin40k training points."""
+
+    params = [256, 512]
+    param_names = ["r"]
+
+    def setup(self, r):
+        self.X_train, self.y_train, self.X_test, self.y_test = kin40k()
+        self.model = hkern.fit_hierarchical(self.X_train, self.y_train, r=r, sigma=SIGMA,
+                                            lam=LAM, seed=SEED)
+        self.B = np.random.default_rng(0).standard_normal(len(self.y_train))
+
+    def time_fit(self, r):
+        hkern.fit_hierarchical(self.X_train, self.y_train, r=r, sigma=SIGMA, lam=LAM, seed=SEED)
+
+    def peakmem_fit(self, r):
+        hkern.fit_hierarchical(self.X_train, self.y_train, r=r, sigma=SIGMA, lam=LAM, seed=SEED)
+
+    def time_predict(self, r):
+        self.model.predict(self.X_test)
+
+    def time_solve(self, r):
+        self.model.solve(self.B)
+
+    def time_matvec(self, r):
+        self.model.matvec(self.B)
+
+    def track_test_rmse(self, r):
+        pred = self.model.predict(self.X_test)
+        return float(np.sqrt(np.mean((pred - self.y_test) ** 2)))
+
+    track_test_rmse.unit = "RMSE"
+
+    def track_model_mib(self, r):
+        return self.model.nbytes / 2**20
+
+    track_model_mib.unit = "MiB"
+
+
+class IndependentKin40k(_SlowFit):
+    """fit_independent (block-diagonal kernel on the same tree) on kin40k."""
+
+    params = [256, 512]
+    param_names = ["r"]
+
+    def setup(self, r):
+        self.X_train, self.y_train, self.X_test, self.y_test = kin40k()
+
+    def time_fit(self, r):
+        hkern.fit_independent(self.X_train, self.y_train, r=r, sigma=SIGMA, lam=LAM, seed=SEED)
+
+    def track_test_rmse(self, r):
+        model = hkern.fit_independent(self.X_train, self.y_train, r=r, sigma=SIGMA, lam=LAM,
+                                      seed=SEED)
+        return float(np.sqrt(np.mean((model.predict(self.X_test) - self.y_test) ** 2)))
+
+    track_test_rmse.unit = "RMSE"
+
+
+class HierarchicalScaling(_SlowFit):
+    """Fit time and peak memory against n at r = 128 (n = 10^6: target <= 40 s and peak RSS
+    <= 1.5 (4 n r + n d) 8 bytes = 5.81 GiB)."""
+
+    params = [125_000, 1_000_000]
+    param_names = ["n"]
+    repeat = (1, 1, 60.0)
+
+    def setup(self, n):
+        self.X, self.y = make_regression(n, d=8, seed=0)
+
+    def time_fit(self, n):
+        hkern.fit_hierarchical(self.X, self.y, r=128, sigma=1.0, lam=LAM, seed=SEED)
+
+    def peakmem_fit(self, n):
+        hkern.fit_hierarchical(self.X, self.y, r=128, sigma=1.0, lam=LAM, seed=SEED)
+
+
+class InversionRate(_SlowFit):
+    """GFLOP/s of the HCK construction (factors of A and A^-1), BLAS/LAPACK flops only, n = 200000."""
+
+    params = [128, 512]
+    param_names = ["r"]
+
+    def setup(self, r):
+        X, _ = make_regression(200_000, d=8, seed=1)
+        self.n_threads = resolve_n_jobs(None)
+        self.X_tree, self.tree = _build_tree(X, r, None, "random", np.random.default_rng(0),
+                                             self.n_threads)
+        depth = self.tree["depth"]
+        uniforms = np.random.default_rng(1).random(((1 << depth) - 1, r))
+        self.lm_off, self.lm = _tree.select_landmarks(self.tree["start"], self.tree["count"],
+                                                      depth, r, uniforms, self.n_threads)
+
+    def track_inversion_gflops(self, r):
+        with blas_threads(1):
+            start = time.perf_counter()
+            op = HCKOperator(self.X_tree, self.tree["depth"], self.tree["start"],
+                             self.tree["count"], self.lm_off, self.lm, 0, 1.0, LAM, 1e-8,
+                             self.n_threads)
+            elapsed = time.perf_counter() - start
+        return op.construction_flops() / elapsed / 1e9
+
+    track_inversion_gflops.unit = "GFLOP/s"

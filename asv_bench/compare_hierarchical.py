@@ -1,0 +1,164 @@
+"""HCK acceptance measurements, side by side, in one process run.
+
+    python asv_bench/compare_hierarchical.py [--quick]        # about 5 minutes on 2 cores
+
+1. kin40k split 0 (X, y standardised with training statistics): sigma and lam tuned on a
+   validation split carved from the training set (never the test set) for HCK (r = 256, 512),
+   the independent kernel (same r) and Nystrom (r = 1024); test RMSE, fit and predict seconds.
+2. The machine's dgemm rate (4096^3, 2 threads) and the inversion phase of HCK (construction
+   of the factors of A and of A^{-1}, i.e. HCKOperator) in GFLOP/s, counting only BLAS/LAPACK
+   flops (kernel evaluations count as zero), with OpenMP over tree nodes + single-threaded BLAS
+   against one thread over the nodes + threaded BLAS, for several r.
+3. Synthetic data (hkern.datasets.make_regression, d = 8), r = 128: fit time for
+   n = 125 000 ... 1 000 000 and peak memory against 1.5 (4 n r + n d) 8 bytes.
+
+Prints markdown.  ``--quick`` skips the n = 10^6 fit and uses smaller grids.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import hkern
+from hkern._memory import peak_memory
+from hkern._threads import blas_threads, resolve_n_jobs
+from hkern.datasets import load_uci, make_regression, standardize
+from hkern.hierarchical import _tree
+from hkern.hierarchical._hck import HCKOperator
+from hkern.hierarchical.api import _build_tree
+
+
+def rmse(a, b):
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def best_time(fn, repeats=1):
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Accuracy on kin40k
+# ---------------------------------------------------------------------------------------------
+
+def accuracy(quick):
+    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
+    perm = np.random.default_rng(0).permutation(len(y_train))
+    n_val = len(y_train) // 5
+    val, fit = perm[:n_val], perm[n_val:]
+    sigmas = (1.0, 1.5, 2.0) if quick else (0.75, 1.0, 1.5, 2.0, 3.0)
+    lams = (1e-3, 1e-2) if quick else (1e-3, 1e-2, 1e-1)
+    methods = [("hck", 256), ("hck", 512), ("independent", 256), ("independent", 512),
+               ("nystrom", 1024)]
+    fits = {"hck": hkern.fit_hierarchical, "independent": hkern.fit_independent,
+            "nystrom": hkern.fit_nystrom}
+    print("## 1. kin40k split 0: test RMSE with validation-tuned sigma, lam\n")
+    print(f"Grid sigma in {sigmas}, lam in {lams}; validation = {n_val} of the "
+          f"{len(y_train)} training points, models fitted on the other {len(fit)}.\n")
+    print("| method | r | sigma | lam | validation RMSE | test RMSE | fit s | predict s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in methods:
+        scores = {}
+        for sigma in sigmas:
+            for lam in lams:
+                model = fits[name](X_train[fit], y_train[fit], r=r, sigma=sigma, lam=lam, seed=0)
+                scores[sigma, lam] = rmse(model.predict(X_train[val]), y_train[val])
+        sigma, lam = min(scores, key=scores.get)
+        t_fit, model = best_time(
+            lambda: fits[name](X_train, y_train, r=r, sigma=sigma, lam=lam, seed=0))
+        t_pred, pred = best_time(lambda: model.predict(X_test))
+        print(f"| {name} | {r} | {sigma:g} | {lam:g} | {scores[sigma, lam]:.4f} | "
+              f"{rmse(pred, y_test):.4f} | {t_fit:.2f} | {t_pred:.3f} |")
+    print()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. GFLOP/s of the inversion phase, and how to spend the threads
+# ---------------------------------------------------------------------------------------------
+
+def dgemm_rate(n_threads):
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((4096, 4096)), rng.standard_normal((4096, 4096))
+    with blas_threads(n_threads):
+        A @ B
+        t, _ = best_time(lambda: A @ B, 3)
+    return 2 * 4096**3 / t / 1e9
+
+
+def gflops(quick):
+    n_threads = resolve_n_jobs(None)
+    peak = dgemm_rate(n_threads)
+    print(f"## 2. Inversion phase GFLOP/s (n = {200_000 if not quick else 100_000}, d = 8)\n")
+    print(f"Machine dgemm (4096 x 4096 x 4096, {n_threads} threads, OpenBLAS through NumPy): "
+          f"**{peak:.1f} GFLOP/s**; one thread: {dgemm_rate(1):.1f} GFLOP/s.\n")
+    print("Inversion phase = construction of the HCK factors of A and A^-1 (kernel blocks + "
+          "BLAS/LAPACK), flops counted from the node sizes; best of 2.\n")
+    print("| r | depth | GFLOP | OpenMP over nodes, 1-thread BLAS: s | GFLOP/s | % of dgemm | "
+          "1 thread over nodes, threaded BLAS: s | GFLOP/s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    n = 100_000 if quick else 200_000
+    X, _ = make_regression(n, d=8, seed=1)
+    for r in (64, 128, 256, 512):
+        X_tree, tree = _build_tree(X, r, None, "random", np.random.default_rng(0), n_threads)
+        depth = tree["depth"]
+        uniforms = np.random.default_rng(1).random(((1 << depth) - 1, r))
+        lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
+                                            n_threads)
+        def build(omp, blas):
+            with blas_threads(blas):
+                return HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, 0,
+                                   1.0, 1e-2, 1e-8, omp)
+
+        t_nodes, op = best_time(lambda: build(n_threads, 1), 2)
+        t_blas, _ = best_time(lambda: build(1, n_threads), 2)
+        flops = op.construction_flops()
+        print(f"| {r} | {depth} | {flops / 1e9:.1f} | {t_nodes:.2f} | {flops / t_nodes / 1e9:.1f} "
+              f"| {100 * flops / t_nodes / 1e9 / peak:.0f}% | {t_blas:.2f} | "
+              f"{flops / t_blas / 1e9:.1f} |")
+    print()
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Scaling in n and memory
+# ---------------------------------------------------------------------------------------------
+
+def scaling(quick):
+    sizes = (125_000, 250_000, 500_000) + (() if quick else (1_000_000,))
+    r, d = 128, 8
+    print(f"## 3. Fit time and peak memory against n (r = {r}, d = {d}, synthetic)\n")
+    print("Peak = resident memory above the level before the fit (the data X, y already "
+          "allocated); bound = 1.5 (4 n r + n d) 8 bytes.\n")
+    print("| n | depth | fit s | ratio to n = 125 000 | peak GiB | bound GiB | model GiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    first = None
+    for n in sizes:
+        X, y = make_regression(n, d=d, seed=0)
+        with peak_memory() as mem:
+            t, model = best_time(lambda: hkern.fit_hierarchical(X, y, r=r, sigma=1.0, lam=1e-2,
+                                                                  seed=0))
+        first = first or t
+        bound = 1.5 * (4 * n * r + n * d) * 8
+        print(f"| {n} | {model.depth_} | {t:.2f} | {t / first:.2f} | {mem.bytes / 2**30:.2f} | "
+              f"{bound / 2**30:.2f} | {model.nbytes / 2**30:.2f} |")
+        del model
+    print()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller grids, no n = 10^6 fit")
+    parser.add_argument("--part", choices=("all", "accuracy", "gflops", "scaling"), default="all")
+    args = parser.parse_args()
+    print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
+    if args.part in ("all", "accuracy"):
+        accuracy(args.quick)
+    if args.part in ("all", "gflops"):
+        gflops(args.quick)
+    if args.part in ("all", "scaling"):
+        scaling(args.quick)
