@@ -1,7 +1,8 @@
 """The installed .pxd files work for Cython code outside hkern.
 
-A tiny extension that cimports ``hkern.kernels._kernels`` (kernel_pair, the KernelKind enum) and
-``hkern._linalg`` (gemm) is compiled with Cython + setuptools in a temporary directory, with only
+A tiny extension that cimports ``hkern.kernels._kernels`` (kernel_pair, the KernelKind enum),
+``hkern._linalg`` (gemm) and ``hkern.hierarchical._hck`` (HCKOperator's nogil solve/matvec) is
+compiled with Cython + setuptools in a temporary directory, with only
 the directory *containing* the hkern package on the Cython include path: no hkern header (in
 particular not hkern/kernels/_kernel_defs.h) is handed to the C compiler.  Its results are
 compared with NumPy.
@@ -25,6 +26,18 @@ PYX = r'''
 # cython: language_level=3
 from hkern.kernels._kernels cimport kernel_pair, GAUSSIAN, LAPLACE, MATERN52
 from hkern._linalg cimport gemm
+from hkern.hierarchical._hck cimport HCKOperator
+
+
+def hck_apply(HCKOperator op, double[:, ::1] B, double[:, ::1] Y, bint inverse):
+    """Y = A^{-1} B or A B through the HCK operator's nogil entry points."""
+    cdef int status
+    with nogil:
+        if inverse:
+            status = op.solve_into(&B[0, 0], &Y[0, 0], B.shape[1], 1)
+        else:
+            status = op.matvec_into(&B[0, 0], &Y[0, 0], B.shape[1], 1)
+    return status
 
 
 def gaussian_pair(double x0, double x1, double y0, double y1, double sigma):
@@ -136,3 +149,19 @@ def test_gemm(probe):
     C = np.full((3, 5), np.nan)
     probe.matmul_tn(A, B, C)
     assert_allclose(C, A.T @ B, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("inverse", [True, False])
+def test_hck_nogil_solve_and_matvec(probe, inverse):
+    """Outside Cython code calls the HCK operator's nogil solve/matvec on tree-ordered arrays."""
+    from hkern._threads import blas_threads
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(700, 3))
+    model = hkern.fit_hierarchical(X, np.sin(X[:, 0]), r=32, sigma=0.8, lam=1e-2, seed=0)
+    op = model._op
+    B = rng.standard_normal((700, 2))
+    Y = np.empty_like(B)
+    with blas_threads(1):
+        assert probe.hck_apply(op, B, Y, inverse) == 0
+    expected = op.solve(B) if inverse else op.matvec(B)
+    np.testing.assert_array_equal(Y, expected)
