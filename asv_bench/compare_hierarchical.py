@@ -98,7 +98,8 @@ def gflops(quick):
     print(f"Machine dgemm (4096 x 4096 x 4096, {n_threads} threads, OpenBLAS through NumPy): "
           f"**{peak:.1f} GFLOP/s**; one thread: {dgemm_rate(1):.1f} GFLOP/s.\n")
     print("Inversion phase = construction of the HCK factors of A and A^-1 (kernel blocks + "
-          "BLAS/LAPACK), flops counted from the node sizes; best of 2.\n")
+          "BLAS/LAPACK), flops counted from the node sizes (HCKOperator.construction_flops); "
+          "best of 3 (this VM's page-fault cost varies run to run by up to 2x).\n")
     print("| r | depth | GFLOP | OpenMP over nodes, 1-thread BLAS: s | GFLOP/s | % of dgemm | "
           "1 thread over nodes, threaded BLAS: s | GFLOP/s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -115,8 +116,8 @@ def gflops(quick):
                 return HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, 0,
                                    1.0, 1e-2, 1e-8, omp)
 
-        t_nodes, op = best_time(lambda: build(n_threads, 1), 2)
-        t_blas, _ = best_time(lambda: build(1, n_threads), 2)
+        t_nodes, op = best_time(lambda: build(n_threads, 1), 3)
+        t_blas, _ = best_time(lambda: build(1, n_threads), 3)
         flops = op.construction_flops()
         print(f"| {r} | {depth} | {flops / 1e9:.1f} | {t_nodes:.2f} | {flops / t_nodes / 1e9:.1f} "
               f"| {100 * flops / t_nodes / 1e9 / peak:.0f}% | {t_blas:.2f} | "

@@ -40,7 +40,7 @@ from libc.string cimport memcpy, memset
 
 from hkern._linalg cimport (gemm, syrk, trsm, trmm, potrf, potrs, getrf, getrs,
                             symmetrize_from_lower)
-from hkern.kernels._kernels cimport kernel_block, sqnorms
+from hkern.kernels._kernels cimport kernel_block, kernel_block_lower, sqnorms
 
 import numpy as np
 
@@ -230,13 +230,15 @@ cdef class HCKOperator:
             zsq[a] = self.xsq[self.lm[off + a]]
 
     cdef int _sigma_factor(self, Py_ssize_t i, Work* w) noexcept nogil:
-        """L_i = chol(K(Z_i, Z_i) + lam' I)."""
+        """L_i = chol(Sigma_i), Sigma_i = K(Z_i, Z_i) + lam' I.  Sigma_i's lower triangle is also
+        left in the Sigma~_i buffer, where _nonleaf_up reads it before overwriting it."""
         cdef int ri = <int>self.rank[i], a, b
         cdef double* Li = &self.L[self.sq_off[i]]
         self._gather(i, w.Z1, w.z1sq)
-        kernel_block(self.kind, self.sigma, ri, ri, self.d, w.Z1, w.z1sq, w.Z1, w.z1sq, Li, ri)
+        kernel_block_lower(self.kind, self.sigma, ri, self.d, w.Z1, w.z1sq, Li, ri)
         for a in range(ri):
             Li[a * ri + a] += self.jitter
+        memcpy(&self.St[self.sq_off[i]], Li, <Py_ssize_t>ri * ri * sizeof(double))
         if potrf(ri, Li, ri) != 0:
             return FAIL_SIGMA
         for a in range(ri):
@@ -252,8 +254,7 @@ cdef class HCKOperator:
         cdef double* Ui
         cdef double* Lp
         cdef double acc = 0.0
-        kernel_block(self.kind, self.sigma, m, m, self.d, &self.X[s0, 0], &self.xsq[s0],
-                     &self.X[s0, 0], &self.xsq[s0], Bm, m)
+        kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0], &self.xsq[s0], Bm, m)
         for a in range(m):
             Bm[a * m + a] += self.lam
         if i != 0:
@@ -294,17 +295,16 @@ cdef class HCKOperator:
         cdef double* Wti = NULL
         cdef double* Lp
         cdef double acc = 0.0
-        # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root)
-        self._gather(i, w.Z1, w.z1sq)
-        kernel_block(self.kind, self.sigma, ri, ri, self.d, w.Z1, w.z1sq, w.Z1, w.z1sq, w.S, ri)
-        for a in range(ri):
-            w.S[a * ri + a] += self.jitter
+        # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root); Sigma_i's lower
+        # triangle was left in Sigma~_i's buffer by _sigma_factor.
+        memcpy(w.S, Sti, <Py_ssize_t>ri * ri * sizeof(double))
         if i != 0:
             p = parent_of(i)
             rp = <int>self.rank[p]
             Lp = &self.L[self.sq_off[p]]
             Wi = &self.W[self.w_off[i]]
             Wti = &self.Wt[self.w_off[i]]
+            self._gather(i, w.Z1, w.z1sq)
             self._gather(p, w.Z2, w.z2sq)
             kernel_block(self.kind, self.sigma, ri, rp, self.d, w.Z1, w.z1sq, w.Z2, w.z2sq,
                          Wi, rp)
@@ -312,8 +312,8 @@ cdef class HCKOperator:
                              self.jitter)
             trsm(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp)      # Y^T = K' L_p^{-T}
             syrk(True, False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri)              # Lambda (lower)
-            symmetrize_from_lower(ri, w.S, ri)
             trsm(False, True, False, False, ri, rp, 1.0, Lp, rp, Wi, rp)     # W = Y^T L_p^{-1}
+        symmetrize_from_lower(ri, w.S, ri)
         # M = I + Lambda Xi (LU: Lambda is singular whenever landmark sets overlap)
         gemm(False, False, ri, ri, ri, 1.0, w.S, ri, xi, ri, 0.0, w.M, ri)
         for a in range(ri):
@@ -598,8 +598,9 @@ cdef class HCKOperator:
                 if Aii == NULL:
                     failures += 1
                 else:
-                    kernel_block(self.kind, self.sigma, m, m, self.d, &self.X[s0, 0],
-                                 &self.xsq[s0], &self.X[s0, 0], &self.xsq[s0], Aii, m)
+                    kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0],
+                                       &self.xsq[s0], Aii, m)
+                    symmetrize_from_lower(m, Aii, m)
                     for a in range(m):
                         Aii[a * m + a] += self.lam
                     gemm(False, False, m, k, m, 1.0, Aii, m, B + s0 * k, k, 0.0, Y + s0 * k, k)

@@ -23,6 +23,8 @@ cdef void sqnorms(Py_ssize_t n, Py_ssize_t d, const double* X, double* out) noex
 cdef void kernel_block(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
                        double* out, int ldo) noexcept nogil
+cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double* X,
+                             const double* xsq, double* out, int ldo) noexcept nogil
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
                        double* out, int ldo, int n_threads) noexcept nogil

@@ -2,7 +2,7 @@
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs
 
-from hkern._linalg cimport gemm
+from hkern._linalg cimport gemm, syrk
 
 import numpy as np
 
@@ -130,6 +130,42 @@ cdef void kernel_block(int kind, double sigma, int m, int n, int d,
                 if row[j] < 0.0:
                     row[j] = scaled_distance(kind, X + i * d, Y + j * d, d, sigma)
         map_scaled(kind, row, n)
+
+
+cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double* X,
+                             const double* xsq, double* out, int ldo) noexcept nogil:
+    """Lower triangle (diagonal included) of the symmetric block K(X, X), single-threaded.
+
+    Half the kernel evaluations of kernel_block(X, X); the strict upper triangle is not
+    written.  The squared distances come from one dsyrk instead of a dgemm.
+    """
+    cdef Py_ssize_t i, j, nj, n_marked
+    cdef double inv_s2 = 1.0 / (sigma * sigma), limit, xi
+    cdef double* row
+    if m == 0:
+        return
+    if kind == LAPLACE:
+        for i in range(m):
+            row = out + i * ldo
+            for j in range(i + 1):
+                row[j] = scaled_distance(kind, X + i * d, X + j * d, d, sigma)
+            map_scaled(kind, row, i + 1)
+        return
+    syrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
+    for i in range(m):
+        row = out + i * ldo
+        xi = xsq[i]
+        nj = i + 1
+        n_marked = 0
+        for j in range(nj):
+            limit = REFINE_FRACTION * (xi + xsq[j])
+            n_marked += (xi + xsq[j] + row[j] < limit)
+            row[j] = -1.0 if xi + xsq[j] + row[j] < limit else (xi + xsq[j] + row[j]) * inv_s2
+        if n_marked:
+            for j in range(nj):
+                if row[j] < 0.0:
+                    row[j] = scaled_distance(kind, X + i * d, X + j * d, d, sigma)
+        map_scaled(kind, row, nj)
 
 
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
