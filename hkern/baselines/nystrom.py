@@ -52,11 +52,37 @@ def nystrom_feature_map(W, rcond):
     return V[:, keep] / np.sqrt(w[keep])
 
 
+def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs):
+    """Sorted landmark rows: the same set in memory order (better locality, same model)."""
+    n = X.shape[0]
+    if isinstance(landmarks, str):
+        if landmarks == "uniform":
+            return np.sort(rng.choice(n, size=r, replace=False))
+        from ..oasis import SELECTORS, select_columns
+        if landmarks not in SELECTORS:
+            raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
+                             f"got {landmarks!r}")
+        selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
+                                   n_jobs=n_jobs)
+        return np.sort(selection.indices)
+    idx = np.asarray(landmarks)
+    if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+        raise ValueError("landmarks must be a method name or a non-empty 1-D array of integer "
+                         f"row indices; got {idx.dtype} array of shape {idx.shape}")
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"landmarks must index rows of X: values in [0, {n}), got "
+                         f"[{idx.min()}, {idx.max()}]")
+    if len(np.unique(idx)) != len(idx):
+        raise ValueError("landmarks contains repeated indices; each landmark must be distinct")
+    return np.sort(idx.astype(np.intp))
+
+
 def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
-                task="regression", rcond=1e-12, n_jobs=None):
+                task="regression", rcond=1e-12, landmarks="uniform", n_jobs=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
-    r landmarks Z are drawn uniformly without replacement from X; C = K(X, Z), W = K(Z, Z).
+    r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
+    W = K(Z, Z).
     The fit solves the r-dimensional ridge problem in the features Phi = C M with
     M M^T = W^+ (eigendecomposition of W with a relative cutoff; no explicit inverse of W),
     which equals KRR with the kernel matrix C W^+ C^T.  Phi is formed one row block at a time,
@@ -80,6 +106,10 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     task : {"regression", "classification"}
     rcond : float
         Eigenvalues of W at or below rcond * max are treated as zero.
+    landmarks : {"uniform", "oasis", "greedy", "rpcholesky"} or array of int
+        How the landmarks are chosen (see :func:`hkern.select_columns`; the adaptive methods
+        may stop before r columns when the kernel matrix is numerically of lower rank), or the
+        row indices of X to use (e.g. ``hkern.oasis(X, r).indices``).
     n_jobs : int or None
         Threads; None uses every core.
 
@@ -102,13 +132,14 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     """
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     n = X.shape[0]
+    if not isinstance(landmarks, str):
+        r = len(np.asarray(landmarks).ravel())   # the given landmarks decide r
     r = check_rank(r, n, "r")
     rcond = check_nonnegative(rcond, "rcond")
     rng = check_seed(seed)
     n_threads = resolve_n_jobs(n_jobs)
 
-    # Sorted indices: the same landmark set in memory order (better locality, same model).
-    indices = np.sort(rng.choice(n, size=r, replace=False))
+    indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_jobs)
     Z = np.ascontiguousarray(X[indices])
     W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
     M = nystrom_feature_map(W, rcond)

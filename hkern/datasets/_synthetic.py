@@ -5,7 +5,7 @@ import numpy as np
 
 from .._validation import check_array, check_int, check_nonnegative, check_seed
 
-__all__ = ["make_regression", "standardize"]
+__all__ = ["make_regression", "make_two_moons", "make_hypercube_clusters", "standardize"]
 
 
 def make_regression(n, d=8, noise=0.1, seed=None):
@@ -73,3 +73,57 @@ def standardize(X_train, y_train, X_test, y_test):
         y_scale = 1.0
     return ((X_train - mean) / scale, (y_train - y_mean) / y_scale, (X_test - mean) / scale,
             (y_test - y_mean) / y_scale, float(y_scale))
+
+
+def make_two_moons(n, noise=0.05, seed=None):
+    """Two interleaving half circles in 2-D (the oASIS paper's "Two Moons").
+
+    Points t ~ U(0, pi): upper moon (cos t, sin t), lower moon (1 - cos t, 0.5 - sin t), half
+    the points each, plus N(0, noise^2 I).
+
+    Returns
+    -------
+    X : ndarray (n, 2)
+    labels : ndarray (n,) of {0, 1}
+
+    Examples
+    --------
+    >>> from hkern.datasets import make_two_moons
+    >>> make_two_moons(100, seed=0)[0].shape
+    (100, 2)
+    """
+    n = check_int(n, "n", low=1)
+    noise = check_nonnegative(noise, "noise")
+    rng = check_seed(seed)
+    labels = (np.arange(n) >= (n + 1) // 2).astype(int)
+    t = rng.uniform(0.0, np.pi, size=n)
+    X = np.where(labels[:, None] == 0,
+                 np.column_stack([np.cos(t), np.sin(t)]),
+                 np.column_stack([1.0 - np.cos(t), 0.5 - np.sin(t)]))
+    X += noise * rng.standard_normal((n, 2))
+    return X, labels
+
+
+def make_hypercube_clusters(points_per_vertex=30, dim=8, variance=0.1, seed=None):
+    """Gaussian clusters N(v, variance I) around every vertex v of {0, 1}^dim (the oASIS
+    paper's BORG set: 30 points per vertex of the 8-cube, variance 0.1, n = 7680).
+
+    Returns
+    -------
+    X : ndarray (points_per_vertex * 2^dim, dim)
+    vertex : ndarray of the vertex number of each point
+
+    Examples
+    --------
+    >>> from hkern.datasets import make_hypercube_clusters
+    >>> make_hypercube_clusters(seed=0)[0].shape
+    (7680, 8)
+    """
+    points_per_vertex = check_int(points_per_vertex, "points_per_vertex", low=1)
+    dim = check_int(dim, "dim", low=1, high=20)
+    variance = check_nonnegative(variance, "variance")
+    rng = check_seed(seed)
+    vertices = ((np.arange(2**dim)[:, None] >> np.arange(dim)) & 1).astype(float)
+    vertex = np.repeat(np.arange(2**dim), points_per_vertex)
+    X = vertices[vertex] + np.sqrt(variance) * rng.standard_normal((len(vertex), dim))
+    return X, vertex

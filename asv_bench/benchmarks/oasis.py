@@ -1,0 +1,46 @@
+"""Nystrom column selection: oASIS against uniform, RPCholesky and greedy pivoted Cholesky.
+
+Speed on make_regression(n, d=8) with the Gaussian kernel (sigma = 1); accuracy on Two Moons
+(n = 2000, l = 450, sigma_paper = 5% of the largest distance, hkern sigma = sigma_paper / sqrt 2)
+as in the oASIS paper's Table I.
+"""
+import numpy as np
+from scipy.spatial.distance import pdist
+
+import hkern
+from hkern.datasets import make_regression, make_two_moons
+
+
+class SelectionTime:
+    params = (["oasis", "rpcholesky", "uniform"], [20_000, 100_000])
+    param_names = ["method", "n"]
+    number = 1
+    repeat = (1, 3, 30.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, method, n):
+        self.X, _ = make_regression(n, d=8, seed=0)
+
+    def time_select_200(self, method, n):
+        hkern.select_columns(self.X, 200, method=method, sigma=1.0, seed=0)
+
+    def peakmem_select_200(self, method, n):
+        hkern.select_columns(self.X, 200, method=method, sigma=1.0, seed=0)
+
+
+class TwoMoonsError:
+    params = ["oasis", "rpcholesky", "uniform", "greedy"]
+    param_names = ["method"]
+    timeout = 300
+
+    def setup(self, method):
+        self.X = make_two_moons(2000, noise=0.05, seed=0)[0]
+        self.sigma = 0.05 * pdist(self.X).max() / np.sqrt(2.0)
+        self.G = hkern.kernel_matrix(self.X, sigma=self.sigma)
+
+    def track_relative_frobenius_error(self, method):
+        sel = hkern.select_columns(self.X, 450, method=method, sigma=self.sigma, seed=0)
+        return float(np.linalg.norm(self.G - sel.approximation()) / np.linalg.norm(self.G))
+
+    track_relative_frobenius_error.unit = "relative error"

@@ -1,0 +1,94 @@
+"""oASIS acceptance measurements, side by side, in one process run.
+
+    python asv_bench/compare_oasis.py            # about 2 minutes on 2 cores
+
+1. The paper's Table I setting on the sets we can make: Two Moons (n = 2000) and BORG (8-cube
+   clusters, n = 7680, N(v, 0.1^2 I): the paper's "N(v, 0.1 I)" read as standard deviation 0.1;
+   read as variance 0.1 the Gaussian kernel matrix is almost diagonal at the paper's sigma and
+   every method's error is near 1), l = 450 columns, Gaussian kernel exp(-||x-y||^2 / sigma_paper^2) with
+   sigma_paper = 5% (Moons) and 12.5% (BORG) of the largest pairwise distance, i.e. hkern's
+   sigma = sigma_paper / sqrt(2).  Relative Frobenius error ||G - G~||_F / ||G||_F against the
+   dense G, and selection time, for oASIS, uniform, RPCholesky and greedy pivoted Cholesky
+   (random methods: mean over 5 seeds).
+2. Speed: n = 100 000, d = 8, l = 1000 (Gaussian, sigma = 1, tol = 0), against the memory
+   bound l^2 n / 2 doubles streamed, with the machine's bandwidth measured by a NumPy triad
+   a = b + s c in the same run.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+import hkern
+from hkern._threads import blas_threads, resolve_n_jobs
+from hkern.datasets import make_hypercube_clusters, make_regression, make_two_moons
+
+METHODS = ("oasis", "uniform", "rpcholesky", "greedy")
+
+
+def table_one():
+    print("## 1. Table I setting (l = 450, Gaussian)\n")
+    print("| set | n | sigma_paper | oASIS | uniform | RPCholesky | greedy | paper oASIS / random |")
+    print("|---|---:|---:|---|---|---|---|---|")
+    sets = [("Two Moons", make_two_moons(2000, noise=0.05, seed=0)[0], 0.05, "1.00e-6 / 2.14e-3"),
+            ("BORG", make_hypercube_clusters(variance=0.01, seed=0)[0], 0.125,
+             "5.30e-2 / 3.90e-1")]
+    for name, X, fraction, paper in sets:
+        sigma_paper = fraction * pdist(X).max()
+        sigma = sigma_paper / np.sqrt(2.0)
+        G = hkern.kernel_matrix(X, sigma=sigma)
+        norm = np.linalg.norm(G)
+        cells = []
+        for method in METHODS:
+            seeds = range(5) if method in ("uniform", "rpcholesky", "oasis") else range(1)
+            errs, times, ks = [], [], []
+            for seed in seeds:
+                start = time.perf_counter()
+                sel = hkern.select_columns(X, 450, method=method, sigma=sigma, seed=seed)
+                times.append(time.perf_counter() - start)
+                errs.append(np.linalg.norm(G - sel.approximation()) / norm)
+                ks.append(len(sel))
+            cells.append(f"{np.mean(errs):.2e} ({np.mean(times):.2f} s, k={int(np.mean(ks))})")
+        print(f"| {name} | {X.shape[0]} | {sigma_paper:.3g} | " + " | ".join(cells) +
+              f" | {paper} |")
+    print("\nEach cell: error (selection seconds, columns kept); adaptive methods stop early when "
+          "the best score reaches 1e-12 max diag(G).\n")
+
+
+def bandwidth():
+    n = 2**25
+    b, c = np.ones(n), np.ones(n)
+    a = np.empty(n)
+    best = np.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        np.multiply(c, 3.0, out=a)
+        np.add(a, b, out=a)
+        best = min(best, time.perf_counter() - start)
+    # multiply: read c, write a; add: read a and b, write a -> 5 streams of n doubles
+    return 5 * 8 * n / best
+
+
+def speed():
+    n, d, ell = 100_000, 8, 1000
+    X, _ = make_regression(n, d=d, seed=0)
+    bw = bandwidth()
+    start = time.perf_counter()
+    sel = hkern.oasis(X, ell, sigma=1.0, seed=0)
+    elapsed = time.perf_counter() - start
+    bound = ell**2 * n / 2 * 8 / bw
+    print(f"## 2. Speed (n = {n}, d = {d}, l = {ell}, {resolve_n_jobs(None)} threads)\n")
+    print(f"Memory bandwidth (NumPy triad, same run): {bw / 1e9:.1f} GB/s.  Bound l^2 n / 2 "
+          f"doubles streamed: {bound:.2f} s.\n")
+    print(f"oASIS: {len(sel)} columns in {elapsed:.2f} s = {elapsed / bound:.2f} x the bound.\n")
+
+
+if __name__ == "__main__":
+    print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
+    # NumPy's own BLAS (error norms, G~) on one thread: idle OpenBLAS threads spin-wait and
+    # would steal the two cores from hkern's OpenMP threads during the timed selections.
+    with blas_threads(1):
+        table_one()
+        speed()
