@@ -4,7 +4,11 @@ State for a block of rows of the n x n PSD matrix G (all rows for the serial alg
 rank's rows under MPI), in the pivoted-Cholesky form the spec recommends for stability (section
 8, item 6):
 
-    F      rows x capacity   G~ = F F^T,  F[:, t] the t-th Cholesky column (selection order)
+    F      rows x capacity   G~ = F F^T,  F[:, t] the t-th Cholesky column (selection order),
+                             stored in panels of PANEL columns: F[j, t] = Fp[t // PANEL, j,
+                             t % PANEL], so that for consecutive rows each panel is one
+                             sequential stream (row-major F with a row stride of capacity
+                             restarted the hardware prefetcher at every row: 2.6x the bound)
     delta  rows              Delta_j = G(j, j) - ||F[j, :k]||^2 = diag(G - G~)_j
 
 Adding pivot i (score Delta_i, row g = F[i, :k]):
@@ -36,6 +40,9 @@ import numpy as np
 # Rows per chunk of the pass and of the pivot reduction: fixed, so ties resolve identically for
 # any thread count.
 cdef int CHUNK = 4096
+# Columns per panel of F (512 bytes of a row).
+cdef enum:
+    PANEL = 64
 
 
 cdef class OasisCore:
@@ -58,7 +65,7 @@ cdef class OasisCore:
     cdef readonly double sigma
     cdef double[:, ::1] X
     cdef double[:, ::1] G
-    cdef double[:, ::1] F
+    cdef double[:, :, ::1] F
     cdef double[::1] delta
     cdef double[::1] diag
     cdef unsigned char[::1] selected
@@ -83,7 +90,7 @@ cdef class OasisCore:
             self.d = X.shape[1]
         self.kind = kind
         self.sigma = sigma
-        self.F = np.zeros((max(self.n, 1), max(capacity, 1)))
+        self.F = np.zeros(((max(capacity, 1) + PANEL - 1) // PANEL, max(self.n, 1), PANEL))
         self.delta = np.array(self.diag, copy=True)
         self.selected = np.zeros(self.n, dtype=np.uint8)
         self.g = np.zeros(max(capacity, 1))
@@ -107,8 +114,7 @@ cdef class OasisCore:
         cdef Py_ssize_t k = self.k, n_chunks = self.chunk_best.shape[0], ch, j, j0, j1
         cdef double inv_root = 1.0 / sqrt(delta_i) if delta_i > 0.0 else 0.0
         cdef double u, c, f, best, total, low, dj
-        cdef Py_ssize_t arg
-        cdef double* Frow
+        cdef Py_ssize_t arg, kp = k // PANEL, kr = k % PANEL, p
         for ch in prange(n_chunks, nogil=True, num_threads=n_threads, schedule="static"):
             j0 = ch * CHUNK
             j1 = min(j0 + CHUNK, self.n)
@@ -123,15 +129,18 @@ cdef class OasisCore:
                     # G~ reproduces selected rows exactly: f_j and Delta_j are 0 in exact
                     # arithmetic, and are kept exactly 0 (F[j, k] = 0 keeps F[Lambda] triangular).
                     if delta_i > 0.0:
-                        self.F[j, k] = sqrt(delta_i) if j == local_i else 0.0
+                        self.F[kp, j, kr] = sqrt(delta_i) if j == local_i else 0.0
                     self.delta[j] = 0.0
                     continue
                 if delta_i > 0.0:
-                    Frow = &self.F[j, 0]
                     c = self._entry(j, z, gi)
-                    u = hk_dot8(Frow, &self.g[0], k)
+                    u = 0.0
+                    for p in range(kp):
+                        u = u + hk_dot8(&self.F[p, j, 0], &self.g[p * PANEL], PANEL)
+                    if kr > 0:
+                        u = u + hk_dot8(&self.F[kp, j, 0], &self.g[kp * PANEL], kr)
                     f = (c - u) * inv_root
-                    Frow[k] = f
+                    self.F[kp, j, kr] = f
                     self.delta[j] = self.delta[j] - f * f
                 dj = self.delta[j]
                 if dj < low:
@@ -177,7 +186,7 @@ cdef class OasisCore:
         cdef Py_ssize_t j, t, k0 = init_F.shape[1]
         for j in range(self.n):
             for t in range(k0):
-                self.F[j, t] = init_F[j, t]
+                self.F[t // PANEL, j, t % PANEL] = init_F[j, t]
         self.k = k0
         for t in range(local_rows.shape[0]):
             self.selected[local_rows[t]] = 1
@@ -185,12 +194,18 @@ cdef class OasisCore:
 
     cdef void _recompute_delta(self, int n_threads) noexcept nogil:
         """Delta_j = d_j - ||F[j, :k]||^2 for every row (O(rows k)), then the summaries."""
-        cdef Py_ssize_t j, k = self.k
+        cdef Py_ssize_t j, p, k = self.k, kp = k // PANEL, kr = k % PANEL
+        cdef double acc
         for j in prange(self.n, nogil=True, num_threads=n_threads, schedule="static"):
             if self.selected[j]:
                 self.delta[j] = 0.0
             else:
-                self.delta[j] = self.diag[j] - hk_dot8(&self.F[j, 0], &self.F[j, 0], k)
+                acc = 0.0
+                for p in range(kp):
+                    acc = acc + hk_dot8(&self.F[p, j, 0], &self.F[p, j, 0], PANEL)
+                if kr > 0:
+                    acc = acc + hk_dot8(&self.F[kp, j, 0], &self.F[kp, j, 0], kr)
+                self.delta[j] = self.diag[j] - acc
         self._pass(NULL, -1, 0.0, -1, n_threads)
 
     def recompute_delta(self, int n_threads=1):
@@ -200,7 +215,7 @@ cdef class OasisCore:
 
     def row(self, Py_ssize_t j):
         """F[j, :k]: what the pivot's owner hands to every block (O(k) numbers)."""
-        return np.asarray(self.F[j, : self.k]).copy()
+        return self.F_array_rows(j, j + 1)[0]
 
     def step(self, const double[::1] g, double delta_i, const double[::1] z=None,
              Py_ssize_t global_i=-1, Py_ssize_t local_i=-1, int n_threads=1):
@@ -220,10 +235,16 @@ cdef class OasisCore:
             self._pass(zp, global_i, delta_i, local_i, n_threads)
         self.k = k + 1
 
+    def F_array_rows(self, Py_ssize_t lo, Py_ssize_t hi):
+        """F[lo:hi, :k] as a plain (hi - lo) x k array."""
+        panels = np.asarray(self.F)[:, lo:hi, :]
+        return np.ascontiguousarray(
+            panels.transpose(1, 0, 2).reshape(hi - lo, -1)[:, : self.k])
+
     @property
     def F_array(self):
         """F (rows x k), a copy: G~ restricted to this block's rows is F F^T."""
-        return np.asarray(self.F)[: self.n, : self.k].copy()
+        return self.F_array_rows(0, self.n)
 
     @property
     def delta_array(self):
