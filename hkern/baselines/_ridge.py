@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _linalg
 
-__all__ = ["block_rows", "ridge_on_feature_blocks", "ridge_dual"]
+__all__ = ["block_rows", "row_blocks", "ridge_on_feature_blocks", "ridge_dual"]
 
 _BLOCK_BYTES = 32 * 2**20
 
@@ -18,6 +18,13 @@ _BLOCK_BYTES = 32 * 2**20
 def block_rows(n_samples, width):
     """Rows per block so that a block of ``width`` float64 columns takes about 32 MiB."""
     return int(max(256, min(n_samples, _BLOCK_BYTES // (8 * max(width, 1)))))
+
+
+def row_blocks(n_rows, width):
+    """(start, stop) of consecutive row blocks of about 32 MiB at ``width`` columns."""
+    step = block_rows(n_rows, width)
+    for start in range(0, n_rows, step):
+        yield start, min(n_rows, start + step)
 
 
 def ridge_on_feature_blocks(feature_blocks, Y, lam, n_components, n_threads):

@@ -8,7 +8,7 @@ from .._threads import resolve_n_jobs
 from .._validation import check_nonnegative, check_rank, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
-from ._ridge import block_rows, ridge_on_feature_blocks
+from ._ridge import ridge_on_feature_blocks, row_blocks
 
 __all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map"]
 
@@ -145,9 +145,7 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     M = nystrom_feature_map(W, rcond)
 
     def feature_blocks():
-        step = block_rows(n, r)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
+        for start, stop in row_blocks(n, r):
             C = _kernel_matrix_trusted(kind, sigma, X[start:stop], Z, n_threads)
             yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
 

@@ -8,7 +8,7 @@ from .._threads import resolve_n_jobs
 from .._validation import check_int, check_seed
 from ..kernels import sample_spectral
 from ._model import KernelRidgeModel, prepare_fit
-from ._ridge import block_rows, ridge_dual, ridge_on_feature_blocks
+from ._ridge import ridge_dual, ridge_on_feature_blocks, row_blocks
 
 __all__ = ["fit_rff", "RFFKRR"]
 
@@ -40,9 +40,7 @@ class RFFKRR(KernelRidgeModel):
 
     def _scores(self, X):
         out = np.empty((X.shape[0], self.coef_.shape[1]))
-        step = block_rows(X.shape[0], self.frequencies_.shape[0])
-        for start in range(0, X.shape[0], step):
-            stop = min(X.shape[0], start + step)
+        for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
             _linalg.matmul(self._features(X[start:stop]), self.coef_, n_threads=self._threads(),
                            out=out[start:stop])
         return out
@@ -98,9 +96,7 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
                    n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
 
     def feature_blocks():
-        step = block_rows(n, r)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
+        for start, stop in row_blocks(n, r):
             yield start, stop, model._features(X[start:stop])
 
     if r > n:
