@@ -13,9 +13,16 @@
 2. Speed: n = 100 000, d = 8, l = 1000 (Gaussian, sigma = 1, tol = 0), against the memory
    bound l^2 n / 2 doubles streamed, with the machine's bandwidth measured by a NumPy triad
    a = b + s c in the same run.
+3. oASIS-P: n = 200 000, l = 400 on 1 and 2 MPI ranks, one thread each (mpiexec from the
+   hkern[mpi] extra; asv_bench/oasis_mpi_speed.py), same indices checked.
 """
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -85,6 +92,29 @@ def speed():
     print(f"oASIS: {len(sel)} columns in {elapsed:.2f} s = {elapsed / bound:.2f} x the bound.\n")
 
 
+def mpi_speed():
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
+        shutil.which("mpiexec")
+    print("## 3. oASIS-P on MPI (n = 200 000, d = 8, l = 400, one thread per rank)\n")
+    if mpiexec is None:
+        print("mpiexec not found: install hkern[mpi].\n")
+        return
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oasis_mpi_speed.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    rows = {}
+    for ranks in (1, 2):
+        out = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, script, "200000", "400"],
+                             capture_output=True, text=True, env=env, check=True).stdout
+        line = next(l for l in out.splitlines() if l.startswith("RESULT"))
+        rows[ranks] = (float(re.search(r"seconds=([0-9.]+)", line).group(1)),
+                       re.search(r"first=(\[.*?\])", line).group(1))
+    print("| ranks | seconds | first indices |\n|---:|---:|---|")
+    for ranks, (sec, first) in rows.items():
+        print(f"| {ranks} | {sec:.2f} | {first} |")
+    print(f"\nspeed-up with 2 ranks: {rows[1][0] / rows[2][0]:.2f}x; same selection: "
+          f"{rows[1][1] == rows[2][1]}\n")
+
+
 if __name__ == "__main__":
     print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
     # NumPy's own BLAS (error norms, G~) on one thread: idle OpenBLAS threads spin-wait and
@@ -92,3 +122,4 @@ if __name__ == "__main__":
     with blas_threads(1):
         table_one()
         speed()
+    mpi_speed()

@@ -112,6 +112,15 @@ def _cholesky_of_w(W, max_d, what):
                          "identical points); use another seed, or an adaptive method") from None
 
 
+def _initial_columns_failed(core, G, max_d, value):
+    """Raise the error for initial columns whose W is singular or indefinite."""
+    if value < -NEGATIVE_TOL * max_d:
+        raise ValueError("the matrix is not positive semidefinite: its block at the initial "
+                         f"columns has a negative Schur complement ({value:.3g})")
+    raise ValueError("the initial columns give a singular W = G(init, init) (duplicate or "
+                     "nearly identical points); use init=0 or another seed")
+
+
 def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, tol=0.0,
                    rtol=0.0, init=1, seed=None, n_jobs=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
@@ -182,20 +191,22 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
                                np.full(n_columns, np.nan), F, method)
 
     core = OasisCore(n_columns, diag, X=points, G_rows=G, kind=kind, sigma=sigma)
+    core.recompute_delta(n_threads)
     indices, scores = [], []
     k0 = init if method == "oasis" else 0
-    if k0 > 0:
-        idx0 = rng.choice(n, size=k0, replace=False)
-        C0 = _columns(points, G, kind, sigma, idx0, n_threads)
-        L0 = _cholesky_of_w(np.ascontiguousarray(C0[idx0]), max_d, "initial columns")
-        F0 = _linalg.solve_triangular(L0, C0.T, lower=True).T.copy()
-        core.initialize(idx0.astype(np.intp), F0, n_threads)
-        indices.extend(int(i) for i in idx0)
-        scores.extend([np.nan] * k0)
-    else:
-        core.recompute_delta(n_threads)
     stop = max(tol, rtol * max_d, NUMERICAL_FLOOR * max_d)
     with blas_threads(1):
+        # oASIS's random initial columns enter as forced pivots through the same per-row pass
+        # (the incremental Cholesky of W0): the same numbers for any split of the rows, which
+        # is what lets oASIS-P on MPI reproduce this selection exactly.
+        for i in rng.choice(n, size=k0, replace=False) if k0 else ():
+            value = float(core.delta_array[i])
+            if not value > NUMERICAL_FLOOR * max_d:
+                _initial_columns_failed(core, G, max_d, value)
+            z = points[i] if points is not None else None
+            core.step(core.row(i), value, z=z, global_i=i, local_i=i, n_threads=n_threads)
+            indices.append(int(i))
+            scores.append(np.nan)
         while core.k < n_columns:
             best, arg, total, low = core.pivot()
             if low < -NEGATIVE_TOL * max_d:
