@@ -738,3 +738,22 @@ def test_oasis_beats_uniform_on_two_moons():
                 .approximation(), G) for s in range(100, 105)])
     assert err_oasis < 1e-5, err_oasis   # observed <= 1.1e-6 (paper: 1e-6 at n=2000, l=450)
     assert err_uniform > 100 * err_oasis, (err_oasis, err_uniform)
+
+
+class TestRefresh:
+    """The optional periodic full recompute of the scores (Delta from F, O(n k))."""
+
+    def test_refresh_agrees_with_incremental_updates(self):
+        rng = np.random.default_rng(21)
+        X = rng.normal(size=(700, 3))
+        plain = hkern.oasis(X, 80, sigma=0.8, seed=3)
+        refreshed = hkern.oasis(X, 80, sigma=0.8, seed=3, refresh=7)
+        # The same columns: recomputation only removes round-off from the incremental updates,
+        # which is far smaller than the gaps between the best and second-best scores here.
+        np.testing.assert_array_equal(refreshed.indices, plain.indices)
+        np.testing.assert_allclose(refreshed.scores[1:], plain.scores[1:], rtol=1e-9)
+
+    def test_refresh_must_be_a_non_negative_integer(self):
+        X = np.random.default_rng(0).normal(size=(50, 2))
+        with pytest.raises(ValueError, match="refresh must be >= 0"):
+            hkern.oasis(X, 5, refresh=-1)

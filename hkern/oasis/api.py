@@ -122,7 +122,7 @@ def _initial_columns_failed(core, G, max_d, value):
 
 
 def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, tol=0.0,
-                   rtol=0.0, init=1, seed=None, n_jobs=None):
+                   rtol=0.0, init=1, seed=None, refresh=0, n_jobs=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
 
     Parameters
@@ -147,6 +147,9 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     init : int
         Random initial columns of ``oasis`` (0 starts from the largest diagonal entry).
     seed : None, int or numpy.random.Generator
+    refresh : int
+        Every ``refresh`` steps recompute every score from the factor (Delta_j = G_jj -
+        ||F_j||^2, O(n k)) instead of trusting the incremental updates; 0 (default) never.
     n_jobs : int or None
         Threads for the per-step pass over the rows; results are identical for any value.
 
@@ -178,6 +181,7 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     tol = check_nonnegative(tol, "tol")
     rtol = check_nonnegative(rtol, "rtol")
     init = check_int(init, "init", low=0, high=n_columns)
+    refresh = check_int(refresh, "refresh", low=0)
     rng = check_seed(seed)
     n_threads = resolve_n_jobs(n_jobs)
     max_d = float(diag.max()) if n else 0.0
@@ -208,6 +212,8 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
             indices.append(int(i))
             scores.append(np.nan)
         while core.k < n_columns:
+            if refresh and core.k and core.k % refresh == 0:
+                core.recompute_delta(n_threads)
             best, arg, total, low = core.pivot()
             if low < -NEGATIVE_TOL * max_d:
                 raise ValueError(
@@ -233,7 +239,7 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
 
 
 def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1, seed=None,
-          n_jobs=None):
+          refresh=0, n_jobs=None):
     """oASIS: adaptive Nystrom column selection (Patel, Goldstein, Dyer, Mirhoseini, Baraniuk).
 
     Each step adds the column i maximising the Schur complement Delta_i = G_ii - b_i^T W^{-1}
@@ -253,4 +259,4 @@ def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1,
     ((400, 40), (40, 40))
     """
     return select_columns(X, n_columns, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
-                          rtol=rtol, init=init, seed=seed, n_jobs=n_jobs)
+                          rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs)

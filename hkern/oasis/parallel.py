@@ -48,7 +48,7 @@ def block_layout(n, size):
 
 
 def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1, seed=0,
-              comm=None, n_jobs=1, gather=True):
+              refresh=0, comm=None, n_jobs=1, gather=True):
     """oASIS with the rows of the kernel matrix distributed over MPI ranks.
 
     Call it on every rank with the same arguments (``X`` the full data set, each rank uses its
@@ -58,7 +58,7 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     ----------
     X : array_like (n, d)
         The data, identical on every rank.
-    n_columns, kernel, sigma, tol, rtol, init
+    n_columns, kernel, sigma, tol, rtol, init, refresh
         As for :func:`hkern.oasis` (``kernel="precomputed"`` is not supported here).
     seed : int or numpy.random.Generator
         Must give the same stream on every rank; None draws a seed on rank 0 and broadcasts it.
@@ -88,6 +88,7 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     tol = check_nonnegative(tol, "tol")
     rtol = check_nonnegative(rtol, "rtol")
     init = check_int(init, "init", low=0, high=n_columns)
+    refresh = check_int(refresh, "refresh", low=0)
     if seed is None:
         seed = comm.bcast(int(np.random.SeedSequence().entropy % 2**63) if rank == 0 else None)
     rng = check_seed(seed)
@@ -125,6 +126,8 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     for i in (rng.choice(n, size=init, replace=False) if init else ()):
         add(int(i), None, adaptive=False)
     while core.k < n_columns:
+        if refresh and core.k and core.k % refresh == 0:
+            core.recompute_delta(n_jobs)
         best, arg, _, low = core.pivot()
         candidates = comm.allgather((best, lo + arg if arg >= 0 else -1, low))
         if min(c[2] for c in candidates) < -NEGATIVE_TOL * max_d:
