@@ -112,7 +112,7 @@ def main(argv=None):
     print("-" * len(header))
     for method, r, nfit, rmse, fit_s, pred_s, mib in rows:
         print(f"{method:<10}{r:>6}{nfit:>8}{rmse:>11.4f}{fit_s:>9.2f}{pred_s:>11.3f}{mib:>10.0f}")
-    print(f"\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
+    print("\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
     return 0
 
 

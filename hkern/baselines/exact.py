@@ -1,7 +1,6 @@
 """Exact kernel ridge regression: the reference every approximation is measured against."""
 from __future__ import annotations
 
-import numpy as np
 
 from .. import _linalg
 from .._threads import resolve_n_jobs
