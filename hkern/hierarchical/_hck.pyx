@@ -624,23 +624,22 @@ cdef class HCKOperator:
 
     def solve(self, const double[:, ::1] B, int n_threads=1):
         """A^{-1} B for B (n, k) in tree order."""
-        out = np.empty((self.n, B.shape[1]))
-        cdef double[:, ::1] Y = out
-        cdef int status, k = B.shape[1]
-        if k > 0:
-            with nogil:
-                status = self.solve_into(&B[0, 0], &Y[0, 0], k, n_threads)
-            _raise_for(status, -1, self)
-        return out
+        return self._apply(B, True, n_threads)
 
     def matvec(self, const double[:, ::1] B, int n_threads=1):
         """A B for B (n, k) in tree order."""
+        return self._apply(B, False, n_threads)
+
+    def _apply(self, const double[:, ::1] B, bint inverse, int n_threads):
         out = np.empty((self.n, B.shape[1]))
         cdef double[:, ::1] Y = out
         cdef int status, k = B.shape[1]
         if k > 0:
             with nogil:
-                status = self.matvec_into(&B[0, 0], &Y[0, 0], k, n_threads)
+                if inverse:
+                    status = self.solve_into(&B[0, 0], &Y[0, 0], k, n_threads)
+                else:
+                    status = self.matvec_into(&B[0, 0], &Y[0, 0], k, n_threads)
             _raise_for(status, -1, self)
         return out
 

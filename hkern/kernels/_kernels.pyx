@@ -94,6 +94,32 @@ cdef void sqnorms(Py_ssize_t n, Py_ssize_t d, const double* X, double* out) noex
         out[i] = acc
 
 
+cdef inline void finish_row(int kind, double sigma, double* row, Py_ssize_t n, const double* x,
+                            double xi, const double* Y, const double* ysq,
+                            int d) noexcept nogil:
+    """Turn one row of -2 x.Y^T (Euclidean kernels) into k(x, Y[j]) for j < n in place; for the
+    Laplace kernel the row's input is ignored and L1 distances are computed directly.
+
+    Three passes so that the first and last vectorise: scaled distances (entries lost to
+    cancellation marked -1), exact recomputation of the marked ones, the kernel map.
+    """
+    cdef Py_ssize_t j, n_marked = 0
+    cdef double inv_s2 = 1.0 / (sigma * sigma), limit
+    if kind == LAPLACE:
+        for j in range(n):
+            row[j] = scaled_distance(kind, x, Y + j * d, d, sigma)
+    else:
+        for j in range(n):
+            limit = REFINE_FRACTION * (xi + ysq[j])
+            n_marked += (xi + ysq[j] + row[j] < limit)
+            row[j] = -1.0 if xi + ysq[j] + row[j] < limit else (xi + ysq[j] + row[j]) * inv_s2
+        if n_marked:
+            for j in range(n):
+                if row[j] < 0.0:
+                    row[j] = scaled_distance(kind, x, Y + j * d, d, sigma)
+    map_scaled(kind, row, n)
+
+
 cdef void kernel_block(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
                        double* out, int ldo) noexcept nogil:
@@ -102,34 +128,14 @@ cdef void kernel_block(int kind, double sigma, int m, int n, int d,
     X (m x d) and Y (n x d) are C-contiguous; xsq, ysq are their squared row norms (unused for
     the Laplace kernel, may be NULL there); out has row stride ldo.
     """
-    cdef Py_ssize_t i, j, n_marked
-    cdef double inv_s2 = 1.0 / (sigma * sigma), limit, xi
-    cdef double* row
+    cdef Py_ssize_t i
     if m == 0 or n == 0:
         return
-    if kind == LAPLACE:
-        for i in range(m):
-            row = out + i * ldo
-            for j in range(n):
-                row[j] = scaled_distance(kind, X + i * d, Y + j * d, d, sigma)
-            map_scaled(kind, row, n)
-        return
-    gemm(False, True, m, n, d, -2.0, X, d, Y, d, 0.0, out, ldo)
+    if kind != LAPLACE:
+        gemm(False, True, m, n, d, -2.0, X, d, Y, d, 0.0, out, ldo)
     for i in range(m):
-        row = out + i * ldo
-        xi = xsq[i]
-        # Three passes so that the first and last vectorise: scaled distances (entries lost to
-        # cancellation marked -1), exact recomputation of the marked ones, the kernel map.
-        n_marked = 0
-        for j in range(n):
-            limit = REFINE_FRACTION * (xi + ysq[j])
-            n_marked += (xi + ysq[j] + row[j] < limit)
-            row[j] = -1.0 if xi + ysq[j] + row[j] < limit else (xi + ysq[j] + row[j]) * inv_s2
-        if n_marked:
-            for j in range(n):
-                if row[j] < 0.0:
-                    row[j] = scaled_distance(kind, X + i * d, Y + j * d, d, sigma)
-        map_scaled(kind, row, n)
+        finish_row(kind, sigma, out + i * ldo, n, X + i * d, xsq[i] if xsq != NULL else 0.0,
+                   Y, ysq, d)
 
 
 cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double* X,
@@ -139,33 +145,14 @@ cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double*
     Half the kernel evaluations of kernel_block(X, X); the strict upper triangle is not
     written.  The squared distances come from one dsyrk instead of a dgemm.
     """
-    cdef Py_ssize_t i, j, nj, n_marked
-    cdef double inv_s2 = 1.0 / (sigma * sigma), limit, xi
-    cdef double* row
+    cdef Py_ssize_t i
     if m == 0:
         return
-    if kind == LAPLACE:
-        for i in range(m):
-            row = out + i * ldo
-            for j in range(i + 1):
-                row[j] = scaled_distance(kind, X + i * d, X + j * d, d, sigma)
-            map_scaled(kind, row, i + 1)
-        return
-    syrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
+    if kind != LAPLACE:
+        syrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
     for i in range(m):
-        row = out + i * ldo
-        xi = xsq[i]
-        nj = i + 1
-        n_marked = 0
-        for j in range(nj):
-            limit = REFINE_FRACTION * (xi + xsq[j])
-            n_marked += (xi + xsq[j] + row[j] < limit)
-            row[j] = -1.0 if xi + xsq[j] + row[j] < limit else (xi + xsq[j] + row[j]) * inv_s2
-        if n_marked:
-            for j in range(nj):
-                if row[j] < 0.0:
-                    row[j] = scaled_distance(kind, X + i * d, X + j * d, d, sigma)
-        map_scaled(kind, row, nj)
+        finish_row(kind, sigma, out + i * ldo, i + 1, X + i * d,
+                   xsq[i] if xsq != NULL else 0.0, X, xsq, d)
 
 
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
