@@ -31,13 +31,16 @@ cdef class HCKOperator:
     cdef double[::1] L, St, W, Wt, U, LB
     cdef double[::1] logdet_parts
     cdef readonly double logdet_value
+    # Wall seconds of the construction: [instantiation (kernel blocks), inversion (arithmetic)].
+    cdef double phase_seconds[2]
 
     cdef int matvec_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil
     cdef int solve_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil
 
     # internals
     cdef void _gather(self, Py_ssize_t i, double* Z, double* zsq) noexcept nogil
-    cdef int _sigma_factor(self, Py_ssize_t i, Work* w) noexcept nogil
+    cdef void _instantiate(self, Py_ssize_t i, Work* w) noexcept nogil
+    cdef int _sigma_factor(self, Py_ssize_t i) noexcept nogil
     cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil
     cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil
     cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil

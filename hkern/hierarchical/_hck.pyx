@@ -34,6 +34,7 @@ each node's arithmetic being single-threaded BLAS on its own blocks; every node 
 the same operations whatever the thread count, so results are bitwise identical for any n_jobs.
 """
 from cython.parallel cimport prange
+from openmp cimport omp_get_wtime
 from libc.math cimport log, fabs
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcpy, memset
@@ -229,16 +230,53 @@ cdef class HCKOperator:
             memcpy(Z + a * self.d, &self.X[self.lm[off + a], 0], self.d * sizeof(double))
             zsq[a] = self.xsq[self.lm[off + a]]
 
-    cdef int _sigma_factor(self, Py_ssize_t i, Work* w) noexcept nogil:
-        """L_i = chol(Sigma_i), Sigma_i = K(Z_i, Z_i) + lam' I.  Sigma_i's lower triangle is also
-        left in the Sigma~_i buffer, where _nonleaf_up reads it before overwriting it."""
+    cdef void _instantiate(self, Py_ssize_t i, Work* w) noexcept nogil:
+        """Kernel blocks of node i into its factor buffers (spec 2.5 jitter included).
+
+        Non-leaf i: Sigma_i = K'(Z_i, Z_i) (lower triangle) into L_i and into Sigma~_i's buffer,
+        where _nonleaf_up reads it before overwriting it; W_i <- K'(Z_i, Z_p).  Leaf i:
+        LB_i <- K(X_i, X_i) + lam I (lower triangle); U_i <- K'(X_i, Z_p).  This is the
+        paper's "instantiating A"; every later step is arithmetic on these buffers.
+        """
+        cdef Py_ssize_t p, s0
+        cdef int ri, rp, m, a
+        cdef double* Li
+        if i < self.first_leaf:
+            ri = <int>self.rank[i]
+            Li = &self.L[self.sq_off[i]]
+            self._gather(i, w.Z1, w.z1sq)
+            kernel_block_lower(self.kind, self.sigma, ri, self.d, w.Z1, w.z1sq, Li, ri)
+            for a in range(ri):
+                Li[a * ri + a] += self.jitter
+            memcpy(&self.St[self.sq_off[i]], Li, <Py_ssize_t>ri * ri * sizeof(double))
+            if i != 0:
+                p = parent_of(i)
+                rp = <int>self.rank[p]
+                self._gather(p, w.Z2, w.z2sq)
+                kernel_block(self.kind, self.sigma, ri, rp, self.d, w.Z1, w.z1sq, w.Z2, w.z2sq,
+                             &self.W[self.w_off[i]], rp)
+                add_jitter_lists(&self.W[self.w_off[i]], rp, &self.lm[self.lm_off[i]], ri,
+                                 &self.lm[self.lm_off[p]], rp, self.jitter)
+        else:
+            s0 = self.start[i]
+            m = <int>self.count[i]
+            kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0], &self.xsq[s0],
+                               &self.LB[self.b_off[i]], m)
+            for a in range(m):
+                self.LB[self.b_off[i] + <Py_ssize_t>a * m + a] += self.lam
+            if i != 0:
+                p = parent_of(i)
+                rp = <int>self.rank[p]
+                self._gather(p, w.Z1, w.z1sq)
+                kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0, 0], &self.xsq[s0],
+                             w.Z1, w.z1sq, &self.U[self.u_off[i]], rp)
+                add_jitter_rows(&self.U[self.u_off[i]], rp, s0, m, &self.lm[self.lm_off[p]], rp,
+                                self.jitter)
+
+    cdef int _sigma_factor(self, Py_ssize_t i) noexcept nogil:
+        """L_i = chol(Sigma_i) in place (Sigma_i instantiated in L_i)."""
         cdef int ri = <int>self.rank[i], a, b
         cdef double* Li = &self.L[self.sq_off[i]]
-        self._gather(i, w.Z1, w.z1sq)
-        kernel_block_lower(self.kind, self.sigma, ri, self.d, w.Z1, w.z1sq, Li, ri)
-        for a in range(ri):
-            Li[a * ri + a] += self.jitter
-        memcpy(&self.St[self.sq_off[i]], Li, <Py_ssize_t>ri * ri * sizeof(double))
         if potrf(ri, Li, ri) != 0:
             return FAIL_SIGMA
         for a in range(ri):
@@ -248,24 +286,18 @@ cdef class HCKOperator:
 
     cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil:
         """Factors of leaf i; theta (r_p x r_p) <- U_i^T B_i^{-1} U_i."""
-        cdef Py_ssize_t s0 = self.start[i], p
+        cdef Py_ssize_t p
         cdef int m = <int>self.count[i], rp, a, b
         cdef double* Bm = &self.LB[self.b_off[i]]
         cdef double* Ui
         cdef double* Lp
         cdef double acc = 0.0
-        kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0], &self.xsq[s0], Bm, m)
-        for a in range(m):
-            Bm[a * m + a] += self.lam
         if i != 0:
             p = parent_of(i)
             rp = <int>self.rank[p]
             Ui = &self.U[self.u_off[i]]
             Lp = &self.L[self.sq_off[p]]
-            self._gather(p, w.Z1, w.z1sq)
-            kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0, 0], &self.xsq[s0],
-                         w.Z1, w.z1sq, Ui, rp)
-            add_jitter_rows(Ui, rp, s0, m, &self.lm[self.lm_off[p]], rp, self.jitter)
+            # U_i holds K'(X_i, Z_p) and LB_i holds K(X_i, X_i) + lam I (from _instantiate).
             # V^T = K'(X_i, Z_p) L_p^{-T};  B = K + lam I - V^T V  (= A_ii - U Sigma U^T, stably)
             trsm(False, True, True, False, m, rp, 1.0, Lp, rp, Ui, rp)
             syrk(True, False, m, rp, -1.0, Ui, rp, 1.0, Bm, m)
@@ -296,7 +328,7 @@ cdef class HCKOperator:
         cdef double* Lp
         cdef double acc = 0.0
         # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root); Sigma_i's lower
-        # triangle was left in Sigma~_i's buffer by _sigma_factor.
+        # triangle was left in Sigma~_i's buffer by _instantiate.
         memcpy(w.S, Sti, <Py_ssize_t>ri * ri * sizeof(double))
         if i != 0:
             p = parent_of(i)
@@ -304,12 +336,7 @@ cdef class HCKOperator:
             Lp = &self.L[self.sq_off[p]]
             Wi = &self.W[self.w_off[i]]
             Wti = &self.Wt[self.w_off[i]]
-            self._gather(i, w.Z1, w.z1sq)
-            self._gather(p, w.Z2, w.z2sq)
-            kernel_block(self.kind, self.sigma, ri, rp, self.d, w.Z1, w.z1sq, w.Z2, w.z2sq,
-                         Wi, rp)
-            add_jitter_lists(Wi, rp, &self.lm[self.lm_off[i]], ri, &self.lm[self.lm_off[p]], rp,
-                             self.jitter)
+            # W_i holds K'(Z_i, Z_p) (from _instantiate).
             trsm(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp)      # Y^T = K' L_p^{-T}
             syrk(True, False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri)              # Lambda (lower)
             trsm(False, True, False, False, ri, rp, 1.0, Lp, rp, Wi, rp)     # W = Y^T L_p^{-1}
@@ -368,17 +395,28 @@ cdef class HCKOperator:
         cdef Work* w
         cdef double* theta_top
         cdef int* node_status = <int*>calloc(self.n_nodes, sizeof(int))
+        cdef double t0, t1
         if node_status == NULL:
             return FAIL_MEMORY
-        # Phase 0: Cholesky factors of every Sigma_p (children need their parent's).
-        for i in prange(self.first_leaf, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        # Instantiation: every kernel block into its factor buffer (first touch of the factor
+        # memory happens here too).  Timed apart from the arithmetic that follows, which is the
+        # paper's inversion phase (Algorithm 2 and the factors it needs).
+        t0 = omp_get_wtime()
+        for i in prange(self.n_nodes, nogil=True, num_threads=n_threads, schedule="dynamic"):
             w = work_alloc(self.r_max, self.d, 0, 0)
             if w == NULL:
                 node_status[i] = FAIL_MEMORY
             else:
-                node_status[i] = self._sigma_factor(i, w)
+                self._instantiate(i, w)
                 work_free(w)
         status = _first_failure(node_status, self.n_nodes, failed_node)
+        t1 = omp_get_wtime()
+        # Phase 0: Cholesky factors of every Sigma_p (children need their parent's).
+        if status == 0:
+            for i in prange(self.first_leaf, nogil=True, num_threads=n_threads,
+                            schedule="dynamic"):
+                node_status[i] = self._sigma_factor(i)
+            status = _first_failure(node_status, self.n_nodes, failed_node)
         # Phase 1: subtrees rooted at level `split`, one thread each, depth first.
         theta_top = <double*>malloc(max((<Py_ssize_t>2 << split) * r2, 1) * sizeof(double))
         if status == 0 and theta_top == NULL:
@@ -416,6 +454,8 @@ cdef class HCKOperator:
             t = t - 1
         free(theta_top)
         free(node_status)
+        self.phase_seconds[0] = t1 - t0
+        self.phase_seconds[1] = omp_get_wtime() - t1
         return status
 
     # ------------------------------------------------------------------------------------------
@@ -747,6 +787,18 @@ cdef class HCKOperator:
                      start=np.asarray(self.start), count=np.asarray(self.count),
                      lm_off=np.asarray(self.lm_off), lm=np.asarray(self.lm))
         return (_restore_operator, (state,))
+
+    @property
+    def construction_seconds(self):
+        """Wall seconds of the two construction phases of this operator.
+
+        ``"instantiate"``: kernel blocks into the factor buffers (where the factor memory is first
+        touched); ``"invert"``: the BLAS/LAPACK arithmetic on them (Cholesky factors, Woodbury
+        factors, log-determinant), whose flops :meth:`construction_flops` counts.  Zero for an
+        operator restored from a pickle.
+        """
+        return {"instantiate": float(self.phase_seconds[0]),
+                "invert": float(self.phase_seconds[1])}
 
     def construction_flops(self):
         """BLAS/LAPACK flops of the construction (factors of A and A^{-1}), node by node as
