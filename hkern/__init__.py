@@ -7,6 +7,8 @@ Public functions (numpydoc docstrings on each):
 * baselines: :func:`fit_exact`, :func:`fit_nystrom`, :func:`fit_rff`
 * column selection: :func:`oasis`, :func:`select_columns` (oASIS, greedy and randomly pivoted
   Cholesky, uniform)
+* SLKL: :func:`fit_slkl` (learned sparse combination of rank-1 Nystrom kernels) and its
+  baselines :func:`fit_slkl_unif`, :func:`fit_slkl_krrm`
 * data: :mod:`hkern.datasets` (``load_uci``, ``make_regression``, ``standardize``)
 """
 from . import datasets
@@ -14,9 +16,11 @@ from .baselines import fit_exact, fit_nystrom, fit_rff
 from .hierarchical import fit_hierarchical, fit_independent
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .oasis import oasis, select_columns
+from .slkl import fit_slkl, fit_slkl_krrm, fit_slkl_unif
 
 __version__ = "0.1.0"
 
 __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", "fit_independent",
-           "fit_exact", "fit_nystrom", "fit_rff", "oasis", "select_columns", "datasets",
+           "fit_exact", "fit_nystrom", "fit_rff", "oasis", "select_columns", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm",
+           "datasets",
            "__version__"]

@@ -1,0 +1,49 @@
+# Compiled core of SLKL (stochastic low-rank kernel learning; spec shared/spec/slkl.md).
+# cimport hkern.slkl._core to drive the coordinate descent from other Cython code.
+
+cdef enum StepRule:
+    STEP_EXACT = 0     # exact coordinate minimisation (spec section 5 A), monotone
+    STEP_NEWTON = 1    # Newton step with Prop. 2's second derivative h = 2 lam a^2 b
+    STEP_PAPER = 2     # Algorithm 2 as printed, h = lam a^2 b
+
+cdef enum RunStatus:
+    RUN_DONE = 0       # every draw consumed
+    RUN_STOPPED = 1    # the relative-decrease stopping rule fired
+    RUN_GROW = 2       # the active set filled the capacity: grow, then call run again
+    RUN_FAILED = 3     # a refresh Cholesky failed (info in last_info)
+
+
+cdef class SlklCore:
+    cdef readonly Py_ssize_t n, M, m0, cap, n_updates, n_refreshes
+    cdef readonly int step_rule, precomputed, kind, d, refresh_every, last_info
+    cdef readonly double lam, nu, sigma, F, yy, mu_floor
+    cdef const double[::1] y
+    cdef const double[:, ::1] cols
+    cdef const double[:, ::1] X
+    cdef const double[::1] xsq
+    cdef const Py_ssize_t[::1] cand
+    cdef const double[::1] scale
+    cdef const double[::1] yc_all
+    cdef const double[::1] cc_all
+    cdef double[::1] mu
+    cdef Py_ssize_t[::1] pos
+    cdef Py_ssize_t[::1] act
+    cdef double[:, ::1] Ct
+    cdef double[:, ::1] G
+    cdef double[:, ::1] work
+    cdef double[::1] q
+    cdef double[::1] w
+    cdef double[::1] t
+    cdef double[::1] u
+    cdef double[::1] g
+    cdef double[::1] col
+
+    cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil
+    cdef void _ab(self, const double* c, double yc, double cc, double* a, double* b) noexcept nogil
+    cdef double _new_weight(self, double mu_old, double a, double b) noexcept nogil
+    cdef int _set(self, Py_ssize_t m, const double* c, double yc, double a, double b,
+                  double mu_new) noexcept nogil
+    cdef int _step(self, Py_ssize_t m) noexcept nogil
+    cdef int _refresh(self) noexcept nogil
+    cdef void _update_w(self) noexcept nogil
+    cdef double _kkt(self) noexcept nogil
