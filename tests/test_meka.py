@@ -96,7 +96,8 @@ def test_links_with_all_entries_equal_exact_least_squares():
             ref = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, s), cluster_rows(G, t))] \
                 @ np.linalg.pinv(Wt).T
             got = G.L_[kslice(G, s), kslice(G, t)]
-            # condition numbers of the bases are ~5 here, so round-off is ~1e-15 relative
+            # condition numbers of the bases are ~5 here, so round-off is ~1e-15 relative and
+            # the default cutoff link_rcond = 1e-2 truncates nothing
             assert np.linalg.cond(Ws) < 100 and np.linalg.cond(Wt) < 100
             assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
 
@@ -128,7 +129,7 @@ def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
         Gh = dense_kernel(Xs[vs], Xs[vt], SIGMA)
         ref = np.linalg.pinv(A) @ Gh @ np.linalg.pinv(B).T
         got = G.L_[kslice(G, s), kslice(G, t)]
-        assert np.linalg.cond(A) < 1e3 and np.linalg.cond(B) < 1e3
+        assert np.linalg.cond(A) < 50 and np.linalg.cond(B) < 50   # no truncation at 1e-2
         assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
         # normal equations of min ||G^ - A L B^T||_F
         assert np.abs(A.T @ (A @ got @ B.T - Gh) @ B).max() <= 1e-10 * np.abs(Gh).max()
@@ -403,6 +404,8 @@ def test_multi_output_equals_separate_fits_and_classification():
     (dict(rank=5, n_clusters=2, kernel="cosine"), "kernel"),
     (dict(rank=5, n_clusters=2, psd="yes"), "psd"),
     (dict(rank=5, n_clusters=2, seed=-1), "seed"),
+    (dict(rank=5, n_clusters=2, link_rcond=0.0), "link_rcond"),
+    (dict(rank=5, n_clusters=2, link_rcond=1.0), "link_rcond"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, match):
     X = blobs(n=100)
@@ -462,3 +465,16 @@ def test_to_dense_refuses_large_n(monkeypatch):
     monkeypatch.setattr(meka_api, "DENSE_LIMIT", 100)
     with pytest.raises(ValueError, match="exceeds 100"):
         G.to_dense()
+
+
+def test_link_rcond_truncates_like_pinv():
+    X = blobs(n=300, d=2, centres=3)
+    rc = 0.3
+    G = hkern.meka(X, rank=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6, link_rcond=rc)
+    K = dense_kernel(X, X, SIGMA)
+    Ws, Wt = G.basis(0), G.basis(1)
+    sv = np.linalg.svd(Ws, compute_uv=False)
+    assert np.any(sv <= rc * sv[0]), "test set-up: the cutoff must remove a direction"
+    ref = np.linalg.pinv(Ws, rtol=rc) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
+        @ np.linalg.pinv(Wt, rtol=rc).T
+    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - ref).max() <= 1e-10 * np.abs(ref).max()
