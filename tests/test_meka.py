@@ -478,3 +478,12 @@ def test_link_rcond_truncates_like_pinv():
     ref = np.linalg.pinv(Ws, rtol=rc) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
         @ np.linalg.pinv(Wt, rtol=rc).T
     assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("module", ["hkern.meka.api", "hkern.meka.krr"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

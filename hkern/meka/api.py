@@ -592,9 +592,9 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     --------
     >>> import numpy as np, hkern
     >>> X = np.random.default_rng(0).normal(size=(1000, 3))
-    >>> G = hkern.meka(X, rank=20, n_clusters=5, sigma=1.0, seed=0)
+    >>> G = hkern.meka(X, rank=40, n_clusters=5, sigma=1.0, seed=0)
     >>> G.n_clusters_, G.L_.shape
-    (5, (100, 100))
+    (5, (200, 200))
     >>> K = hkern.kernel_matrix(X, sigma=1.0)
     >>> bool(np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K) < 0.05)
     True
