@@ -487,3 +487,38 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_exact_links_with_identity_diagonal_can_be_indefinite():
+    """Spec 3a says G~ would be PSD if every off-diagonal entry were used.  That needs the
+    diagonal blocks refitted too (L = W^+ G W^+T, a congruence of G); with L^(s,s) = I (the
+    Nystrom diagonal blocks, as the paper and the code do) it is not: psd=True is still
+    needed.  Whole blocks here (oversample 1e6), sigma = 1."""
+    X = np.random.default_rng(0).normal(size=(1500, 3))
+    G = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6)
+    w = np.linalg.eigvalsh(G.to_dense())
+    assert w[0] < -1e-3 * w[-1]
+    P = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6, psd=True)
+    assert np.linalg.eigvalsh(P.to_dense())[0] >= -1e-10 * w[-1]
+
+
+@pytest.mark.parametrize("kernel", ["laplace", "matern32", "imq"])
+def test_other_kernels_follow_the_definition(kernel):
+    X = blobs(n=300)
+    G = hkern.meka(X, rank=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
+    ref, W = dense_from_parts(G)
+    assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
+    K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)
+    for s in range(G.n_clusters_):
+        Z = G.landmarks(s)
+        w, U = np.linalg.eigh(hkern.kernel_matrix(Z, kernel=kernel, sigma=1.5))
+        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
+        W_ref = hkern.kernel_matrix(X[cluster_rows(G, s)], Z, kernel=kernel, sigma=1.5) @ U \
+            / np.sqrt(w)
+        signs = np.sign(np.sum(G.basis(s) * W_ref, axis=0))
+        assert np.abs(G.basis(s) - W_ref * signs).max() <= 1e-9 * np.abs(W_ref).max()
+    Ws, Wt = G.basis(0), G.basis(1)
+    link = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
+        @ np.linalg.pinv(Wt).T
+    assert np.linalg.cond(Ws) < 50 and np.linalg.cond(Wt) < 50
+    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - link).max() <= 1e-10 * np.abs(link).max()
