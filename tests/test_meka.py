@@ -119,7 +119,7 @@ def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
     G = hkern.meka(X, rank=rank, n_clusters=4, sigma=SIGMA, seed=3, oversample=rho)
     Xs = X[G._perm]
     assert len(seen["pairs"]) == 6
-    for (s, t), (o, a, b) in zip(seen["pairs"], seen["offsets"]):
+    for (s, t), (o, a, b) in zip(seen["pairs"], seen["offsets"], strict=True):
         assert a == b == 2 * rank and a < G.sizes_[s] and b < G.sizes_[t]
         vs, vt = seen["samples"][o:o + a], seen["samples"][o + a:o + a + b]
         assert np.all((vs >= G._starts[s]) & (vs < G._starts[s + 1]))
@@ -209,7 +209,7 @@ def test_threshold_fraction_and_absolute():
     A = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=eps,
                    threshold_kind="absolute")
     Da = dense_kernel(A.centroids_, A.centroids_, SIGMA)
-    expected = {(s, t) for s, t in zip(*iu) if Da[s, t] <= eps}
+    expected = {(s, t) for s, t in zip(*iu, strict=True) if Da[s, t] <= eps}
     assert {tuple(p) for p in A.zeroed_pairs_} == expected
     # threshold=1 as a fraction zeroes every link: block-diagonal (low-rank BKA)
     B = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=1.0)
