@@ -25,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import hkern  # noqa: E402
-from hkern.datasets import make_regression  # noqa: E402
-from meka_common import (kmeans_nystrom, meka_time, uci_standardised,  # noqa: E402
-                         uniform_nystrom)
+from meka_common import kmeans_nystrom, meka_time, uci_standardised, uniform_nystrom
+
+import hkern
+from hkern.datasets import make_regression
 
 SETS = ("kin40k", "protein", "keggundirected", "pol", "elevators")
 
@@ -49,7 +49,7 @@ def table7(c=10, k=64, sigmas=(1.0, 2.0), n_rows=2000):
         for sigma in sigmas:
             G, t = meka_time(X, rank=k, n_clusters=c, sigma=sigma, seed=0)
             e_meka = G.rel_error(n_rows, seed=1)
-            r = int(round(G.n_stored / n))
+            r = round(G.n_stored / n)
             N = uniform_nystrom(X, r, sigma, seed=0)
             KN = kmeans_nystrom(X, r, sigma, seed=0)
             e_n, e_k = N.rel_error(n_rows, 1), KN.rel_error(n_rows, 1)
@@ -110,7 +110,7 @@ def synthetic(n, target=0.10, n_rows=500):
             (tm, mm), (tn, mn) = found["MEKA"], found["Nystrom"]
             print(f"| {label} | {tn / tm:.2f}x | {mn / mm:.2f}x |")
         else:
-            print(f"| {label} | not reached by {sorted(set(('MEKA', 'Nystrom')) - set(found))}"
+            print(f"| {label} | not reached by {sorted({'MEKA', 'Nystrom'} - set(found))}"
                   " | |")
     print()
 
@@ -134,7 +134,7 @@ def krr(c=10, k=64, sets=("kin40k", "protein", "elevators")):
     for name in sets:
         X, y, Xt, yt = uci_standardised(name)
         G = hkern.meka(X, rank=k, n_clusters=c, sigma=1.0, seed=0)
-        r = int(round(G.n_stored / X.shape[0]))
+        r = round(G.n_stored / X.shape[0])
         del G
         fits = [("MEKA", f"c={c}, k={k}", hkern.fit_meka,
                  {"rank": k, "n_clusters": c, "seed": 0}),

@@ -317,7 +317,7 @@ def test_krr_direct_handles_indefinite_and_singular_L():
 def test_krr_cg_matches_direct():
     X = blobs(n=500)
     Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
-    kw = dict(rank=10, n_clusters=4, lam=1e-2, sigma=SIGMA, seed=0, psd=True)
+    kw = {"rank": 10, "n_clusters": 4, "lam": 1e-2, "sigma": SIGMA, "seed": 0, "psd": True}
     direct = hkern.fit_meka(X, Y, **kw)
     cg = hkern.fit_meka(X, Y, solver="cg", tol=1e-12, maxiter=2000, **kw)
     assert cg.n_iter_ is not None and cg.n_iter_ > 1
@@ -371,7 +371,7 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
 def test_multi_output_equals_separate_fits_and_classification():
     X = blobs(n=500)
     Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])])
-    kw = dict(rank=8, n_clusters=4, lam=1e-2, seed=0)
+    kw = {"rank": 8, "n_clusters": 4, "lam": 1e-2, "seed": 0}
     both = hkern.fit_meka(X, Y, **kw)
     for j in range(2):
         one = hkern.fit_meka(X, Y[:, j], **kw)
@@ -388,24 +388,24 @@ def test_multi_output_equals_separate_fits_and_classification():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(rank=5, n_clusters=101), "n_clusters"),
-    (dict(rank=0, n_clusters=2), "rank"),
-    (dict(rank=-3, n_clusters=2), "rank"),
-    (dict(rank=2.5, n_clusters=2), "rank"),
-    (dict(rank=5, n_clusters=0), "n_clusters"),
-    (dict(rank=5, n_clusters=2, threshold=1.5), "threshold"),
-    (dict(rank=5, n_clusters=2, threshold=-0.1), "threshold"),
-    (dict(rank=5, n_clusters=2, threshold_kind="relative"), "threshold_kind"),
-    (dict(rank=5, n_clusters=2, rank_policy="greedy"), "rank_policy"),
-    (dict(rank=5, n_clusters=2, oversample=-1), "oversample"),
-    (dict(rank=5, n_clusters=2, landmarks_per_cluster=0), "landmarks_per_cluster"),
-    (dict(rank=5, n_clusters=8, kmeans_sample=5), "kmeans_sample"),
-    (dict(rank=5, n_clusters=2, sigma=0.0), "sigma"),
-    (dict(rank=5, n_clusters=2, kernel="cosine"), "kernel"),
-    (dict(rank=5, n_clusters=2, psd="yes"), "psd"),
-    (dict(rank=5, n_clusters=2, seed=-1), "seed"),
-    (dict(rank=5, n_clusters=2, link_rcond=0.0), "link_rcond"),
-    (dict(rank=5, n_clusters=2, link_rcond=1.0), "link_rcond"),
+    ({"rank": 5, "n_clusters": 101}, "n_clusters"),
+    ({"rank": 0, "n_clusters": 2}, "rank"),
+    ({"rank": -3, "n_clusters": 2}, "rank"),
+    ({"rank": 2.5, "n_clusters": 2}, "rank"),
+    ({"rank": 5, "n_clusters": 0}, "n_clusters"),
+    ({"rank": 5, "n_clusters": 2, "threshold": 1.5}, "threshold"),
+    ({"rank": 5, "n_clusters": 2, "threshold": -0.1}, "threshold"),
+    ({"rank": 5, "n_clusters": 2, "threshold_kind": "relative"}, "threshold_kind"),
+    ({"rank": 5, "n_clusters": 2, "rank_policy": "greedy"}, "rank_policy"),
+    ({"rank": 5, "n_clusters": 2, "oversample": -1}, "oversample"),
+    ({"rank": 5, "n_clusters": 2, "landmarks_per_cluster": 0}, "landmarks_per_cluster"),
+    ({"rank": 5, "n_clusters": 8, "kmeans_sample": 5}, "kmeans_sample"),
+    ({"rank": 5, "n_clusters": 2, "sigma": 0.0}, "sigma"),
+    ({"rank": 5, "n_clusters": 2, "kernel": "cosine"}, "kernel"),
+    ({"rank": 5, "n_clusters": 2, "psd": "yes"}, "psd"),
+    ({"rank": 5, "n_clusters": 2, "seed": -1}, "seed"),
+    ({"rank": 5, "n_clusters": 2, "link_rcond": 0.0}, "link_rcond"),
+    ({"rank": 5, "n_clusters": 2, "link_rcond": 1.0}, "link_rcond"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, match):
     X = blobs(n=100)
@@ -506,7 +506,7 @@ def test_exact_links_with_identity_diagonal_can_be_indefinite():
 def test_other_kernels_follow_the_definition(kernel):
     X = blobs(n=300)
     G = hkern.meka(X, rank=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
-    ref, W = dense_from_parts(G)
+    ref, _W = dense_from_parts(G)
     assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
     K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)
     for s in range(G.n_clusters_):

@@ -59,7 +59,7 @@ class MekaBuild:
 
     def track_nystrom_rel_error_equal_memory(self, ck):
         G = hkern.meka(self.X, rank=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
-        r = int(round(G.n_stored / self.X.shape[0]))
+        r = round(G.n_stored / self.X.shape[0])
         return nystrom_rel_error(self.X, r, SIGMA, N_ROWS)
 
     track_nystrom_rel_error_equal_memory.unit = "relative error"
