@@ -5,6 +5,7 @@ Public functions (numpydoc docstrings on each):
 * kernels: :func:`kernel_matrix`, :func:`kernel_diag`, :func:`kernel_matvec`
 * hierarchical kernels: :func:`fit_hierarchical`, and the block-diagonal :func:`fit_independent`
 * baselines: :func:`fit_exact`, :func:`fit_nystrom`, :func:`fit_rff`
+* MEKA block low-rank approximation: :func:`meka`, :func:`fit_meka`
 * column selection: :func:`oasis`, :func:`select_columns` (oASIS, greedy and randomly pivoted
   Cholesky, uniform)
 * SLKL: :func:`fit_slkl` (learned sparse combination of rank-1 Nystrom kernels) and its
@@ -15,12 +16,12 @@ from . import datasets
 from .baselines import fit_exact, fit_nystrom, fit_rff
 from .hierarchical import fit_hierarchical, fit_independent
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
+from .meka import fit_meka, meka
 from .oasis import oasis, select_columns
 from .slkl import fit_slkl, fit_slkl_krrm, fit_slkl_unif
 
 __version__ = "0.1.0"
 
 __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", "fit_independent",
-           "fit_exact", "fit_nystrom", "fit_rff", "oasis", "select_columns", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm",
-           "datasets",
-           "__version__"]
+           "fit_exact", "fit_nystrom", "fit_rff", "meka", "fit_meka", "oasis", "select_columns",
+           "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets", "__version__"]

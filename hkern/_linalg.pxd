@@ -41,6 +41,8 @@ cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
 cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,
                    double rcond, double* X, int ldx, int* rank) noexcept nogil
 
+cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept nogil
+
 cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil
 
 # Deterministic parallel level 3.  The output is cut into a fixed grid of tiles that does not

@@ -284,6 +284,42 @@ cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const doubl
     return info
 
 
+cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept nogil:
+    """Thin QR A = Q R of a row-major m x n matrix with m >= n (Householder, dgelqf + dorglq).
+
+    Q (m x n, orthonormal columns) overwrites A; R (n x n, upper triangular, row stride ldr) is
+    written with zeros below the diagonal.
+    """
+    # The column-major view of A is A^T (n x m).  Its LQ factorisation A^T = L Q' gives
+    # A = Q'^T L^T: R = L^T sits in the upper triangle of A's first n rows (row-major view), and
+    # dorglq turns the reflectors into Q', whose column-major storage is Q row-major: no copies.
+    cdef int info = 0, lwork = -1, i, j
+    cdef double wq = 0.0, wq2 = 0.0
+    cdef double* tau
+    cdef double* work
+    if n == 0 or m == 0:
+        return 0
+    tau = <double*>malloc(n * sizeof(double))
+    if tau == NULL:
+        return -1000
+    lapack.dgelqf(&n, &m, A, &lda, tau, &wq, &lwork, &info)
+    lapack.dorglq(&n, &m, &n, A, &lda, tau, &wq2, &lwork, &info)
+    lwork = <int>max(wq, wq2) + 1
+    work = <double*>malloc(lwork * sizeof(double))
+    if work == NULL:
+        free(tau)
+        return -1000
+    lapack.dgelqf(&n, &m, A, &lda, tau, work, &lwork, &info)
+    if info == 0:
+        for j in range(n):
+            for i in range(n):
+                R[<Py_ssize_t>j * ldr + i] = A[<Py_ssize_t>j * lda + i] if i >= j else 0.0
+        lapack.dorglq(&n, &m, &n, A, &lda, tau, work, &lwork, &info)
+    free(work)
+    free(tau)
+    return info
+
+
 cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil:
     """Copy the lower triangle of a row-major square matrix onto its upper triangle."""
     cdef Py_ssize_t i, j
@@ -690,3 +726,18 @@ def lstsq(A, B, double rcond=1e-12):
                              &rank)
         check_info(info, "lstsq")
     return (X.ravel() if vector else X), rank
+
+
+def qr(A):
+    """Thin QR A = Q R (m >= n) through dgelqf/dorglq: Q (m, n) orthonormal, R (n, n) upper."""
+    cdef double[:, ::1] a = _c64(A, copy=True)
+    cdef int m = a.shape[0], n = a.shape[1], info = 0
+    if m < n:
+        raise ValueError(f"qr: need rows >= columns, got shape {(m, n)}")
+    R = np.zeros((n, n))
+    cdef double[:, ::1] r = R
+    if n > 0:
+        with blas_threads(1), nogil:
+            info = qr_thin(m, n, &a[0, 0], n, &r[0, 0], n)
+        check_info(info, "qr")
+    return np.asarray(a), R

@@ -1,0 +1,170 @@
+"""MEKA acceptance measurements, side by side, in one process (prints markdown).
+
+    HKERN_DATA=/work/shared/data/uci OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+        python asv_bench/compare_meka.py [table7|synthetic|krr] [--n 500000]
+
+1. table7: the paper's Table 7 trend on standardised UCI sets: relative error
+   ||G - G~||_F / ||G||_F (2000 sampled rows) of MEKA (c = 10 clusters, k = 64 per cluster),
+   uniform Nystrom and k-means Nystrom at equal memory (Nystrom rank r = MEKA's stored numbers
+   / n, the paper's memory count n k + (ck)^2 vs n r).
+2. synthetic: time and memory for MEKA to reach 10% relative error versus uniform Nystrom,
+   on n = 500000 points of two synthetic sets (uniform cube: hkern.datasets.make_regression;
+   clustered: a 20-component Gaussian mixture).  Each method walks up a fixed ladder of
+   sizes and stops at the first below 10% (error on 500 sampled rows).
+3. krr: test RMSE of fit_meka and fit_nystrom at equal memory on kin40k, protein and
+   elevators (sigma, lam chosen per method on a validation split of the training set).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from meka_common import kmeans_nystrom, meka_time, uci_standardised, uniform_nystrom
+
+import hkern
+from hkern.datasets import make_regression
+
+SETS = ("kin40k", "protein", "keggundirected", "pol", "elevators")
+
+
+def gamma(sigma):
+    return 1.0 / (2.0 * sigma**2)
+
+
+def table7(c=10, k=64, sigmas=(1.0, 2.0), n_rows=2000):
+    print(f"## 1. Relative kernel approximation error at equal memory (c = {c}, k = {k})\n")
+    print("| data | n | d | sigma | gamma | MEKA | uniform Nystrom | k-means Nystrom | "
+          "Nystrom rank r | MEKA s | Nys s | KNys s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    wins = {s: 0 for s in sigmas}
+    for name in SETS:
+        X = uci_standardised(name)[0]
+        n, d = X.shape
+        for sigma in sigmas:
+            G, t = meka_time(X, rank=k, n_clusters=c, sigma=sigma, seed=0)
+            e_meka = G.rel_error(n_rows, seed=1)
+            r = round(G.n_stored / n)
+            N = uniform_nystrom(X, r, sigma, seed=0)
+            KN = kmeans_nystrom(X, r, sigma, seed=0)
+            e_n, e_k = N.rel_error(n_rows, 1), KN.rel_error(n_rows, 1)
+            wins[sigma] += e_meka < e_n
+            best = min(e_meka, e_n, e_k)
+            cells = [f"**{e:.4f}**" if e == best else f"{e:.4f}" for e in (e_meka, e_n, e_k)]
+            print(f"| {name} | {n} | {d} | {sigma:g} | {gamma(sigma):.3g} | " + " | ".join(cells)
+                  + f" | {r} | {t:.2f} | {N.seconds:.2f} | {KN.seconds:.2f} |", flush=True)
+    print("\nBold: smallest error of the row.  MEKA below uniform Nystrom on " +
+          ", ".join(f"{wins[s]}/{len(SETS)} sets at sigma={s:g}" for s in sigmas) + ".\n")
+
+
+def mixture(n, d=8, centres=20, spread=0.15, seed=0):
+    """Gaussian mixture: centres uniform in [-1, 1]^d, isotropic spread."""
+    rng = np.random.default_rng(seed)
+    C = rng.uniform(-1.0, 1.0, size=(centres, d))
+    return C[rng.integers(centres, size=n)] + spread * rng.standard_normal((n, d))
+
+
+def synthetic(n, target=0.10, n_rows=500):
+    print(f"## 2. Time and memory to reach {target:.0%} relative error, n = {n}\n")
+    cases = [("uniform cube [-1,1]^8 (make_regression)", make_regression(n, d=8, seed=0)[0],
+              1.0),
+             ("20-component Gaussian mixture, d = 8, spread 0.15", mixture(n), 0.4)]
+    meka_ladder = [(10, 16), (10, 32), (20, 32), (10, 64), (20, 64), (10, 128), (20, 128)]
+    nys_ladder = [50, 100, 200, 400, 800]
+    print("| data | sigma | method | setting | error | seconds | stored numbers / n | MiB |")
+    print("|---|---:|---|---|---:|---:|---:|---:|")
+    summary = []
+    for label, X, sigma in cases:
+        found = {}
+        for c, k in meka_ladder:
+            G, t = meka_time(X, rank=k, n_clusters=c, sigma=sigma, seed=0)
+            e = G.rel_error(n_rows, seed=1)
+            mib = G.n_stored * 8 / 2**20
+            print(f"| {label} | {sigma:g} | MEKA | c={c}, k={k} | {e:.4f} | {t:.2f} | "
+                  f"{G.n_stored / n:.1f} | {mib:.0f} |", flush=True)
+            del G
+            if e <= target:
+                found["MEKA"] = (t, mib)
+                break
+        for r in nys_ladder:
+            N = uniform_nystrom(X, r, sigma, seed=0)
+            e = N.rel_error(n_rows, 1)
+            mib = N.n_stored * 8 / 2**20
+            print(f"| {label} | {sigma:g} | uniform Nystrom | r={r} | {e:.4f} | "
+                  f"{N.seconds:.2f} | {r} | {mib:.0f} |", flush=True)
+            t = N.seconds
+            del N
+            if e <= target:
+                found["Nystrom"] = (t, mib)
+                break
+        summary.append((label, found))
+    print("\n| data | Nystrom / MEKA time | Nystrom / MEKA memory |")
+    print("|---|---:|---:|")
+    for label, found in summary:
+        if len(found) == 2:
+            (tm, mm), (tn, mn) = found["MEKA"], found["Nystrom"]
+            print(f"| {label} | {tn / tm:.2f}x | {mn / mm:.2f}x |")
+        else:
+            print(f"| {label} | not reached by {sorted({'MEKA', 'Nystrom'} - set(found))}"
+                  " | |")
+    print()
+
+
+def _validate(fit, X, y, grid, **kw):
+    """(sigma, lam) with the smallest validation RMSE (last 20% of the training set)."""
+    cut = int(0.8 * X.shape[0])
+    scores = {}
+    for sigma, lam in grid:
+        model = fit(X[:cut], y[:cut], sigma=sigma, lam=lam, **kw)
+        scores[sigma, lam] = float(np.sqrt(np.mean((model.predict(X[cut:]) - y[cut:]) ** 2)))
+    return min(scores, key=scores.get), scores
+
+
+def krr(c=10, k=64, sets=("kin40k", "protein", "elevators")):
+    print(f"## 3. KRR test RMSE at equal memory (MEKA c = {c}, k = {k}; Nystrom rank r = "
+          "MEKA's stored numbers / n)\n")
+    grid = [(s, lam) for s in (1.0, 2.0) for lam in (1e-3, 1e-2, 1e-1)]
+    print("| data | method | setting | sigma | lam | validation RMSE | test RMSE | fit s |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for name in sets:
+        X, y, Xt, yt = uci_standardised(name)
+        G = hkern.meka(X, rank=k, n_clusters=c, sigma=1.0, seed=0)
+        r = round(G.n_stored / X.shape[0])
+        del G
+        fits = [("MEKA", f"c={c}, k={k}", hkern.fit_meka,
+                 {"rank": k, "n_clusters": c, "seed": 0}),
+                ("Nystrom", f"r={r}", hkern.fit_nystrom, {"r": r, "seed": 0})]
+        for label, setting, fit, kw in fits:
+            (sigma, lam), scores = _validate(fit, X, y, grid, **kw)
+            start = time.perf_counter()
+            model = fit(X, y, sigma=sigma, lam=lam, **kw)
+            t = time.perf_counter() - start
+            rmse = float(np.sqrt(np.mean((model.predict(Xt) - yt) ** 2)))
+            print(f"| {name} | {label} | {setting} | {sigma:g} | {lam:g} | "
+                  f"{scores[sigma, lam]:.4f} | {rmse:.4f} | {t:.2f} |", flush=True)
+    print("\nTargets standardised with training statistics (RMSE in units of the training "
+          "standard deviation).\n")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("parts", nargs="*", default=["table7", "synthetic", "krr"])
+    parser.add_argument("--n", type=int, default=500_000)
+    args = parser.parse_args()
+    print(f"hkern {hkern.__version__}; threads: OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS')}; {time.strftime('%Y-%m-%d %H:%M')}\n")
+    if "table7" in args.parts:
+        table7()
+    if "synthetic" in args.parts:
+        synthetic(args.n)
+    if "krr" in args.parts:
+        krr()
+
+
+if __name__ == "__main__":
+    main()

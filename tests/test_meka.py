@@ -1,0 +1,524 @@
+"""MEKA (hkern.meka, hkern.fit_meka) against dense references built from the definitions
+(spec: shared/spec/meka.md, sections 2-4 and 7).
+
+References (numpy, small n): the dense kernel from tests/references.py, the Nystrom basis
+W^(s) = K(X_s, Z_s) U Lambda^{-1/2} from numpy.linalg.eigh, the exact block least squares
+pinv(W^(s)) G^(s,t) pinv(W^(t))^T, and dense solves of (G~ + lam I) alpha = y.
+"""
+import numpy as np
+import pytest
+from references import dense_kernel
+
+import hkern
+from hkern import _linalg
+from hkern.meka import api as meka_api
+
+SIGMA = 1.0
+
+
+def blobs(n=600, d=3, centres=4, spread=0.6, seed=0):
+    """Points around well-separated centres (the regime MEKA is built for)."""
+    rng = np.random.default_rng(seed)
+    C = rng.normal(scale=4.0, size=(centres, d))
+    return C[rng.integers(centres, size=n)] + spread * rng.normal(size=(n, d))
+
+
+def dense_from_parts(G):
+    """P W L W^T P^T assembled from the stored blocks, with numpy only."""
+    n, K = G.n_samples, G.L_.shape[0]
+    W = np.zeros((n, K))
+    for s in range(G.n_clusters_):
+        rows = np.flatnonzero(G.labels_ == s)
+        W[rows, G._k_starts[s]:G._k_starts[s + 1]] = G.basis(s)
+    return W @ G.L_ @ W.T, W
+
+
+def cluster_rows(G, s):
+    return np.flatnonzero(G.labels_ == s)
+
+
+def kslice(G, s):
+    return slice(G._k_starts[s], G._k_starts[s + 1])
+
+
+# ------------------------------------------------------------------ the shim's QR
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (100, 40), (5, 5), (3, 1), (600, 64)])
+def test_linalg_qr_matches_definition(shape):
+    A = np.random.default_rng(0).normal(size=shape)
+    Q, R = _linalg.qr(A)
+    n = shape[1]
+    assert np.abs(Q @ R - A).max() <= 1e-13 * np.abs(A).max() * max(shape)
+    assert np.abs(Q.T @ Q - np.eye(n)).max() <= 1e-13
+    assert np.all(np.tril(R, -1) == 0.0)
+    # Same factorisation as numpy up to the signs of R's diagonal.
+    _, Rn = np.linalg.qr(A)
+    assert np.allclose(np.abs(np.diag(R)), np.abs(np.diag(Rn)), rtol=1e-12)
+
+
+def test_linalg_qr_rejects_wide():
+    with pytest.raises(ValueError, match="rows >= columns"):
+        _linalg.qr(np.ones((2, 3)))
+
+
+# ------------------------------------------------------------------ structure vs definition
+
+
+def test_dense_equals_W_L_Wt_and_bases_follow_definition():
+    X = blobs()
+    G = hkern.meka(X, rank=12, n_clusters=4, sigma=SIGMA, seed=0)
+    D = G.to_dense()
+    ref, _ = dense_from_parts(G)
+    assert np.abs(D - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert np.array_equal(D, D.T) or np.abs(D - D.T).max() <= 1e-14
+    for s in range(G.n_clusters_):
+        Z = G.landmarks(s)
+        w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
+        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
+        W_ref = dense_kernel(X[cluster_rows(G, s)], Z, SIGMA) @ U / np.sqrt(w)
+        # eigenvectors are defined up to sign: compare column by column
+        Ws = G.basis(s)
+        signs = np.sign(np.sum(Ws * W_ref, axis=0))
+        assert np.abs(Ws - W_ref * signs).max() <= 1e-10 * np.abs(W_ref).max()
+        assert np.array_equal(G.L_[kslice(G, s), kslice(G, s)], np.eye(G.ranks_[s]))
+        assert G.landmarks(s).shape[0] == min(2 * G.ranks_[s], G.sizes_[s])
+    assert np.array_equal(G.L_, G.L_.T)
+
+
+def test_links_with_all_entries_equal_exact_least_squares():
+    X = blobs(n=300, d=2, centres=3)
+    G = hkern.meka(X, rank=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6)
+    K = dense_kernel(X, X, SIGMA)
+    for s in range(3):
+        for t in range(s + 1, 3):
+            Ws, Wt = G.basis(s), G.basis(t)
+            ref = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, s), cluster_rows(G, t))] \
+                @ np.linalg.pinv(Wt).T
+            got = G.L_[kslice(G, s), kslice(G, t)]
+            # condition numbers of the bases are ~5 here, so round-off is ~1e-15 relative and
+            # the default cutoff link_rcond = 1e-2 truncates nothing
+            assert np.linalg.cond(Ws) < 100 and np.linalg.cond(Wt) < 100
+            assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
+    """L^(s,t) = A^+ G^ (B^+)^T with G^ = K(X[v_s], X[v_t]), A = W^(s)[v_s], B = W^(t)[v_t]
+    for the rows v_s, v_t actually sampled ((1 + rho) k of each cluster, fewer than n_s)."""
+    seen = {}
+    original = meka_api._link_samples
+
+    def recording(starts, ranks, pairs, oversample, rng):
+        samples, offsets = original(starts, ranks, pairs, oversample, rng)
+        seen.update(starts=starts, pairs=pairs, samples=samples, offsets=offsets)
+        return samples, offsets
+
+    monkeypatch.setattr(meka_api, "_link_samples", recording)
+    X = blobs(n=800, d=3)
+    rank, rho = 5, 1.0
+    G = hkern.meka(X, rank=rank, n_clusters=4, sigma=SIGMA, seed=3, oversample=rho)
+    Xs = X[G._perm]
+    assert len(seen["pairs"]) == 6
+    for (s, t), (o, a, b) in zip(seen["pairs"], seen["offsets"], strict=True):
+        assert a == b == 2 * rank and a < G.sizes_[s] and b < G.sizes_[t]
+        vs, vt = seen["samples"][o:o + a], seen["samples"][o + a:o + a + b]
+        assert np.all((vs >= G._starts[s]) & (vs < G._starts[s + 1]))
+        assert len(np.unique(vs)) == a and len(np.unique(vt)) == b
+        A = G.basis(s)[vs - G._starts[s]]
+        B = G.basis(t)[vt - G._starts[t]]
+        Gh = dense_kernel(Xs[vs], Xs[vt], SIGMA)
+        ref = np.linalg.pinv(A) @ Gh @ np.linalg.pinv(B).T
+        got = G.L_[kslice(G, s), kslice(G, t)]
+        assert np.linalg.cond(A) < 50 and np.linalg.cond(B) < 50   # no truncation at 1e-2
+        assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+        # normal equations of min ||G^ - A L B^T||_F
+        assert np.abs(A.T @ (A @ got @ B.T - Gh) @ B).max() <= 1e-10 * np.abs(Gh).max()
+
+
+def test_matvec_equals_dense():
+    X = blobs()
+    G = hkern.meka(X, rank=10, n_clusters=5, sigma=SIGMA, seed=0)
+    D = G.to_dense()
+    V = np.random.default_rng(0).normal(size=(X.shape[0], 3))
+    assert np.abs(G.matvec(V) - D @ V).max() <= 1e-12 * np.abs(D @ V).max()
+    v = V[:, 0]
+    assert G.matvec(v).shape == v.shape
+    assert np.abs(G.matvec(v) - D @ v).max() <= 1e-12 * np.abs(D @ v).max()
+
+
+def test_rel_error_equals_dense_frobenius_ratio():
+    X = blobs()
+    G = hkern.meka(X, rank=10, n_clusters=4, sigma=SIGMA, seed=0)
+    K = dense_kernel(X, X, SIGMA)
+    exact = np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K)
+    assert abs(G.rel_error() - exact) <= 1e-10 * exact
+    # row-sampled: the same ratio on the sampled rows
+    rows = np.sort(np.random.default_rng(7).choice(X.shape[0], 100, replace=False))
+    sub = np.linalg.norm((K - G.to_dense())[rows]) / np.linalg.norm(K[rows])
+    assert abs(G.rel_error(n_rows=100, seed=7) - sub) <= 1e-10 * sub
+
+
+def test_eigh_equals_dense_spectrum():
+    X = blobs(n=400)
+    G = hkern.meka(X, rank=8, n_clusters=4, sigma=SIGMA, seed=0)
+    D = G.to_dense()
+    w_ref = np.linalg.eigvalsh(D)[::-1]
+    w, V = G.eigh(10)
+    assert np.abs(w - w_ref[:10]).max() <= 1e-10 * w_ref[0]
+    assert np.abs(D @ V - V * w).max() <= 1e-10 * w_ref[0]
+    assert np.abs(V.T @ V - np.eye(10)).max() <= 1e-12
+    w_all, _ = G.eigh()
+    assert len(w_all) == G.L_.shape[0]
+
+
+def test_psd_fix_gives_psd_matrix_close_to_the_original():
+    # small oversampling at a large bandwidth makes the sampled links indefinite
+    X = blobs(n=600, d=3, spread=1.5)
+    G = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
+    w_raw = np.linalg.eigvalsh(G.to_dense())
+    assert w_raw[0] < -1e-6 * w_raw[-1], "test set-up: the raw approximation should be indefinite"
+    P = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2, psd=True)
+    D = P.to_dense()
+    w = np.linalg.eigvalsh(D)
+    assert w[0] >= -1e-10 * np.linalg.norm(D, 2)
+    assert P.psd and np.abs(P.basis(0).T @ P.basis(0) - np.eye(P.ranks_[0])).max() < 1e-12
+    # The clip removes exactly the negative part of the spectrum (Q is orthonormal).
+    neg = np.sqrt(np.sum(w_raw[w_raw < 0] ** 2))
+    assert abs(np.linalg.norm(D - G.to_dense()) - neg) <= 1e-8 * np.linalg.norm(D)
+
+
+# ------------------------------------------------------------------ options
+
+
+def test_threshold_fraction_and_absolute():
+    X = blobs(n=600, centres=5)
+    c = 5
+    G = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=0.3)
+    P = c * (c - 1) // 2
+    assert len(G.zeroed_pairs_) == int(np.ceil(0.3 * P))
+    Dmu = dense_kernel(G.centroids_, G.centroids_, SIGMA)
+    iu = np.triu_indices(c, 1)
+    smallest = np.sort(Dmu[iu])[:len(G.zeroed_pairs_)]
+    assert np.allclose(np.sort(Dmu[G.zeroed_pairs_[:, 0], G.zeroed_pairs_[:, 1]]), smallest)
+    for s, t in G.zeroed_pairs_:
+        assert np.all(G.L_[kslice(G, s), kslice(G, t)] == 0.0)
+        assert np.all(G.L_[kslice(G, t), kslice(G, s)] == 0.0)
+    assert G.n_stored == G._W.size + G.L_.size - sum(
+        2 * G.ranks_[s] * G.ranks_[t] for s, t in G.zeroed_pairs_)
+    eps = float(np.median(Dmu[iu]))
+    A = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=eps,
+                   threshold_kind="absolute")
+    Da = dense_kernel(A.centroids_, A.centroids_, SIGMA)
+    expected = {(s, t) for s, t in zip(*iu, strict=True) if Da[s, t] <= eps}
+    assert {tuple(p) for p in A.zeroed_pairs_} == expected
+    # threshold=1 as a fraction zeroes every link: block-diagonal (low-rank BKA)
+    B = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=1.0)
+    assert np.array_equal(B.L_, np.eye(B.L_.shape[0]))
+
+
+@pytest.mark.parametrize("policy", ["uniform", "proportional", "spectral"])
+def test_rank_policies(policy):
+    X = blobs(n=900, centres=3)
+    rng = np.random.default_rng(0)
+    X = np.vstack([X, rng.normal(size=(100, 3)) * 0.3 + 20.0])     # one small cluster
+    G = hkern.meka(X, rank=10, n_clusters=4, sigma=SIGMA, seed=0, rank_policy=policy)
+    k = G.ranks_
+    assert np.all(k >= 1)
+    if policy == "uniform":
+        assert np.all(k == 10)
+    elif policy == "proportional":
+        assert k.sum() == 40
+        big, small = np.argmax(G.sizes_), np.argmin(G.sizes_)
+        assert k[big] > k[small]
+    else:
+        # the global top 40 of the pooled landmark-block eigenvalues decide each k_s
+        pooled = []
+        for s in range(G.n_clusters_):
+            Z = G.landmarks(s)
+            pooled += [(w, s) for w in np.linalg.eigvalsh(dense_kernel(Z, Z, SIGMA))]
+        top = sorted(pooled, key=lambda p: -p[0])[:40]
+        counts = np.maximum(np.bincount([s for _, s in top], minlength=G.n_clusters_), 1)
+        assert np.array_equal(k, np.minimum(counts, [G.landmarks(s).shape[0]
+                                                     for s in range(G.n_clusters_)]))
+    ref, _ = dense_from_parts(G)
+    assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_landmarks_per_cluster_caps_rank():
+    X = blobs(n=400)
+    G = hkern.meka(X, rank=20, n_clusters=2, sigma=SIGMA, seed=0, landmarks_per_cluster=8)
+    assert np.all(G.ranks_ <= 8)
+    assert all(G.landmarks(s).shape[0] == 8 for s in range(G.n_clusters_))
+
+
+def test_same_seed_same_result_and_thread_count_invariance():
+    X = blobs(n=700)
+    a = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=1)
+    b = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=2)
+    c = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=np.random.default_rng(4),
+                   n_jobs=1)
+    for other in (b, c):
+        assert np.array_equal(a._W, other._W)
+        assert np.array_equal(a.L_, other.L_)
+        assert np.array_equal(a.labels_, other.labels_)
+    v = np.arange(700, dtype=float)
+    b.n_jobs = 1
+    assert np.array_equal(a.matvec(v), hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4,
+                                                  n_jobs=2).matvec(v))
+
+
+def test_data_far_from_origin_give_the_same_approximation():
+    X = blobs(n=400)
+    a = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
+    b = hkern.meka(X + 1e4, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
+    assert np.array_equal(a.labels_, b.labels_)
+    Da, Db = a.to_dense(), b.to_dense()
+    assert np.abs(Da - Db).max() <= 1e-6
+    y = np.sin(X[:, 0])
+    ma = hkern.fit_meka(X, y, rank=8, n_clusters=3, lam=1e-2, seed=0)
+    mb = hkern.fit_meka(X + 1e4, y, rank=8, n_clusters=3, lam=1e-2, seed=0)
+    assert np.abs(ma.predict(X[:50]) - mb.predict(X[:50] + 1e4)).max() <= 1e-5
+
+
+# ------------------------------------------------------------------ kernel ridge regression
+
+
+def test_krr_direct_equals_dense_solve_and_predictions_match_on_training_points():
+    X = blobs(n=500)
+    y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
+    lam = 1e-2
+    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=lam, sigma=SIGMA, seed=0,
+                           psd=True)
+    D = model.approximation_.to_dense()
+    A = D + lam * np.eye(len(y))
+    alpha_ref = np.linalg.solve(A, y)
+    assert np.linalg.cond(A) < 1e4
+    alpha = model.dual_coef_.ravel()
+    assert np.abs(alpha - alpha_ref).max() <= 1e-10 * np.abs(alpha_ref).max()
+    pred_ref = D @ alpha_ref
+    assert np.abs(model.predict(X) - pred_ref).max() <= 1e-10 * np.abs(pred_ref).max()
+
+
+def test_krr_direct_handles_indefinite_and_singular_L():
+    """The L^-1-free Woodbury form works with zeroed link blocks and an indefinite G~."""
+    X = blobs(n=500)
+    y = np.cos(X[:, 1])
+    lam = 0.5
+    model = hkern.fit_meka(X, y, rank=10, n_clusters=5, lam=lam, sigma=2.0, seed=0,
+                           oversample=0.2, threshold=0.4)
+    D = model.approximation_.to_dense()
+    A = D + lam * np.eye(len(y))
+    alpha_ref = np.linalg.solve(A, y)
+    assert np.abs(model.dual_coef_.ravel() - alpha_ref).max() <= \
+        1e-10 * np.linalg.cond(A) * np.abs(alpha_ref).max()
+    assert np.linalg.cond(A) < 1e4
+
+
+def test_krr_cg_matches_direct():
+    X = blobs(n=500)
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
+    kw = {"rank": 10, "n_clusters": 4, "lam": 1e-2, "sigma": SIGMA, "seed": 0, "psd": True}
+    direct = hkern.fit_meka(X, Y, **kw)
+    cg = hkern.fit_meka(X, Y, solver="cg", tol=1e-12, maxiter=2000, **kw)
+    assert cg.n_iter_ is not None and cg.n_iter_ > 1
+    scale = np.abs(direct.dual_coef_).max()
+    assert np.abs(cg.dual_coef_ - direct.dual_coef_).max() <= 1e-8 * scale
+
+
+def test_cg_rejects_indefinite_system():
+    X = blobs(n=600, d=3, spread=1.5)
+    G = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
+    lam_small = 1e-8
+    assert np.linalg.eigvalsh(G.to_dense())[0] < -1e3 * lam_small
+    with pytest.raises(np.linalg.LinAlgError, match="psd=True"):
+        hkern.fit_meka(X, np.ones(600), rank=15, n_clusters=6, sigma=2.0, seed=2,
+                       oversample=0.2, lam=lam_small, solver="cg")
+
+
+def test_out_of_sample_features_equal_training_rows():
+    X = blobs(n=400)
+    G = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
+    labels, blocks = G.features(X)
+    assert np.array_equal(labels, G.labels_)
+    for s, (sel, Wx) in enumerate(blocks):
+        assert np.array_equal(sel, cluster_rows(G, s))
+        assert np.abs(Wx - G.basis(s)).max() <= 1e-12 * np.abs(G.basis(s)).max()
+
+
+def test_prediction_on_new_points_uses_nearest_centroid_features():
+    X = blobs(n=500)
+    y = np.sin(X[:, 0])
+    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=1e-2, seed=0)
+    G = model.approximation_
+    Xt = blobs(n=60, seed=9)
+    labels = np.argmin(((Xt[:, None, :] - G.centroids_[None]) ** 2).sum(-1), axis=1)
+    beta = G.L_ @ np.vstack([G.basis(s).T @ model.dual_coef_[cluster_rows(G, s)]
+                             for s in range(G.n_clusters_)])
+    ref = np.zeros(len(Xt))
+    for s in range(G.n_clusters_):
+        sel = labels == s
+        Z = G.landmarks(s)
+        w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
+        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
+        Fs = U / np.sqrt(w)
+        Ws = G.basis(s)
+        Fs = Fs * np.sign(np.sum(Ws * (dense_kernel(X[cluster_rows(G, s)], Z, SIGMA) @ Fs),
+                                 axis=0))
+        ref[sel] = dense_kernel(Xt[sel], Z, SIGMA) @ Fs @ beta[kslice(G, s)].ravel()
+    assert np.abs(model.predict(Xt) - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+def test_multi_output_equals_separate_fits_and_classification():
+    X = blobs(n=500)
+    Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])])
+    kw = {"rank": 8, "n_clusters": 4, "lam": 1e-2, "seed": 0}
+    both = hkern.fit_meka(X, Y, **kw)
+    for j in range(2):
+        one = hkern.fit_meka(X, Y[:, j], **kw)
+        assert np.abs(both.predict(X)[:, j] - one.predict(X)).max() <= 1e-12 * \
+            np.abs(one.predict(X)).max()
+    labels = np.where(X[:, 0] > np.median(X[:, 0]), "a", "b")
+    clf = hkern.fit_meka(X, labels, task="classification", **kw)
+    assert list(clf.classes_) == ["a", "b"]
+    assert np.mean(clf.predict(X) == labels) > 0.95
+    assert clf.nbytes > 0 and "MekaKRR" in repr(clf)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"rank": 5, "n_clusters": 101}, "n_clusters"),
+    ({"rank": 0, "n_clusters": 2}, "rank"),
+    ({"rank": -3, "n_clusters": 2}, "rank"),
+    ({"rank": 2.5, "n_clusters": 2}, "rank"),
+    ({"rank": 5, "n_clusters": 0}, "n_clusters"),
+    ({"rank": 5, "n_clusters": 2, "threshold": 1.5}, "threshold"),
+    ({"rank": 5, "n_clusters": 2, "threshold": -0.1}, "threshold"),
+    ({"rank": 5, "n_clusters": 2, "threshold_kind": "relative"}, "threshold_kind"),
+    ({"rank": 5, "n_clusters": 2, "rank_policy": "greedy"}, "rank_policy"),
+    ({"rank": 5, "n_clusters": 2, "oversample": -1}, "oversample"),
+    ({"rank": 5, "n_clusters": 2, "landmarks_per_cluster": 0}, "landmarks_per_cluster"),
+    ({"rank": 5, "n_clusters": 8, "kmeans_sample": 5}, "kmeans_sample"),
+    ({"rank": 5, "n_clusters": 2, "sigma": 0.0}, "sigma"),
+    ({"rank": 5, "n_clusters": 2, "kernel": "cosine"}, "kernel"),
+    ({"rank": 5, "n_clusters": 2, "psd": "yes"}, "psd"),
+    ({"rank": 5, "n_clusters": 2, "seed": -1}, "seed"),
+    ({"rank": 5, "n_clusters": 2, "link_rcond": 0.0}, "link_rcond"),
+    ({"rank": 5, "n_clusters": 2, "link_rcond": 1.0}, "link_rcond"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, match):
+    X = blobs(n=100)
+    with pytest.raises(ValueError, match=match):
+        hkern.meka(X, **kwargs)
+
+
+def test_bad_fit_arguments():
+    X = blobs(n=100)
+    y = np.ones(100)
+    with pytest.raises(ValueError, match="solver"):
+        hkern.fit_meka(X, y, rank=5, n_clusters=2, solver="lu")
+    with pytest.raises(ValueError, match="lam"):
+        hkern.fit_meka(X, y, rank=5, n_clusters=2, lam=0.0)
+    with pytest.raises(ValueError, match="y has 99 rows"):
+        hkern.fit_meka(X, y[:99], rank=5, n_clusters=2)
+    with pytest.raises(ValueError, match="NaN"):
+        hkern.meka(np.where(X == X[3, 1], np.nan, X), rank=5, n_clusters=2)
+    model = hkern.fit_meka(X, y, rank=5, n_clusters=2, seed=0)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.ones((3, 5)))
+    G = model.approximation_
+    with pytest.raises(ValueError, match="shape"):
+        G.matvec(np.ones(99))
+    with pytest.raises(ValueError, match="k must be"):
+        G.eigh(G.L_.shape[0] + 1)
+
+
+def test_empty_and_duplicate_clusters_are_handled():
+    # two distinct points: at most two clusters can be non-empty
+    X = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 50, axis=0)
+    G = hkern.meka(X, rank=2, n_clusters=4, seed=0)
+    assert G.n_clusters_ == 2
+    assert np.abs(G.to_dense() - dense_kernel(X, X, SIGMA)).max() <= 1e-12
+    # an empty cluster after the assignment of all points is dropped and labels renumbered
+    centroids = np.array([[0.0, 0.0], [100.0, 100.0], [3.0, 0.0]])
+    labels = np.array([0, 2, 2, 0])
+    kept, relabelled = meka_api._drop_empty(centroids, labels)
+    assert np.array_equal(kept, centroids[[0, 2]])
+    assert np.array_equal(relabelled, [0, 1, 1, 0])
+
+
+def test_single_cluster_is_plain_nystrom():
+    X = blobs(n=300)
+    G = hkern.meka(X, rank=20, n_clusters=1, sigma=SIGMA, seed=0)
+    Z = G.landmarks(0)
+    C = dense_kernel(X, Z, SIGMA)
+    w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
+    w, U = w[::-1][:20], U[:, ::-1][:, :20]
+    ref = C @ U @ np.diag(1 / w) @ U.T @ C.T
+    assert np.abs(G.to_dense() - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+def test_to_dense_refuses_large_n(monkeypatch):
+    X = blobs(n=200)
+    G = hkern.meka(X, rank=4, n_clusters=2, seed=0)
+    monkeypatch.setattr(meka_api, "DENSE_LIMIT", 100)
+    with pytest.raises(ValueError, match="exceeds 100"):
+        G.to_dense()
+
+
+def test_link_rcond_truncates_like_pinv():
+    X = blobs(n=300, d=2, centres=3)
+    rc = 0.3
+    G = hkern.meka(X, rank=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6, link_rcond=rc)
+    K = dense_kernel(X, X, SIGMA)
+    Ws, Wt = G.basis(0), G.basis(1)
+    sv = np.linalg.svd(Ws, compute_uv=False)
+    assert np.any(sv <= rc * sv[0]), "test set-up: the cutoff must remove a direction"
+    ref = np.linalg.pinv(Ws, rtol=rc) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
+        @ np.linalg.pinv(Wt, rtol=rc).T
+    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - ref).max() <= 1e-10 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("module", ["hkern.meka.api", "hkern.meka.krr"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_exact_links_with_identity_diagonal_can_be_indefinite():
+    """Spec 3a says G~ would be PSD if every off-diagonal entry were used.  That needs the
+    diagonal blocks refitted too (L = W^+ G W^+T, a congruence of G); with L^(s,s) = I (the
+    Nystrom diagonal blocks, as the paper and the code do) it is not: psd=True is still
+    needed.  Whole blocks here (oversample 1e6), sigma = 1."""
+    X = np.random.default_rng(0).normal(size=(1500, 3))
+    G = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6)
+    w = np.linalg.eigvalsh(G.to_dense())
+    assert w[0] < -1e-3 * w[-1]
+    P = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6, psd=True)
+    assert np.linalg.eigvalsh(P.to_dense())[0] >= -1e-10 * w[-1]
+
+
+@pytest.mark.parametrize("kernel", ["laplace", "matern32", "imq"])
+def test_other_kernels_follow_the_definition(kernel):
+    X = blobs(n=300)
+    G = hkern.meka(X, rank=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
+    ref, _W = dense_from_parts(G)
+    assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
+    K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)
+    for s in range(G.n_clusters_):
+        Z = G.landmarks(s)
+        w, U = np.linalg.eigh(hkern.kernel_matrix(Z, kernel=kernel, sigma=1.5))
+        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
+        W_ref = hkern.kernel_matrix(X[cluster_rows(G, s)], Z, kernel=kernel, sigma=1.5) @ U \
+            / np.sqrt(w)
+        signs = np.sign(np.sum(G.basis(s) * W_ref, axis=0))
+        assert np.abs(G.basis(s) - W_ref * signs).max() <= 1e-9 * np.abs(W_ref).max()
+    Ws, Wt = G.basis(0), G.basis(1)
+    link = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
+        @ np.linalg.pinv(Wt).T
+    assert np.linalg.cond(Ws) < 50 and np.linalg.cond(Wt) < 50
+    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - link).max() <= 1e-10 * np.abs(link).max()
