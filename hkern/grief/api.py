@@ -20,7 +20,7 @@ from .._validation import (
 )
 from ._basis import GriefBasis, make_grids
 from ._init import BOUNDS, fit_exact_ard
-from ._lml import svd_lml, svd_transform
+from ._lml import plain_lml, svd_lml, svd_transform
 from ._mala import lognormal_params, mala
 from ._type2 import type2_lml
 
@@ -160,7 +160,7 @@ def _check_grid_size(grid_size, d):
 
 def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
               lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
-              init_subset=1000, n_iter=10_000, burn_in=1000, thin=50, n_jobs=None):
+              optimize_subset=None, init_subset=1000, n_iter=10_000, burn_in=1000, thin=50, n_jobs=None):
     """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
@@ -198,6 +198,11 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         Type II only: False keeps the initial hyperparameters.
     maxiter : int, default=200
         L-BFGS-B iterations (type II).
+    optimize_subset : int or None, default=None
+        Type II only: run the L-BFGS-B search on this many random training points (when n is
+        larger), then build the final model on all points at the hyperparameters found.  Each
+        search step then costs O(optimize_subset p^2) instead of O(n p^2).  None (the paper's
+        method) searches on all points.
     init_subset : int, default=1000
     n_iter, burn_in, thin : int
         MALA schedule (type I); the step size adapts during burn-in towards 57.4% acceptance.
@@ -241,6 +246,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     inference = check_choice(inference, "inference", ("type2", "type1"))
     maxiter = check_int(maxiter, "maxiter", low=0)
     init_subset = check_int(init_subset, "init_subset", low=2)
+    if optimize_subset is not None:
+        optimize_subset = check_int(optimize_subset, "optimize_subset", low=2)
     n_iter = check_int(n_iter, "n_iter", low=1)
     burn_in = check_int(burn_in, "burn_in", low=0, high=n_iter - 1,
                         hint="burn_in must leave some iterations to keep")
@@ -281,7 +288,12 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
                  "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_mean": x_mean[active], "_x_std": x_std[active],
                  "_y_mean": y_mean, "_y_std": y_std}
     if inference == "type2":
-        theta = _optimise_type2(theta0, Xs, ys, grids, p, optimize, maxiter, n_threads)
+        if optimize_subset is not None and optimize_subset < n:
+            sub = np.sort(rng.choice(n, size=optimize_subset, replace=False))
+            theta = _optimise_type2(theta0, Xs[sub], ys[sub], grids, p, optimize, maxiter,
+                                    n_threads)
+        else:
+            theta = _optimise_type2(theta0, Xs, ys, grids, p, optimize, maxiter, n_threads)
         lml, _, basis, L, beta = type2_lml(theta, Xs, ys, grids, p, grad=False,
                                            n_threads=n_threads)
         state.update(_basis=basis, _L=L, _beta=beta, _noise_s=float(np.exp(theta[d + 1])),
@@ -305,6 +317,7 @@ def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads):
     n, d = X.shape
     bounds = [BOUNDS["log_ls"]] * d + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
     theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
+    theta0 = _refit_amplitudes(theta0, X, y, grids, p, bounds[d:], n_threads)
     best = {"f": np.inf, "x": theta0}
 
     def neg(theta):
@@ -317,6 +330,28 @@ def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads):
              options={"maxiter": maxiter})
     # The LML is piecewise smooth (the index set is discrete): keep the best point seen.
     return best["x"]
+
+
+def _refit_amplitudes(theta, X, y, grids, p, bounds, n_threads):
+    """Re-fit s2 and the noise at the initial lengthscales before the full search.
+
+    The exact-GP initial noise is often far too small for the rank-p kernel (the residual the
+    basis cannot represent must be explained as noise); starting the full search there let it
+    slide into the "everything is noise" optimum on yacht.  With the lengthscales fixed, Phi is
+    fixed, so this 2-parameter search costs O(p^3) per step after one O(n p^2) Gram matrix.
+    """
+    n, d = X.shape
+    basis = GriefBasis(grids, np.exp(theta[:d]), p)
+    A, r = basis.gram(X, y, n_threads)
+    yy = float(y @ y)
+
+    def neg(t):
+        s2, noise = np.exp(t)
+        lml, dw, dnoise, _, _ = plain_lml(yy, r, A, n, np.full(basis.p, s2), noise)
+        return -lml / n, -np.array([s2 * dw.sum(), noise * dnoise]) / n
+
+    res = minimize(neg, theta[d:], jac=True, method="L-BFGS-B", bounds=bounds)
+    return np.concatenate([theta[:d], res.x])
 
 
 def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, n_threads):
