@@ -143,6 +143,7 @@ def basis(int kind, const double[:, ::1] X, const double[::1] grid, const Py_ssi
     cdef double* logf
     cdef double* kx
     cdef signed char* sgn
+    cdef int[::1] failed = np.zeros(1, dtype=np.intc)     # shared flag (array, not a private)
     for i in range(d):
         mmax = max(mmax, goff[i + 1] - goff[i])
     if n == 0:
@@ -150,10 +151,14 @@ def basis(int kind, const double[:, ::1] X, const double[::1] grid, const Py_ssi
     with nogil, parallel(num_threads=n_threads):
         buf = <double*> malloc((2 * total + mmax) * sizeof(double))
         sgn = <signed char*> malloc(total * sizeof(signed char))
+        if buf == NULL or sgn == NULL:
+            failed[0] = 1
         f = buf
         logf = buf + total
         kx = buf + 2 * total
         for r in prange(n, schedule="static"):
+            if buf == NULL or sgn == NULL:
+                continue
             _features(kind, &X[r, 0], d, &grid[0], &goff[0], &M[0], &moff[0], &ls[0], kx, f)
             _logs(total, f, logf, sgn)
             for k in range(p):
@@ -165,6 +170,8 @@ def basis(int kind, const double[:, ::1] X, const double[::1] grid, const Py_ssi
                 out[r, k] = s * exp(acc) if s != 0 else 0.0
         free(buf)
         free(sgn)
+    if failed[0]:
+        raise MemoryError("GRIEF basis: could not allocate per-thread scratch")
 
 
 def lengthscale_grad(int kind, const double[:, ::1] X, const double[::1] grid,
@@ -190,6 +197,7 @@ def lengthscale_grad(int kind, const double[:, ::1] X, const double[::1] grid,
     cdef double* kx
     cdef double* dkx
     cdef signed char* sgn
+    cdef int[::1] failed = np.zeros(1, dtype=np.intc)
     for i in range(d):
         mmax = max(mmax, goff[i + 1] - goff[i])
     if n == 0:
@@ -197,12 +205,16 @@ def lengthscale_grad(int kind, const double[:, ::1] X, const double[::1] grid,
     with nogil, parallel(num_threads=n_threads):
         buf = <double*> malloc((3 * total + 2 * mmax) * sizeof(double))
         sgn = <signed char*> malloc(total * sizeof(signed char))
+        if buf == NULL or sgn == NULL:
+            failed[0] = 1
         f = buf
         df = buf + total
         logf = buf + 2 * total
         kx = buf + 3 * total
         dkx = kx + mmax
         for r in prange(n, schedule="static"):
+            if buf == NULL or sgn == NULL:
+                continue
             _features(kind, &X[r, 0], d, &grid[0], &goff[0], &M[0], &moff[0], &ls[0], kx, f)
             _dfeatures(kind, &X[r, 0], d, &grid[0], &goff[0], &M[0], &dM[0], &moff[0], &ls[0],
                        kx, dkx, df)
@@ -228,3 +240,5 @@ def lengthscale_grad(int kind, const double[:, ::1] X, const double[::1] grid,
                             out[r, i] += g * s * exp(acc) * df[cols[k, i]]
         free(buf)
         free(sgn)
+    if failed[0]:
+        raise MemoryError("GRIEF gradient: could not allocate per-thread scratch")
