@@ -79,8 +79,8 @@ def nystrom(args):
     tr = np.setdiff1d(np.arange(len(ys)), val)
     for r in args.ranks:
         scores = {}
-        for sigma in (0.75, 1.0, 1.5, 2.0):
-            for lam in (1e-4, 1e-3, 1e-2):
+        for sigma in (1.0, 1.5, 2.0):
+            for lam in (1e-3, 1e-2):
                 m = hkern.fit_nystrom(Xs[tr], ys[tr], r=r, sigma=sigma, lam=lam, seed=0,
                                       n_jobs=args.n_jobs)
                 scores[sigma, lam] = rmse(m.predict(Xs[val]), ys[val])
