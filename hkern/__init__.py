@@ -6,6 +6,7 @@ Public functions (numpydoc docstrings on each):
 * hierarchical kernels: :func:`fit_hierarchical`, and the block-diagonal :func:`fit_independent`
 * baselines: :func:`fit_exact`, :func:`fit_nystrom`, :func:`fit_rff`
 * MEKA block low-rank approximation: :func:`meka`, :func:`fit_meka`
+* Gaussian processes: :func:`fit_grief` (GP-GRIEF, grid-structured eigenfunctions)
 * column selection: :func:`oasis`, :func:`select_columns` (oASIS, greedy and randomly pivoted
   Cholesky, uniform)
 * SLKL: :func:`fit_slkl` (learned sparse combination of rank-1 Nystrom kernels) and its
@@ -14,6 +15,7 @@ Public functions (numpydoc docstrings on each):
 """
 from . import datasets
 from .baselines import fit_exact, fit_nystrom, fit_rff
+from .grief import fit_grief
 from .hierarchical import fit_hierarchical, fit_independent
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .meka import fit_meka, meka
@@ -24,4 +26,4 @@ __version__ = "0.1.0"
 
 __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", "fit_independent",
            "fit_exact", "fit_nystrom", "fit_rff", "meka", "fit_meka", "oasis", "select_columns",
-           "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets", "__version__"]
+           "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets", "__version__"]

@@ -26,3 +26,21 @@ def slkl_G(C, mu, active, lam):
     """G = (D^{-1} + C_A^T C_A / lam)^{-1} by direct inversion, in the order of `active`."""
     CA = C[:, active]
     return np.linalg.inv(np.diag(1.0 / mu[active]) + CA.T @ CA / lam)
+
+
+def grief_dense_phi(X, grids, lengthscales, p, jitter=1e-12):
+    """GRIEF basis Phi = K_XU Q S_p' Lambda_p^(-1/2) built naively (tiny d and mbar only).
+
+    U is the full Cartesian grid (dimension 1 slowest), K_UU the Kronecker product of the jittered
+    1-D SE matrices, and Q, Lambda its dense eigendecomposition; the p largest eigenvalues are
+    taken by a full sort.  Returns (Phi, eigenvalues (p,), positions in the dense spectrum).
+    """
+    import itertools
+    U = np.array(list(itertools.product(*grids)))
+    K_UU = np.ones((1, 1))
+    for g, ls in zip(grids, lengthscales):
+        K_UU = np.kron(K_UU, dense_kernel(g[:, None], g[:, None], ls) + jitter * np.eye(g.size))
+    lam, Q = np.linalg.eigh(K_UU)
+    order = np.argsort(-lam, kind="stable")[:p]
+    K_XU = dense_kernel(X / lengthscales, U / lengthscales, 1.0)
+    return K_XU @ Q[:, order] / np.sqrt(lam[order]), lam[order], order

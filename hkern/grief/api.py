@@ -1,0 +1,381 @@
+"""Python face of GP-GRIEF: validation, standardisation, type-II / type-I fits, prediction."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .. import _linalg
+from .._threads import resolve_n_jobs
+from .._validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_n_features,
+    check_positive,
+    check_seed,
+    check_targets,
+)
+from ._basis import GriefBasis, make_grids
+from ._init import BOUNDS, fit_exact_ard
+from ._lml import plain_lml, svd_lml, svd_transform
+from ._mala import lognormal_params, mala
+from ._type2 import type2_lml
+
+__all__ = ["GriefGP", "fit_grief"]
+
+KERNELS = ("gaussian", "rbf")
+
+
+class GriefGP:
+    """A fitted GP-GRIEF model (returned by :func:`fit_grief`).
+
+    Attributes
+    ----------
+    inference : {"type2", "type1"}
+    lengthscales_ : (d,) ndarray
+        SE-ARD lengthscales in the original units of X (``inf`` for ignored constant columns).
+    signal_variance_, noise_ : float
+        Kernel amplitude s2 and noise variance, in the original units of y (type I: noise_ is
+        the posterior mean of the sampled noise).
+    active_features_ : ndarray of int
+        Columns of X the model uses (constant training columns are ignored).
+    p_ : int
+        Number of basis functions, min(p, m).
+    m_ : int
+        Number of grid points prod(mbar_i) (a Python int; may be astronomically large).
+    acceptance_rate_, samples_ : float, ndarray
+        Type I only: MALA acceptance rate after burn-in and the kept samples of
+        [log w, log noise] (standardised units).
+    """
+
+    def __init__(self, **state):
+        self.__dict__.update(state)
+
+    # -- prediction ------------------------------------------------------------------------
+    def _standardise(self, X):
+        X = check_n_features(X, self.n_features_in_)
+        return np.ascontiguousarray((X[:, self.active_features_] - self._x_mean) / self._x_std)
+
+    def predict(self, X, return_var=False, include_noise=False):
+        """Predictive mean (and variance) at X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_test, n_features)
+        return_var : bool, default=False
+            Also return the predictive variance.
+        include_noise : bool, default=False
+            Variance of y* (latent variance + noise) instead of the latent V[f*].
+
+        Returns
+        -------
+        mean : ndarray of shape (n_test,)
+        var : ndarray of shape (n_test,), only with ``return_var``
+            Type II: V[f*] = noise phi*' P^-1 phi* (spec section 3).  Type I: E[V] + Var[mean]
+            over the MCMC samples.  Both in the units of y squared.
+
+        Examples
+        --------
+        >>> import numpy as np, hkern
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-2, 2, (200, 2)); y = np.sin(X[:, 0]) * np.cos(X[:, 1])
+        >>> gp = hkern.fit_grief(X, y + 0.05 * rng.normal(size=200), p=50, grid_size=8, seed=0)
+        >>> mean, var = gp.predict(X[:5], return_var=True)
+        >>> bool(np.all(var >= 0)) and mean.shape == (5,)
+        True
+        """
+        Xs = self._standardise(X)
+        n_threads = resolve_n_jobs(self.n_jobs)
+        means, vars_ = [], []
+        for _, Phi in self._basis.phi_blocks(Xs, n_threads):
+            if self.inference == "type2":
+                means.append(_linalg.matvec(Phi, self._beta))
+                if return_var:
+                    T = _linalg.solve_triangular(self._L, Phi.T.copy(), lower=True)
+                    vars_.append(self._noise_s * np.einsum("ij,ij->j", T, T))
+            else:
+                Pt = (Phi @ self._V) / self._s
+                m = Pt @ self._coef_mean
+                means.append(m)
+                if return_var:
+                    e_var = (Pt**2) @ self._var_weights
+                    spread = Pt @ self._coef_samples.T - m[:, None]
+                    vars_.append(e_var + np.mean(spread**2, axis=1))
+        mean = np.concatenate(means) * self._y_std + self._y_mean
+        if not return_var:
+            return mean
+        var = np.concatenate(vars_) * self._y_std**2
+        if include_noise:
+            var = var + self.noise_
+        return mean, var
+
+    def log_marginal_likelihood(self):
+        """log p(y | hyperparameters) of the fitted model, in the original units of y.
+
+        Type II: the eq. 3 kernel s2 Phi Phi' + noise I at the fitted hyperparameters.  Type I:
+        the SVD-basis model at the posterior-mean weights and noise.  The targets are centred by
+        their training mean (a fixed offset); the Jacobian of the scaling of y, -n log(std y), is
+        included so the value is the density of y itself.
+
+        Examples
+        --------
+        >>> import numpy as np, hkern
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
+        >>> bool(np.isfinite(hkern.fit_grief(X, y, p=30, seed=0).log_marginal_likelihood()))
+        True
+        """
+        return self._lml_s - self.n_train_ * np.log(self._y_std)
+
+    def __repr__(self):
+        return (f"GriefGP(inference={self.inference!r}, p={self.p_}, m={_short(self.m_)}, "
+                f"d={self.n_features_in_})")
+
+
+def _short(m):
+    return str(m) if m < 10**6 else f"~1e{len(str(m)) - 1}"
+
+
+def _check_grid_size(grid_size, d):
+    if isinstance(grid_size, (numbers.Integral, np.integer)) and not isinstance(grid_size, bool):
+        sizes = [check_int(grid_size, "grid_size", low=2,
+                           hint="a grid needs at least 2 points per dimension")] * d
+    else:
+        try:
+            sizes = list(grid_size)
+        except TypeError:
+            raise ValueError(f"grid_size must be an int >= 2 or a sequence of {d} ints >= 2, "
+                             f"got {grid_size!r}") from None
+        if len(sizes) != d:
+            raise ValueError(f"grid_size has {len(sizes)} entries but X has {d} features; give "
+                             "one grid size per column or a single int")
+        sizes = [check_int(s, f"grid_size[{i}]", low=2,
+                           hint="a grid needs at least 2 points per dimension")
+                 for i, s in enumerate(sizes)]
+    return np.array(sizes, dtype=np.intp)
+
+
+def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
+              lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
+              optimize_subset=None, init_subset=1000, n_iter=10_000, burn_in=1000, thin=50, n_jobs=None):
+    """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
+    inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
+    eigenfunctions", ICML 2018).
+
+    Inputs and targets are standardised internally (training mean and standard deviation); the
+    grid of dimension i is ``linspace(min, max, grid_size[i])`` of the training column, or its
+    sorted unique values when it has no more than ``grid_size[i]`` of them.  Columns that are
+    constant on the training set carry no information and are ignored (see
+    ``active_features_``).  The kernel is SE-ARD, s2 exp(-sum_i (x_i - z_i)^2 / (2 ls_i^2)),
+    factored with unit amplitude per dimension; each 1-D grid kernel matrix gets a 1e-12 jitter.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    p : int, default=1000
+        Number of basis functions (capped at m).
+    grid_size : int or sequence of int, default=10
+        Grid points per dimension (each >= 2).
+    kernel : {"gaussian"}, default="gaussian"
+        SE-ARD (alias "rbf").
+    inference : {"type2", "type1"}, default="type2"
+        ``"type2"``: maximise the log marginal likelihood over lengthscales, s2 and noise
+        (L-BFGS-B, analytic gradients; the lengthscale gradients differentiate the 1-D
+        eigenproblems with the selected index set held fixed).  ``"type1"``: keep the
+        initial lengthscales and integrate over per-basis weights w and the noise by MALA in
+        the SVD basis, with the paper's log-normal priors (w: mode 1, variance 100; noise: mode
+        noise0, variance 0.04), ``n_iter`` iterations, ``burn_in``, keeping every ``thin``-th.
+    seed : int, numpy.random.Generator or None
+        Drives the initialisation subset and the MCMC.
+    lengthscales, signal_variance, noise : optional
+        Initial hyperparameters in the original units.  When all three are None they come from
+        a type-II fit of an exact SE-ARD GP on ``init_subset`` random training points.
+    optimize : bool, default=True
+        Type II only: False keeps the initial hyperparameters.
+    maxiter : int, default=200
+        L-BFGS-B iterations (type II).
+    optimize_subset : int or None, default=None
+        Type II only: run the L-BFGS-B search on this many random training points (when n is
+        larger), then build the final model on all points at the hyperparameters found.  Each
+        search step then costs O(optimize_subset p^2) instead of O(n p^2).  None (the paper's
+        method) searches on all points.
+    init_subset : int, default=1000
+    n_iter, burn_in, thin : int
+        MALA schedule (type I); the step size adapts during burn-in towards 57.4% acceptance.
+    n_jobs : int or None
+        Threads for the basis and the BLAS-3 work (None: all cores).
+
+    Returns
+    -------
+    GriefGP
+
+    Raises
+    ------
+    ValueError
+        For p < 1, grid_size < 2, non-finite X or y, all-constant X, an unknown kernel or
+        inference, and malformed hyperparameters.
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (300, 3)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    >>> gp = hkern.fit_grief(X, y, p=100, grid_size=10, seed=0)
+    >>> gp.m_
+    1000
+    >>> bool(np.sqrt(np.mean((gp.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1)
+    True
+    """
+    X = check_array(X, "X", min_samples=2)
+    y = check_targets(y, X.shape[0], "y")
+    if y.ndim != 1:
+        if y.shape[1] != 1:
+            raise ValueError(f"y must have shape (n_samples,); got {y.shape}. Fit one model per "
+                             "output")
+        y = y[:, 0].copy()
+    n, d_in = X.shape
+    p = check_int(p, "p", low=1, hint="p is the number of basis functions")
+    sizes = _check_grid_size(grid_size, d_in)
+    if not isinstance(kernel, str) or kernel.lower() not in KERNELS:
+        raise ValueError(f"kernel must be 'gaussian' (SE-ARD, the product kernel GRIEF needs); "
+                         f"got {kernel!r}")
+    inference = check_choice(inference, "inference", ("type2", "type1"))
+    maxiter = check_int(maxiter, "maxiter", low=0)
+    init_subset = check_int(init_subset, "init_subset", low=2)
+    if optimize_subset is not None:
+        optimize_subset = check_int(optimize_subset, "optimize_subset", low=2)
+    n_iter = check_int(n_iter, "n_iter", low=1)
+    burn_in = check_int(burn_in, "burn_in", low=0, high=n_iter - 1,
+                        hint="burn_in must leave some iterations to keep")
+    thin = check_int(thin, "thin", low=1)
+    rng = check_seed(seed)
+    n_threads = resolve_n_jobs(n_jobs)
+
+    x_mean, x_std = X.mean(axis=0), X.std(axis=0)
+    active = np.flatnonzero(x_std > 0)
+    if active.size == 0:
+        raise ValueError("every column of X is constant on the training set; GRIEF needs at least "
+                         "one varying input")
+    Xs = np.ascontiguousarray((X[:, active] - x_mean[active]) / x_std[active])
+    y_mean, y_std = float(y.mean()), float(y.std())
+    y_std = y_std if y_std > 0 else 1.0
+    ys = (y - y_mean) / y_std
+    d = active.size
+    grids = make_grids(Xs, sizes[active])
+    m = math.prod(int(g.size) for g in grids)
+
+    given = [v is not None for v in (lengthscales, signal_variance, noise)]
+    if any(given) and not all(given):
+        raise ValueError("give all of lengthscales, signal_variance and noise, or none of them "
+                         "(then they are initialised by an exact GP on a subset)")
+    if all(given):
+        ls = np.broadcast_to(np.asarray(lengthscales, dtype=np.float64), (d_in,))
+        if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+            raise ValueError(f"lengthscales must be finite and > 0, got {lengthscales!r}")
+        theta0 = np.concatenate([np.log(ls[active] / x_std[active]),
+                                 [np.log(check_positive(signal_variance, "signal_variance")
+                                         / y_std**2),
+                                  np.log(check_positive(noise, "noise") / y_std**2)]])
+    else:
+        sub = np.sort(rng.choice(n, size=min(n, init_subset), replace=False))
+        theta0 = fit_exact_ard(Xs[sub], ys[sub])
+
+    state = {"inference": inference, "n_features_in_": d_in, "active_features_": active,
+                 "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_mean": x_mean[active], "_x_std": x_std[active],
+                 "_y_mean": y_mean, "_y_std": y_std}
+    if inference == "type2":
+        if optimize_subset is not None and optimize_subset < n:
+            sub = np.sort(rng.choice(n, size=optimize_subset, replace=False))
+            theta = _optimise_type2(theta0, Xs[sub], ys[sub], grids, p, optimize, maxiter,
+                                    n_threads)
+        else:
+            theta = _optimise_type2(theta0, Xs, ys, grids, p, optimize, maxiter, n_threads)
+        lml, _, basis, L, beta = type2_lml(theta, Xs, ys, grids, p, grad=False,
+                                           n_threads=n_threads)
+        state.update(_basis=basis, _L=L, _beta=beta, _noise_s=float(np.exp(theta[d + 1])),
+                     _lml_s=float(lml), noise_=float(np.exp(theta[d + 1])) * y_std**2,
+                     signal_variance_=float(np.exp(theta[d])) * y_std**2, theta_=theta)
+    else:
+        state.update(_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in, thin, n_threads))
+        state["noise_"] = state["_noise_s"] * y_std**2
+        state["signal_variance_"] = float(np.exp(theta0[d])) * y_std**2
+        theta = theta0
+    ls_out = np.full(d_in, np.inf)
+    ls_out[active] = np.exp(theta[:d]) * x_std[active]
+    state.update(lengthscales_=ls_out, p_=state["_basis"].p)
+    return GriefGP(**state)
+
+
+def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads):
+    """L-BFGS-B on -LML / n (scaled so the tolerances do not depend on n)."""
+    if not optimize or maxiter == 0:
+        return theta0
+    n, d = X.shape
+    bounds = [BOUNDS["log_ls"]] * d + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
+    theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
+    theta0 = _refit_amplitudes(theta0, X, y, grids, p, bounds[d:], n_threads)
+    best = {"f": np.inf, "x": theta0}
+
+    def neg(theta):
+        lml, g, *_ = type2_lml(theta, X, y, grids, p, n_threads=n_threads)
+        if -lml < best["f"]:
+            best.update(f=-lml, x=theta.copy())
+        return -lml / n, -g / n
+
+    minimize(neg, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
+             options={"maxiter": maxiter})
+    # The LML is piecewise smooth (the index set is discrete): keep the best point seen.
+    return best["x"]
+
+
+def _refit_amplitudes(theta, X, y, grids, p, bounds, n_threads):
+    """Re-fit s2 and the noise at the initial lengthscales before the full search.
+
+    The exact-GP initial noise is often far too small for the rank-p kernel (the residual the
+    basis cannot represent must be explained as noise); starting the full search there let it
+    slide into the "everything is noise" optimum on yacht.  With the lengthscales fixed, Phi is
+    fixed, so this 2-parameter search costs O(p^3) per step after one O(n p^2) Gram matrix.
+    """
+    n, d = X.shape
+    basis = GriefBasis(grids, np.exp(theta[:d]), p)
+    A, r = basis.gram(X, y, n_threads)
+    yy = float(y @ y)
+
+    def neg(t):
+        s2, noise = np.exp(t)
+        lml, dw, dnoise, _, _ = plain_lml(yy, r, A, n, np.full(basis.p, s2), noise)
+        return -lml / n, -np.array([s2 * dw.sum(), noise * dnoise]) / n
+
+    res = minimize(neg, theta[d:], jac=True, method="L-BFGS-B", bounds=bounds)
+    return np.concatenate([theta[:d], res.x])
+
+
+def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, n_threads):
+    """MALA over [log w, log noise] in the SVD basis at fixed lengthscales theta0[:d]."""
+    n, d = X.shape
+    basis = GriefBasis(grids, np.exp(theta0[:d]), p)
+    A, r = basis.gram(X, y, n_threads)
+    s, V, uy = svd_transform(np.exp(theta0[d]) * A, np.sqrt(np.exp(theta0[d])) * r)
+    # The amplitude s2 is folded into Phi (fixed, spec 7.2); the SVD basis absorbs it anyway.
+    V = V * np.sqrt(np.exp(theta0[d]))
+    rho = uy**2
+    noise0 = float(np.exp(theta0[d + 1]))
+    mu_w, s2_w = lognormal_params(1.0, 100.0)
+    mu_n, s2_n = lognormal_params(noise0, 0.04)
+    pt = s.size
+    mu = np.concatenate([np.full(pt, mu_w), [mu_n]])
+    s2 = np.concatenate([np.full(pt, s2_w), [s2_n]])
+    yy = float(y @ y)
+    samples, acc, step = mala(yy, rho, n, mu, s2, rng, n_iter, burn_in, thin)
+    w, noise = np.exp(samples[:, :-1]), np.exp(samples[:, -1])
+    coef = uy * w / (w + noise[:, None])                      # per-sample mean coefficients
+    w_mean, noise_mean = w.mean(axis=0), float(noise.mean())
+    lml = svd_lml(yy, rho, n, w_mean, noise_mean, grad=False)[0]
+    return {"_basis": basis, "_V": V, "_s": s, "_coef_mean": coef.mean(axis=0), "_coef_samples": coef,
+                "_var_weights": np.mean(w * noise[:, None] / (w + noise[:, None]), axis=0),
+                "_noise_s": noise_mean, "_lml_s": float(lml), "samples_": samples,
+                "acceptance_rate_": float(acc), "mala_step_": step}

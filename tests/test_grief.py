@@ -1,0 +1,308 @@
+"""GP-GRIEF against dense references built from the definitions (spec shared/spec/grief.md)."""
+import itertools
+
+import numpy as np
+import pytest
+from references import dense_kernel, grief_dense_phi
+
+import hkern
+from hkern.grief import GriefBasis, _core, make_grids
+from hkern.grief._lml import plain_lml, svd_lml, svd_transform
+from hkern.grief._mala import lognormal_params
+from hkern.grief._type2 import type2_lml
+
+RTOL = 1e-10
+
+
+def rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(np.max(np.abs(b)), 1e-300)
+
+
+def dense_lml(K, y, noise):
+    C = K + noise * np.eye(len(y))
+    _, logdet = np.linalg.slogdet(C)
+    return -0.5 * logdet - 0.5 * y @ np.linalg.solve(C, y) - 0.5 * len(y) * np.log(2 * np.pi)
+
+
+@pytest.fixture
+def small():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1.5, 1.5, (40, 3))
+    y = np.sin(X @ np.array([1.0, 0.5, -0.7])) + 0.1 * rng.normal(size=40)
+    grids = make_grids(X, [5, 4, 3])
+    ls = np.array([0.8, 1.3, 0.6])
+    return X, y, grids, ls
+
+
+# -- Algorithm 1 ------------------------------------------------------------------------------
+@pytest.mark.parametrize("sizes,p", [([4, 3, 5], 17), ([2, 7], 14), ([3, 3, 3, 2], 1),
+                                     ([6, 5], 100)])
+def test_top_p_equals_full_sort(sizes, p):
+    rng = np.random.default_rng(sum(sizes) + p)
+    lams = [rng.uniform(0.01, 2.0, s) for s in sizes]
+    idx, logv = _core.top_p([np.log(lam) for lam in lams], p)
+    full = np.ones(1)
+    for lam in lams:
+        full = np.kron(full, lam)
+    order = np.argsort(-full, kind="stable")[:p]
+    assert idx.shape == (min(p, full.size), len(sizes))
+    linear = np.ravel_multi_index(tuple(idx.T), sizes)
+    np.testing.assert_array_equal(linear, order)
+    np.testing.assert_allclose(np.exp(logv), full[order], rtol=1e-13)
+
+
+# -- Phi -----------------------------------------------------------------------------------
+def test_phi_equals_naive_kxu(small):
+    X, _, grids, ls = small
+    p = 25
+    basis = GriefBasis(grids, ls, p)
+    Phi = basis.phi(X)
+    Phi_ref, lam_ref, _ = grief_dense_phi(X, grids, ls, p)
+    assert np.all(-np.diff(lam_ref) > 1e-6 * lam_ref[0])     # distinct: columns are comparable
+    assert rel(np.exp(basis.log_eigenvalues), lam_ref) < RTOL
+    # Eigenvectors are defined up to sign: compare column by column after aligning signs.
+    signs = np.sign(np.sum(Phi * Phi_ref, axis=0))
+    assert rel(Phi * signs, Phi_ref) < RTOL
+    assert rel(Phi @ Phi.T, Phi_ref @ Phi_ref.T) < RTOL
+
+
+def test_phi_equals_kronecker_route_at_test_points(small):
+    """K_X*U (kron Q_i) S_p' Lambda^-1/2 with the same per-dimension Q_i: exact column match."""
+    _X, _, grids, ls = small
+    rng = np.random.default_rng(0)
+    Xt = rng.uniform(-2.0, 2.0, (15, 3))                     # also outside the grid range
+    basis = GriefBasis(grids, ls, 30)
+    Q, lam = np.ones((1, 1)), np.ones(1)
+    for Qi, li in zip(basis.Qs, basis.lams):
+        Q, lam = np.kron(Q, Qi), np.kron(lam, li)
+    U = np.array(list(itertools.product(*grids)))
+    lin = np.ravel_multi_index(tuple(basis.idx.T), [g.size for g in grids])
+    ref = dense_kernel(Xt / ls, U / ls, 1.0) @ Q[:, lin] / np.sqrt(lam[lin])
+    assert rel(basis.phi(Xt), ref) < RTOL
+
+
+def test_phi_threads_bitwise(small):
+    X, _, grids, ls = small
+    basis = GriefBasis(grids, ls, 30)
+    np.testing.assert_array_equal(basis.phi(X, 1), basis.phi(X, 2))
+
+
+def test_d100_no_overflow():
+    """m = 10^100 grid points: the log-space product stays finite and k~(x, x) <= k(x, x) = 1."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-np.sqrt(3), np.sqrt(3), (200, 100))
+    grids = make_grids(X, [10] * 100)
+    basis = GriefBasis(grids, np.full(100, 3.0), 500)
+    Phi = basis.phi(X)
+    assert np.isfinite(Phi).all() and np.isfinite(basis.log_eigenvalues).all()
+    diag = np.einsum("ij,ij->i", Phi, Phi)
+    assert np.all(diag > 0) and np.all(diag <= 1 + 1e-8)
+    gp = hkern.fit_grief(X, X[:, 0], p=100, grid_size=10, lengthscales=3.0, signal_variance=1.0,
+                         noise=0.1, optimize=False)
+    assert gp.m_ == 10**100 and np.isfinite(gp.predict(X[:5])).all()
+
+
+# -- LML and gradients -------------------------------------------------------------------------
+def test_plain_lml_and_gradients_match_dense(small):
+    X, y, grids, ls = small
+    basis = GriefBasis(grids, ls, 20)
+    Phi = basis.phi(X)
+    A, r = basis.gram(X, y)
+    rng = np.random.default_rng(5)
+    w, noise = rng.uniform(0.3, 2.0, basis.p), 0.07
+    lml, dw, dnoise, _, _ = plain_lml(y @ y, r, A, len(y), w, noise)
+    assert abs(lml - dense_lml(Phi @ np.diag(w) @ Phi.T, y, noise)) < RTOL * abs(lml)
+    h = 1e-4                      # relative step: truncation and round-off both ~1e-9
+    for k in [0, 7, 19]:
+        e = np.zeros_like(w)
+        e[k] = h * w[k]
+        fd = (plain_lml(y @ y, r, A, len(y), w + e, noise, grad=False)[0]
+              - plain_lml(y @ y, r, A, len(y), w - e, noise, grad=False)[0]) / (2 * e[k])
+        assert abs(dw[k] - fd) < 1e-6 * abs(fd)
+    fd = (plain_lml(y @ y, r, A, len(y), w, noise * (1 + h), grad=False)[0]
+          - plain_lml(y @ y, r, A, len(y), w, noise * (1 - h), grad=False)[0]) / (2 * h * noise)
+    assert abs(dnoise - fd) < 1e-6 * abs(fd)
+
+
+def test_svd_lml_and_gradients_match_dense(small):
+    X, y, grids, ls = small
+    basis = GriefBasis(grids, ls, 20)
+    Phi = basis.phi(X)
+    A, r = basis.gram(X, y)
+    s, V, uy = svd_transform(A, r)
+    U = Phi @ V / s
+    np.testing.assert_allclose(U.T @ U, np.eye(s.size), atol=1e-10)
+    rho = uy**2
+    rng = np.random.default_rng(6)
+    w, noise = rng.uniform(0.3, 2.0, s.size), 0.05
+    lml, dw, dnoise = svd_lml(y @ y, rho, len(y), w, noise)
+    assert abs(lml - dense_lml(U @ np.diag(w) @ U.T, y, noise)) < RTOL * abs(lml)
+    h = 1e-4                      # relative step: truncation and round-off both ~1e-9
+    for k in [0, 5, s.size - 1]:
+        e = np.zeros_like(w)
+        e[k] = h * w[k]
+        fd = (svd_lml(y @ y, rho, len(y), w + e, noise, False)[0]
+              - svd_lml(y @ y, rho, len(y), w - e, noise, False)[0]) / (2 * e[k])
+        assert abs(dw[k] - fd) < 1e-6 * abs(fd)
+    fd = (svd_lml(y @ y, rho, len(y), w, noise * (1 + h), False)[0]
+          - svd_lml(y @ y, rho, len(y), w, noise * (1 - h), False)[0]) / (2 * h * noise)
+    assert abs(dnoise - fd) < 1e-6 * abs(fd)
+
+
+def test_type2_lml_and_theta_gradient(small):
+    """Every theta-gradient (lengthscales analytic through the 1-D eigenproblems) vs central FD."""
+    X, y, grids, ls = small
+    theta = np.concatenate([np.log(ls), [np.log(1.7), np.log(0.04)]])
+    lml, g, basis, _, _ = type2_lml(theta, X, y, grids, 25)
+    Phi = basis.phi(X)
+    assert abs(lml - dense_lml(1.7 * Phi @ Phi.T, y, 0.04)) < RTOL * abs(lml)
+    h = 1e-5
+    for j in range(theta.size):
+        e = np.zeros_like(theta)
+        e[j] = h
+        fd = (type2_lml(theta + e, X, y, grids, 25, idx=basis.idx, grad=False)[0]
+              - type2_lml(theta - e, X, y, grids, 25, idx=basis.idx, grad=False)[0]) / (2 * h)
+        assert abs(g[j] - fd) < 1e-6 * abs(fd), (j, g[j], fd)
+
+
+def test_type2_gradient_blocks_and_threads(small, monkeypatch):
+    """The row-block accumulation and the thread count do not change the gradient (bitwise)."""
+    from hkern.grief import _basis
+    X, y, grids, ls = small
+    theta = np.concatenate([np.log(ls), [0.0, np.log(0.1)]])
+    g1 = type2_lml(theta, X, y, grids, 25, n_threads=1)[1]
+    g2 = type2_lml(theta, X, y, grids, 25, n_threads=2)[1]
+    np.testing.assert_array_equal(g1, g2)
+    monkeypatch.setattr(_basis, "BLOCK", 7)
+    g3 = type2_lml(theta, X, y, grids, 25)[1]
+    np.testing.assert_allclose(g3, g1, rtol=1e-10)
+
+
+# -- the public model ---------------------------------------------------------------------------
+def test_type2_predict_matches_dense_gp(small):
+    X, y, _, _ = small
+    y = 3.0 * y + 5.0
+    gp = hkern.fit_grief(X, y, p=25, grid_size=[5, 4, 3], lengthscales=[0.8, 1.3, 0.6],
+                         signal_variance=2.0, noise=0.3, optimize=False)
+    rng = np.random.default_rng(2)
+    Xt = rng.uniform(-1.5, 1.5, (10, 3))
+    Phi, Pt = gp._basis.phi(gp._standardise(X)), gp._basis.phi(gp._standardise(Xt))
+    s2, noise = gp.signal_variance_, gp.noise_                    # original units of y
+    C = s2 * Phi @ Phi.T + noise * np.eye(len(y))
+    Ks = s2 * Pt @ Phi.T
+    ym = y.mean()
+    mean_ref = ym + Ks @ np.linalg.solve(C, y - ym)
+    var_ref = s2 * np.sum(Pt**2, axis=1) - np.einsum("ij,ji->i", Ks, np.linalg.solve(C, Ks.T))
+    mean, var = gp.predict(Xt, return_var=True)
+    assert rel(mean, mean_ref) < RTOL
+    assert rel(var, var_ref) < 1e-8           # a difference of two O(1) terms: cancellation
+    _, var_y = gp.predict(Xt, return_var=True, include_noise=True)
+    np.testing.assert_allclose(var_y, var + noise, rtol=1e-14)
+    lml_ref = dense_lml(s2 * Phi @ Phi.T, y - ym, noise)
+    assert abs(gp.log_marginal_likelihood() - lml_ref) < RTOL * abs(lml_ref)
+    np.testing.assert_allclose(gp.lengthscales_, [0.8, 1.3, 0.6], rtol=1e-14)
+
+
+def test_type2_fit_improves_lml_and_is_deterministic():
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, (150, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.05 * rng.normal(size=150)
+    gp0 = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, optimize=False)
+    gp = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, maxiter=30)
+    assert gp.log_marginal_likelihood() >= gp0.log_marginal_likelihood()
+    truth = np.sin(2 * X[:, 0]) * np.cos(X[:, 1])
+    assert np.sqrt(np.mean((gp.predict(X) - truth) ** 2)) < 0.05
+    gp_b = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, maxiter=30, n_jobs=2)
+    np.testing.assert_array_equal(gp.predict(X), gp_b.predict(X))
+
+
+def test_type1_mala():
+    mu, s2 = lognormal_params(1.0, 100.0)
+    assert abs(s2 - 1.2370) < 1e-4 and abs(mu - s2) < 1e-12          # spec section 4 numbers
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=120)
+    kw = {"p": 30, "grid_size": 8, "inference": "type1", "lengthscales": [1.0, 1.0], "signal_variance": 1.0,
+              "noise": 0.02, "n_iter": 1500, "burn_in": 500, "thin": 10}
+    gp = hkern.fit_grief(X, y, seed=3, **kw)
+    assert gp.samples_.shape == (100, gp._s.size + 1)
+    assert 0.3 < gp.acceptance_rate_ < 0.85
+    # Prediction = average over samples of the dense GP mean with K~ = U~ W U~' + noise I.
+    Xt = X[:7]
+    Xs, Xts = gp._standardise(X), gp._standardise(Xt)
+    U = gp._basis.phi(Xs) @ gp._V / gp._s
+    Ut = gp._basis.phi(Xts) @ gp._V / gp._s
+    ys = (y - y.mean()) / y.std()
+    means = []
+    for z in gp.samples_[::10]:
+        w, noise = np.exp(z[:-1]), np.exp(z[-1])
+        C = U @ np.diag(w) @ U.T + noise * np.eye(len(y))
+        means.append(Ut @ np.diag(w) @ U.T @ np.linalg.solve(C, ys))
+    gp_sub = np.mean([Ut @ (gp._coef_samples[i]) for i in range(0, 100, 10)], axis=0)
+    assert rel(gp_sub, np.mean(means, axis=0)) < 1e-9
+    assert np.sqrt(np.mean((gp.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1
+    _mean, var = gp.predict(Xt, return_var=True)
+    assert np.all(var > 0)
+    again = hkern.fit_grief(X, y, seed=3, **kw)
+    np.testing.assert_array_equal(again.samples_, gp.samples_)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs,match", [
+    ({"p": 0}, "p must be >= 1"),
+    ({"p": 2.5}, "p must be an integer"),
+    ({"grid_size": 1}, "grid_size must be >= 2"),
+    ({"grid_size": [10, 1]}, r"grid_size\[1\] must be >= 2"),
+    ({"grid_size": [10, 10, 10]}, "grid_size has 3 entries"),
+    ({"kernel": "laplace"}, "kernel must be 'gaussian'"),
+    ({"inference": "type3"}, "inference must be one of"),
+    ({"lengthscales": 1.0}, "give all of lengthscales"),
+    ({"lengthscales": -1.0, "signal_variance": 1.0, "noise": 0.1}, "lengthscales must be"),
+    ({"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.0}, "noise must be > 0"),
+    ({"seed": -1}, "seed must be a non-negative"),
+])
+def test_bad_arguments(kwargs, match):
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match=match):
+        hkern.fit_grief(X, X[:, 0], **kwargs)
+
+
+def test_bad_data():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    y = X[:, 0].copy()
+    y[3] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        hkern.fit_grief(X, y)
+    y[3] = np.inf
+    with pytest.raises(ValueError, match="y contains infinity"):
+        hkern.fit_grief(X, y)
+    with pytest.raises(ValueError, match="every column of X is constant"):
+        hkern.fit_grief(np.ones((20, 2)), X[:, 0])
+    gp = hkern.fit_grief(X, X[:, 0], p=10, grid_size=4, seed=0, maxiter=3)
+    with pytest.raises(ValueError, match="features"):
+        gp.predict(np.ones((3, 5)))
+
+
+def test_constant_column_is_ignored():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X[:, 0]) + X[:, 1]
+    X3 = np.column_stack([X[:, 0], np.full(60, 4.0), X[:, 1]])
+    kw = {"p": 20, "grid_size": 6, "signal_variance": 1.0, "noise": 0.1, "optimize": False}
+    gp3 = hkern.fit_grief(X3, y, lengthscales=[1.0, 1.0, 1.0], **kw)
+    gp2 = hkern.fit_grief(X, y, lengthscales=[1.0, 1.0], **kw)
+    np.testing.assert_array_equal(gp3.active_features_, [0, 2])
+    assert np.isinf(gp3.lengthscales_[1])
+    Xt = rng.normal(size=(5, 2))
+    Xt3 = np.column_stack([Xt[:, 0], rng.normal(size=5), Xt[:, 1]])
+    np.testing.assert_allclose(gp3.predict(Xt3), gp2.predict(Xt), rtol=1e-12)
+
+
+def test_few_unique_values_cap_the_grid():
+    X = np.column_stack([np.tile([0.0, 1.0, 2.0], 10), np.linspace(0, 1, 30)])
+    grids = make_grids(X, [10, 10])
+    np.testing.assert_array_equal(grids[0], [0.0, 1.0, 2.0])
+    assert grids[1].size == 10
+    gp = hkern.fit_grief(X, X[:, 1], p=1000, grid_size=10, lengthscales=1.0, signal_variance=1.0,
+                         noise=0.1, optimize=False)
+    assert gp.m_ == 30 and gp.p_ == 30                                 # p capped at m
