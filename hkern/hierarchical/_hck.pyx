@@ -257,6 +257,9 @@ cdef class HCKOperator:
                              &self.W[self.w_off[i]], rp)
                 add_jitter_lists(&self.W[self.w_off[i]], rp, &self.lm[self.lm_off[i]], ri,
                                  &self.lm[self.lm_off[p]], rp, self.jitter)
+                # W~_i is computed from W_i later; touching its memory now keeps all first-touch
+                # page faults of the factor memory (the kernel zeroes each new page) in this phase.
+                memset(&self.Wt[self.w_off[i]], 0, <Py_ssize_t>ri * rp * sizeof(double))
         else:
             s0 = self.start[i]
             m = <int>self.count[i]
