@@ -167,6 +167,20 @@ def check_rank(r, n_samples, name="r"):
     return r
 
 
+def check_row_indices(indices, n_samples, name):
+    """A non-empty 1-D array of distinct integer row indices into n_samples rows, sorted (intp)."""
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be a non-empty 1-D array of integer row indices of X; "
+                         f"got {idx.dtype} array of shape {idx.shape}")
+    if idx.min() < 0 or idx.max() >= n_samples:
+        raise ValueError(f"{name} must index rows of X: values in [0, {n_samples}), got "
+                         f"[{idx.min()}, {idx.max()}]")
+    if len(np.unique(idx)) != len(idx):
+        raise ValueError(f"{name} contains repeated indices; each row may appear once")
+    return np.sort(idx).astype(np.intp)
+
+
 def check_seed(seed, name="seed"):
     """A ``numpy.random.Generator`` from None, an int, or a Generator (used as is)."""
     if seed is None:

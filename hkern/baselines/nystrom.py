@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._threads import resolve_n_jobs
-from .._validation import check_nonnegative, check_rank, check_seed
+from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
 from ._ridge import ridge_on_feature_blocks, row_blocks
@@ -65,16 +65,7 @@ def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs):
         selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
                                    n_jobs=n_jobs)
         return np.sort(selection.indices)
-    idx = np.asarray(landmarks)
-    if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
-        raise ValueError("landmarks must be a method name or a non-empty 1-D array of integer "
-                         f"row indices; got {idx.dtype} array of shape {idx.shape}")
-    if idx.min() < 0 or idx.max() >= n:
-        raise ValueError(f"landmarks must index rows of X: values in [0, {n}), got "
-                         f"[{idx.min()}, {idx.max()}]")
-    if len(np.unique(idx)) != len(idx):
-        raise ValueError("landmarks contains repeated indices; each landmark must be distinct")
-    return np.sort(idx.astype(np.intp))
+    return check_row_indices(landmarks, n, "landmarks")
 
 
 def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_rank
+from .._validation import check_rank, check_row_indices
 
 __all__ = ["draw_candidates"]
 
@@ -19,13 +19,4 @@ def draw_candidates(n, n_candidates, rng, candidates=None):
         if M == n:
             return np.arange(n, dtype=np.intp)
         return np.sort(rng.choice(n, size=M, replace=False)).astype(np.intp)
-    idx = np.asarray(candidates)
-    if idx.ndim != 1 or idx.size == 0 or idx.dtype.kind not in "iu":
-        raise ValueError("candidates must be a non-empty 1-D array of integer row indices of X; "
-                         f"got {idx.dtype} array of shape {idx.shape}")
-    if idx.min() < 0 or idx.max() >= n:
-        raise ValueError(f"candidates must index rows of X: values in [0, {n}), got "
-                         f"[{idx.min()}, {idx.max()}]")
-    if len(np.unique(idx)) != len(idx):
-        raise ValueError("candidates contains repeated indices; each must be distinct")
-    return np.sort(idx).astype(np.intp)
+    return check_row_indices(candidates, n, "candidates")
