@@ -3,6 +3,7 @@
     HKERN_DATA=/work/shared/data/uci python asv_bench/compare_grief.py table --splits 0 1 2
     python asv_bench/compare_grief.py table --datasets kin40k --optimize-subset 4000 --maxiter 100
     python asv_bench/compare_grief.py nystrom            # fit_nystrom on kin40k, r = 1024, 2048
+    python asv_bench/compare_grief.py type1 --datasets yacht --splits 0 1 2   # GRIEF-I (MALA)
     python asv_bench/compare_grief.py scaling            # LML + gradient time vs n (p fixed)
     python asv_bench/compare_grief.py report             # doc/results_grief.md from the records
 
@@ -54,6 +55,21 @@ def record(entry):
     print(json.dumps(entry), flush=True)
 
 
+def _rmse_per_start(gp, X, y, Xt, yt, p):
+    """Test RMSE of the model at the end of each type-II search (diagnostics only: the fit
+    keeps the search with the largest training LML, never looks at these)."""
+    xs, ys = X.std(axis=0), y.std()
+    out = []
+    for theta in gp.restart_thetas_:
+        ls = np.ones(X.shape[1])
+        ls[gp.active_features_] = np.exp(theta[:-2]) * xs[gp.active_features_]
+        m = hkern.fit_grief(X, y, p=p, grid_size=10, lengthscales=ls,
+                            signal_variance=np.exp(theta[-2]) * ys**2,
+                            noise=np.exp(theta[-1]) * ys**2, optimize=False, n_jobs=1)
+        out.append(rmse(m.predict(Xt), yt))
+    return out
+
+
 def table(args):
     for name in args.datasets:
         p = PAPER[name][0]
@@ -61,36 +77,61 @@ def table(args):
             X, y, Xt, yt = load_uci(name, split)
             start = time.perf_counter()
             gp = hkern.fit_grief(X, y, p=p, grid_size=10, seed=split, maxiter=args.maxiter,
-                                 optimize_subset=args.optimize_subset, n_jobs=args.n_jobs)
+                                 optimize_subset=args.optimize_subset,
+                                 n_restarts=args.n_restarts, n_jobs=args.n_jobs)
             seconds = time.perf_counter() - start
-            record({"kind": "table", "data": name, "split": split, "n": len(y), "d": X.shape[1],
-                    "p": gp.p_, "log10_m": round(float(np.log10(float(gp.m_))), 2),
-                    "rmse": rmse(gp.predict(Xt), yt), "fit_s": round(seconds, 2),
-                    "maxiter": args.maxiter, "optimize_subset": args.optimize_subset,
-                    "n_jobs": args.n_jobs})
+            entry = {"kind": "table", "data": name, "split": split, "n": len(y), "d": X.shape[1],
+                     "p": gp.p_, "log10_m": round(float(np.log10(float(gp.m_))), 2),
+                     "rmse": rmse(gp.predict(Xt), yt), "fit_s": round(seconds, 2),
+                     "maxiter": args.maxiter, "optimize_subset": args.optimize_subset,
+                     "n_restarts": args.n_restarts, "n_jobs": args.n_jobs,
+                     "restart_lmls": [round(v, 4) for v in gp.restart_lmls_.tolist()],
+                     "restart": gp.restart_}
+            if args.per_start:
+                entry["rmse_per_start"] = _rmse_per_start(gp, X, y, Xt, yt, p)
+            record(entry)
 
 
 def nystrom(args):
-    """fit_nystrom on standardised kin40k split 0; (sigma, lam) picked on a validation split."""
-    X, y, Xt, yt = load_uci("kin40k", 0)
-    Xs, ys, Xts, yts, y_std = standardize(X, y, Xt, yt)
-    rng = np.random.default_rng(0)
-    val = rng.permutation(len(ys))[:4000]
-    tr = np.setdiff1d(np.arange(len(ys)), val)
-    for r in args.ranks:
-        scores = {}
-        for sigma in (1.0, 1.5, 2.0):
-            for lam in (1e-3, 1e-2):
-                m = hkern.fit_nystrom(Xs[tr], ys[tr], r=r, sigma=sigma, lam=lam, seed=0,
+    """fit_nystrom on kin40k with the GRIEF runs' standardisation (training mean and std of
+    X and y); (sigma, lam) picked on a validation split carved from the training set."""
+    grid = [(s, lam) for s in (0.75, 1.0, 1.5, 2.0) for lam in (1e-4, 1e-3, 1e-2)]
+    for split in args.splits:
+        X, y, Xt, yt = load_uci("kin40k", split)
+        Xs, ys, Xts, yts, y_std = standardize(X, y, Xt, yt)
+        val = np.random.default_rng(split).permutation(len(ys))[:4000]
+        tr = np.setdiff1d(np.arange(len(ys)), val)
+        for r in args.ranks:
+            scores = {}
+            for sigma, lam in grid:
+                m = hkern.fit_nystrom(Xs[tr], ys[tr], r=r, sigma=sigma, lam=lam, seed=split,
                                       n_jobs=args.n_jobs)
                 scores[sigma, lam] = rmse(m.predict(Xs[val]), ys[val])
-        sigma, lam = min(scores, key=scores.get)
-        start = time.perf_counter()
-        m = hkern.fit_nystrom(Xs, ys, r=r, sigma=sigma, lam=lam, seed=0, n_jobs=args.n_jobs)
-        seconds = time.perf_counter() - start
-        record({"kind": "nystrom", "data": "kin40k", "split": 0, "r": r, "sigma": sigma,
-                "lam": lam, "rmse": rmse(m.predict(Xts), yts) * y_std,
-                "fit_s": round(seconds, 2), "n_jobs": args.n_jobs})
+            sigma, lam = min(scores, key=scores.get)
+            start = time.perf_counter()
+            m = hkern.fit_nystrom(Xs, ys, r=r, sigma=sigma, lam=lam, seed=split,
+                                  n_jobs=args.n_jobs)
+            seconds = time.perf_counter() - start
+            record({"kind": "nystrom", "data": "kin40k", "split": split, "r": r, "sigma": sigma,
+                    "lam": lam, "val_rmse": round(scores[sigma, lam] * y_std, 5),
+                    "rmse": rmse(m.predict(Xts), yts) * y_std, "fit_s": round(seconds, 2),
+                    "n_jobs": args.n_jobs})
+
+
+def type1(args):
+    """GP-GRIEF-I (MALA, paper schedule and priors, p = 1000) on the given sets and splits."""
+    for name in args.datasets:
+        for split in args.splits:
+            X, y, Xt, yt = load_uci(name, split)
+            start = time.perf_counter()
+            gp = hkern.fit_grief(X, y, p=1000, grid_size=10, inference="type1", seed=split,
+                                 n_jobs=args.n_jobs)
+            seconds = time.perf_counter() - start
+            record({"kind": "type1", "data": name, "split": split, "n": len(y), "p": gp.p_,
+                    "p_svd": int(gp._s.size), "rmse": rmse(gp.predict(Xt), yt),
+                    "acceptance": round(gp.acceptance_rate_, 3),
+                    "n_samples": int(gp.samples_.shape[0]), "fit_s": round(seconds, 2),
+                    "n_jobs": args.n_jobs})
 
 
 def scaling(args):
@@ -185,17 +226,20 @@ def report(_args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["table", "nystrom", "scaling", "highdim", "report"])
+    ap.add_argument("what", choices=["table", "nystrom", "type1", "scaling", "highdim", "report"])
     ap.add_argument("--datasets", nargs="+", default=list(PAPER))
     ap.add_argument("--splits", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--maxiter", type=int, default=200)
     ap.add_argument("--optimize-subset", type=int, default=None)
+    ap.add_argument("--n-restarts", type=int, default=2)
+    ap.add_argument("--per-start", action="store_true",
+                    help="also record the test RMSE at the end of every search (diagnostics)")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1024, 2048])
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 1_000_000])
     ap.add_argument("--p", type=int, default=256)
     ap.add_argument("--n-jobs", type=int, default=1)
     args = ap.parse_args()
-    {"table": table, "nystrom": nystrom, "scaling": scaling, "highdim": highdim,
+    {"table": table, "nystrom": nystrom, "type1": type1, "scaling": scaling, "highdim": highdim,
      "report": report}[args.what](args)
 
 
