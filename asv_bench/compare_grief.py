@@ -125,10 +125,10 @@ def type1(args):
             X, y, Xt, yt = load_uci(name, split)
             start = time.perf_counter()
             gp = hkern.fit_grief(X, y, p=1000, grid_size=10, inference="type1", seed=split,
-                                 n_jobs=args.n_jobs)
+                                 w_prior=args.w_prior, n_jobs=args.n_jobs)
             seconds = time.perf_counter() - start
             record({"kind": "type1", "data": name, "split": split, "n": len(y), "p": gp.p_,
-                    "p_svd": int(gp._s.size), "rmse": rmse(gp.predict(Xt), yt),
+                    "p_svd": int(gp._s.size), "w_prior": args.w_prior, "rmse": rmse(gp.predict(Xt), yt),
                     "acceptance": round(gp.acceptance_rate_, 3),
                     "n_samples": int(gp.samples_.shape[0]), "fit_s": round(seconds, 2),
                     "n_jobs": args.n_jobs})
@@ -232,6 +232,7 @@ def main():
     ap.add_argument("--maxiter", type=int, default=200)
     ap.add_argument("--optimize-subset", type=int, default=None)
     ap.add_argument("--n-restarts", type=int, default=2)
+    ap.add_argument("--w-prior", choices=["unit", "kernel"], default="unit")
     ap.add_argument("--per-start", action="store_true",
                     help="also record the test RMSE at the end of every search (diagnostics)")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1024, 2048])

@@ -295,6 +295,12 @@ def test_type1_mala():
     assert np.all(var > 0)
     again = hkern.fit_grief(X, y, seed=3, **kw)
     np.testing.assert_array_equal(again.samples_, gp.samples_)
+    # Prior centred at the base kernel (mode s_i^2, spec 7.5 option): same checks.
+    gk = hkern.fit_grief(X, y, seed=3, w_prior="kernel", **kw)
+    assert 0.3 < gk.acceptance_rate_ < 0.85
+    assert np.sqrt(np.mean((gk.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1
+    np.testing.assert_array_equal(hkern.fit_grief(X, y, seed=3, w_prior="kernel", **kw).samples_,
+                                  gk.samples_)
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -311,6 +317,7 @@ def test_type1_mala():
     ({"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.0}, "noise must be > 0"),
     ({"seed": -1}, "seed must be a non-negative"),
     ({"n_restarts": -1}, "n_restarts must be >= 0"),
+    ({"inference": "type1", "w_prior": "flat"}, "w_prior must be one of"),
 ])
 def test_bad_arguments(kwargs, match):
     X = np.random.default_rng(0).normal(size=(20, 2))

@@ -170,7 +170,7 @@ def _check_grid_size(grid_size, d):
 def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
               lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
               optimize_subset=None, init_subset=1000, n_restarts=RESTARTS_DEFAULT, n_iter=10_000,
-              burn_in=1000, thin=50, n_jobs=None):
+              burn_in=1000, thin=50, w_prior="unit", n_jobs=None):
     """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
@@ -225,6 +225,14 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         The default 2 was chosen by measurement (doc/results_grief.md).
     n_iter, burn_in, thin : int
         MALA schedule (type I); the step size adapts during burn-in towards 57.4% acceptance.
+    w_prior : {"unit", "kernel"}, default="unit"
+        Type I only: where the log-normal prior of the weights of the orthogonalised (SVD)
+        basis is centred.  ``"unit"`` (the paper's code, spec 7.5): mode 1 and variance 100 for
+        every weight, i.e. the prior kernel on the training points is centred at U~ U~', not at
+        the SE kernel.  ``"kernel"``: mode s_i^2 (the squared singular values of the scaled
+        basis, so the prior centre is the eq. 3 kernel s2 Phi Phi') with the same log-spread
+        (log-variance 1.237) as the paper's prior.  With p~ close to n, ``"unit"`` can
+        extrapolate badly (doc/results_grief.md).
     n_jobs : int or None
         Threads for the basis and the BLAS-3 work (None: all cores).
 
@@ -263,6 +271,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         raise ValueError(f"kernel must be 'gaussian' (SE-ARD, the product kernel GRIEF needs); "
                          f"got {kernel!r}")
     inference = check_choice(inference, "inference", ("type2", "type1"))
+    w_prior = check_choice(w_prior, "w_prior", ("unit", "kernel"))
     maxiter = check_int(maxiter, "maxiter", low=0)
     init_subset = check_int(init_subset, "init_subset", low=2)
     n_restarts = check_int(n_restarts, "n_restarts", low=0)
@@ -338,7 +347,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
                      _lml_s=float(lml), noise_=float(np.exp(theta[d + 1])) * y_std**2,
                      signal_variance_=float(np.exp(theta[d])) * y_std**2, theta_=theta)
     else:
-        state.update(_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in, thin, n_threads))
+        state.update(_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in, thin, w_prior,
+                                   n_threads))
         state["noise_"] = state["_noise_s"] * y_std**2
         state["signal_variance_"] = float(np.exp(theta0[d])) * y_std**2
         theta = theta0
@@ -395,7 +405,7 @@ def _refit_amplitudes(theta, X, y, grids, p, bounds, n_threads):
     return np.concatenate([theta[:d], res.x])
 
 
-def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, n_threads):
+def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, w_prior, n_threads):
     """MALA over [log w, log noise] in the SVD basis at fixed lengthscales theta0[:d]."""
     n, d = X.shape
     basis = GriefBasis(grids, np.exp(theta0[:d]), p)
@@ -408,7 +418,10 @@ def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, n_threads):
     mu_w, s2_w = lognormal_params(1.0, 100.0)
     mu_n, s2_n = lognormal_params(noise0, 0.04)
     pt = s.size
-    mu = np.concatenate([np.full(pt, mu_w), [mu_n]])
+    # "kernel": mode s_i^2 with the paper's log-spread; the log-normal with mode M has
+    # mu = log M + s2 for a fixed log-variance s2 (spec section 4).
+    mu_ws = np.full(pt, mu_w) if w_prior == "unit" else 2.0 * np.log(s) + s2_w
+    mu = np.concatenate([mu_ws, [mu_n]])
     s2 = np.concatenate([np.full(pt, s2_w), [s2_n]])
     yy = float(y @ y)
     samples, acc, step = mala(yy, rho, n, mu, s2, rng, n_iter, burn_in, thin)
