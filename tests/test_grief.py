@@ -216,6 +216,56 @@ def test_type2_fit_improves_lml_and_is_deterministic():
     np.testing.assert_array_equal(gp.predict(X), gp_b.predict(X))
 
 
+def _restart_data():
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-2, 2, (160, 3))
+    y = np.sin(3 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.1 * rng.normal(size=160)
+    return X, y
+
+
+def _lml_at(X, y, theta, **kw):
+    """LML (original units) of the type-II model at standardised log-parameters theta."""
+    xs, ys = X.std(axis=0), y.std()
+    gp = hkern.fit_grief(X, y, lengthscales=np.exp(theta[:-2]) * xs,
+                         signal_variance=np.exp(theta[-2]) * ys**2,
+                         noise=np.exp(theta[-1]) * ys**2, optimize=False, **kw)
+    return gp.log_marginal_likelihood()
+
+
+def test_type2_restarts_keep_the_best_lml_and_are_deterministic():
+    X, y = _restart_data()
+    # Few iterations, so the searches end at different points and the selection matters.
+    kw = {"p": 30, "grid_size": 6, "seed": 5, "maxiter": 4}
+    gp = hkern.fit_grief(X, y, n_restarts=3, **kw)
+    lmls = gp.restart_lmls_
+    assert lmls.shape == (4,) and gp.restart_thetas_.shape == (4, 5)
+    assert gp.restart_ == int(np.argmax(lmls))
+    # The searches really end apart (otherwise the test checks nothing).
+    assert np.ptp(gp.restart_thetas_[:, :3], axis=0).min() > 1e-3
+    # Recorded LMLs are the LMLs of the models at the recorded parameters (1e-10 relative),
+    # and the kept model is the best one.
+    for theta, lml in zip(gp.restart_thetas_, lmls):
+        assert abs(_lml_at(X, y, theta, p=30, grid_size=6) - lml) < RTOL * abs(lml)
+    assert abs(gp.log_marginal_likelihood() - lmls.max()) < RTOL * abs(lmls.max())
+    again = hkern.fit_grief(X, y, n_restarts=3, **kw)
+    np.testing.assert_array_equal(again.restart_thetas_, gp.restart_thetas_)
+    np.testing.assert_array_equal(again.predict(X), gp.predict(X))
+    # n_restarts=0 is the paper's single search, which is also search 0 of a multi-start fit.
+    single = hkern.fit_grief(X, y, n_restarts=0, **kw)
+    np.testing.assert_array_equal(single.restart_thetas_[0], gp.restart_thetas_[0])
+    assert single.restart_ == 0 and single.log_marginal_likelihood() <= lmls.max()
+
+
+def test_type2_restarts_with_search_subset_compare_on_all_points():
+    X, y = _restart_data()
+    kw = {"p": 30, "grid_size": 6, "seed": 2, "maxiter": 15, "optimize_subset": 60}
+    gp = hkern.fit_grief(X, y, n_restarts=2, **kw)
+    for theta, lml in zip(gp.restart_thetas_, gp.restart_lmls_):
+        assert abs(_lml_at(X, y, theta, p=30, grid_size=6) - lml) < RTOL * abs(lml)
+    assert gp.restart_ == int(np.argmax(gp.restart_lmls_))
+    assert np.isnan(hkern.fit_grief(X, y, n_restarts=0, **kw).restart_lmls_[0])
+
+
 def test_type1_mala():
     mu, s2 = lognormal_params(1.0, 100.0)
     assert abs(s2 - 1.2370) < 1e-4 and abs(mu - s2) < 1e-12          # spec section 4 numbers
@@ -245,6 +295,12 @@ def test_type1_mala():
     assert np.all(var > 0)
     again = hkern.fit_grief(X, y, seed=3, **kw)
     np.testing.assert_array_equal(again.samples_, gp.samples_)
+    # Prior centred at the base kernel (mode s_i^2, spec 7.5 option): same checks.
+    gk = hkern.fit_grief(X, y, seed=3, w_prior="kernel", **kw)
+    assert 0.3 < gk.acceptance_rate_ < 0.85
+    assert np.sqrt(np.mean((gk.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1
+    np.testing.assert_array_equal(hkern.fit_grief(X, y, seed=3, w_prior="kernel", **kw).samples_,
+                                  gk.samples_)
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -260,6 +316,8 @@ def test_type1_mala():
     ({"lengthscales": -1.0, "signal_variance": 1.0, "noise": 0.1}, "lengthscales must be"),
     ({"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.0}, "noise must be > 0"),
     ({"seed": -1}, "seed must be a non-negative"),
+    ({"n_restarts": -1}, "n_restarts must be >= 0"),
+    ({"inference": "type1", "w_prior": "flat"}, "w_prior must be one of"),
 ])
 def test_bad_arguments(kwargs, match):
     X = np.random.default_rng(0).normal(size=(20, 2))
