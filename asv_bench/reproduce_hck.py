@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/reproduce_hck.py --part trends
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/reproduce_hck.py --part randomness
     python asv_bench/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
+    python asv_bench/reproduce_hck.py --render-only      # page + plots from the stored results
 
 Writes doc/reproduce_hck.md (and doc/figures/hck_*.png, doc/figures/reproduce_hck.json); each
 part keeps its results in the JSON file, so the parts can run separately.
@@ -199,7 +200,7 @@ def render(store):
             out += ["Relative test error (fit seconds, peak RSS of the fit):", "",
                     markdown_table(header, body), ""]
         out += _trend_verdict(res, cfg)
-        out += [f"Produced by: {store['trends_note']}", ""]
+        out += [store['trends_note'], ""]
     if "randomness" in store:
         res = store["randomness"]
         sig = cfg["sigmas"]
@@ -223,7 +224,7 @@ def render(store):
         out += ["Mean ± standard deviation of the relative test error over the seeds:", "",
                 markdown_table(header, body), ""]
         out += _random_verdict(res, cfg)
-        out += [f"Produced by: {store['randomness_note']}", ""]
+        out += [store['randomness_note'], ""]
     return "\n".join(out)
 
 
@@ -244,7 +245,28 @@ def _trend_verdict(res, cfg):
                for k in KEYS}
         lines += [f"* {name}: lowest error at each r - {', '.join(wins)}.  Mean fit time, "
                   f"fastest first: {order}.  Peak MiB at r = {top}: "
-                  + ", ".join(f"{LABELS[k]} {mem[k]:.0f}" for k in KEYS) + "."]
+                  + ", ".join(f"{LABELS[k]} {mem[k]:.0f}" for k in KEYS)
+                  + f" (HCK / Nystrom = {mem['hck'] / mem['nystrom']:.1f}x)."]
+        losses = []
+        for rr in cfg["r_grid"]:
+            by = {x["method"]: x for x in r["rows"] if x["r"] == rr}
+            best = min(by.values(), key=lambda x: x["rel_error"])
+            if best["method"] != "hck":
+                losses.append(f"r = {rr}: {LABELS[best['method']]} {best['rel_error']:.4f} "
+                              f"against HCK {by['hck']['rel_error']:.4f} (tuned sigma "
+                              f"{best['sigma']:g} / {by['hck']['sigma']:g})")
+        if losses:
+            lines += [f"  Where HCK is not the lowest: {'; '.join(losses)}."]
+    lines += ["", "Where we differ and why: the paper's data sets are not ours, so only the "
+              "trends can agree.  Where the independent kernel edges out HCK, a likely reason "
+              "is that a local kernel fits that set well, so the cross-leaf Nystrom coupling "
+              "that HCK adds carries little information and costs a little accuracy through "
+              "the landmark approximation; the paper's claim is 'almost always', with an "
+              "exception of its own.  The speed order can differ from the paper's (Fourier "
+              "fastest there): hkern's independent kernel solves only leaf blocks, and "
+              "hkern's Nystrom builds its features in row blocks.  Our "
+              "memory column is measured peak RSS, not the paper's 4r / r per point "
+              "estimate (HCK / Nystrom above; the paper's estimate is 4x)."]
     return lines + [""]
 
 
@@ -259,6 +281,29 @@ def _random_verdict(res, cfg):
                for k in KEYS}
         lines += [f"* r = {r}: " + ", ".join(f"{LABELS[k]} {med[k]:.4f}"
                                              for k in sorted(med, key=med.get)) + "."]
+    sig = cfg["sigmas"]
+    r0 = cfg["random_r"][0]
+    sd = {k: np.std(np.array(res["errors"][f"{k}/{r0}"]), axis=0) for k in KEYS}
+    lines += ["", f"Per sigma at r = {r0}: the largest standard deviation is Nystrom's at "
+              f"sigma = {sig[int(np.argmax(sd['nystrom']))]:g}, the independent kernel's at "
+              f"sigma = {sig[int(np.argmax(sd['independent']))]:g}, HCK's at "
+              f"sigma = {sig[int(np.argmax(sd['hck']))]:g}; at the largest sigma "
+              f"({sig[-1]:g}) the independent kernel varies "
+              f"{sd['independent'][-1] / max(sd['hck'][-1], 1e-12):.1f}x as much as HCK.",
+              "",
+              "Where we differ and why: our data set (elevators) and sigma grid are not the "
+              "paper's (cadata, sigma from 0.01 to 100 on inputs whose scaling is not given), "
+              "so 'small' and 'large' sigma are relative to the optimum here."]
+    for r in cfg["random_r"]:
+        E = {k: np.array(res["errors"][f"{k}/{r}"]) for k in KEYS}
+        med = {k: float(np.median(E[k].std(0))) for k in KEYS}
+        best = {k: float(E[k].mean(0).min()) for k in KEYS}
+        if med["nystrom"] < med["hck"]:
+            lines += ["", f"At r = {r} Nystrom's band is narrower than HCK's (median over sigma), "
+                      f"while its best mean error is {best['nystrom']:.4f} against HCK's "
+                      f"{best['hck']:.4f}: with enough landmarks for this set's effective rank "
+                      "a low-rank approximation varies little with the landmark draw, and "
+                      "the paper itself notes that every method stabilises as r grows."]
     return lines + [""]
 
 
@@ -268,19 +313,24 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--n-jobs", type=int, default=1)
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--render-only", action="store_true",
+                   help="no fits: rewrite the page and plots from doc/figures/reproduce_hck.json")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     cfg_json = json.loads(json.dumps(cfg))
     store = json.loads(STORE.read_text()) if STORE.exists() else {}
-    if store.get("config") != cfg_json:
-        store = {}     # never mix quick and full settings on one page
-    store.update(config=cfg_json, quick=args.quick)
-    note = machine_note(command_line())
-    with blas_threads(args.n_jobs):
-        if args.part in ("all", "trends"):
-            store.update(trends=trends(cfg, args.n_jobs), trends_note=note)
-        if args.part in ("all", "randomness"):
-            store.update(randomness=randomness(cfg, args.n_jobs), randomness_note=note)
+    if args.render_only:
+        cfg = store["config"]
+    else:
+        if store.get("config") != cfg_json:
+            store = {}     # never mix quick and full settings on one page
+        store.update(config=cfg_json, quick=args.quick)
+        note = machine_note(command_line())
+        with blas_threads(args.n_jobs):
+            if args.part in ("all", "trends"):
+                store.update(trends=trends(cfg, args.n_jobs), trends_note=note)
+            if args.part in ("all", "randomness"):
+                store.update(randomness=randomness(cfg, args.n_jobs), randomness_note=note)
     if args.no_write:
         return 0
     FIGURES.mkdir(parents=True, exist_ok=True)
