@@ -7,9 +7,10 @@
 
 For each data set (split 0, X and y standardised with training statistics):
 
-1. Tuning.  sigma = c sqrt(d) for c in SIGMA_FACTORS and lam in LAMS, chosen per hkern method
-   by the RMSE on a validation split carved from the *training* set (20% of it, at most
-   N_VAL_MAX points; models fitted on at most N_FIT_MAX of the other 80%), at the main r.  The
+1. Tuning.  sigma = c sqrt(d) for c in sigma_factors and lam in lams (FULL / QUICK below),
+   chosen per hkern method by the RMSE on a validation split carved from the *training* set
+   (20% of it, at most n_val_max points; models fitted on at most n_fit_max of the other
+   80%), at the main r.  The
    test set is used only for the final numbers.  Each scikit-learn peer reuses the
    hyperparameters of the hkern method that fits the same model (``Nystroem`` + ``Ridge`` = uniform
    Nystrom KRR, ``RBFSampler`` + ``Ridge`` = random Fourier features, ``KernelRidge`` = exact
@@ -17,7 +18,7 @@ For each data set (split 0, X and y standardised with training statistics):
 2. Every method with r in the r grid is fitted on the whole training set: test RMSE
    (standardised units), fit seconds, predict seconds (the whole test set) and peak RSS of the
    fit above the level before it (hkern._memory.peak_memory).  Exact KRR runs only when
-   n_train <= EXACT_MAX_N (its n x n matrix); otherwise the table says "n/a: n too large".
+   n_train <= exact_max_n (its n x n matrix); otherwise the table says "n/a: n too large".
 
 Equal r is the memory rule: r is the landmarks per tree node (HCK), the leaf size scale
 (independent kernel), landmarks (Nystrom), random features (RFF) and, when hkern has MEKA,
@@ -51,8 +52,9 @@ PAGE = ROOT / "doc" / "results_compare.md"
 FIGURES = ROOT / "doc" / "figures"
 STORE = FIGURES / "compare.json"
 
-FULL = dict(r_grid=(128, 256, 512), main_r=512, sigma_factors=(0.25, 0.5, 1.0),
-            lams=(1e-3, 1e-2, 1e-1), n_fit_max=8000, n_val_max=4000, exact_max_n=16_000)
+FULL = dict(r_grid=(128, 256, 512), main_r=512, sigma_factors=(0.125, 0.25, 0.5, 1.0, 2.0),
+            lams=(1e-4, 1e-3, 1e-2, 1e-1, 1.0), n_fit_max=6000, n_val_max=3000,
+            exact_max_n=16_000)
 QUICK = dict(r_grid=(64, 128), main_r=128, sigma_factors=(0.5, 1.0), lams=(1e-2, 1e-1),
              n_fit_max=2000, n_val_max=1000, exact_max_n=5000)
 MEKA_CLUSTERS = 10
@@ -236,6 +238,25 @@ def render_page(store, quick):
     rows = [[LABELS[k]] + [_cell_main(store[n], k, store[n]["config"]["main_r"])
                            for n in names] for k in keys]
     out += [markdown_table(header, rows), ""]
+    out += ["Reading the table (computed from the numbers above; hkern / scikit-learn):", ""]
+    for n in names:
+        main = {row["method"]: row for row in store[n]["rows"] if "skipped" not in row
+                and row.get("r") in (store[n]["config"]["main_r"], None)}
+        low = min(round(row["test_rmse"], 4) for row in main.values())
+        winners = " = ".join(LABELS[k] for k, row in main.items()
+                             if round(row["test_rmse"], 4) == low)
+        line = f"* {n}: lowest test RMSE {low:.4f} ({winners})"
+        for ours, peer in (("nystrom", "sk_nystroem"), ("rff", "sk_rbf"), ("exact", "sk_krr")):
+            if ours in main and peer in main:
+                a, b = main[ours], main[peer]
+                line += (f"; {LABELS[ours]} vs {LABELS[peer]}: RMSE {a['test_rmse']:.4f} / "
+                         f"{b['test_rmse']:.4f}, fit time {a['fit_s']:.2f} / {b['fit_s']:.2f} s, "
+                         f"peak {a['peak_mib']:.0f} / {b['peak_mib']:.0f} MiB")
+        out += [line + "."]
+    out += ["", "The same model fitted by the two libraries differs only in the random draw "
+            "of landmarks / features and in how the small r x r system is solved, so their "
+            "RMSEs differ by the draw-to-draw variation (see the randomness study in the "
+            "[HCK reproduction](reproduce_hck.md)).", ""]
     for fig, alt in (("compare_error_vs_r", "test RMSE against r"),
                      ("compare_error_vs_time", "test RMSE against fit time"),
                      ("compare_memory_vs_n", "peak memory against n")):
@@ -283,7 +304,8 @@ def plot(store):
         return
     names = [n for n in DATASETS if n in store] + sorted(set(store) - set(DATASETS))
     keys = [m.key for m in METHODS]
-    style = {k: dict(marker="os^vDxP*h"[i % 9], linestyle="-" if not k.startswith("sk_")
+    style = {k: dict(color=f"C{i}", marker="os^vDxP*h"[i % 9],
+                     linestyle="-" if not k.startswith("sk_")
                      else "--") for i, k in enumerate(keys)}
     for fname, xkey, xlabel, xlog in (("compare_error_vs_r", "r", "r", 2),
                                       ("compare_error_vs_time", "fit_s", "fit seconds", 10)):
