@@ -13,9 +13,8 @@ Prints markdown tables.  Thread counts: every core (both libraries' defaults).
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from bench_common import best_time, rmse
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import rbf_kernel
@@ -27,19 +26,6 @@ from hkern.datasets import load_uci, standardize
 R = 1024
 SIGMAS = (1.0, 1.5, 2.0, 3.0, 4.0)
 LAMS = (1e-3, 1e-2, 1e-1)
-
-
-def best_time(fn, repeats):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
-def rmse(a, b):
-    return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
 def kernel_comparison():

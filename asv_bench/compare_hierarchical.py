@@ -18,9 +18,9 @@ Prints markdown.  ``--quick`` skips the n = 10^6 fit and uses smaller grids.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from bench_common import best_time, rmse
 
 import hkern
 from hkern._memory import peak_memory
@@ -29,22 +29,6 @@ from hkern.datasets import load_uci, make_regression, standardize
 from hkern.hierarchical import _tree
 from hkern.hierarchical._hck import HCKOperator
 from hkern.hierarchical.api import _build_tree
-
-
-def rmse(a, b):
-    return float(np.sqrt(np.mean((a - b) ** 2)))
-
-
-def best_time(fn, repeats=1):
-    """Fastest of `repeats` calls of fn: (seconds, that call's result)."""
-    best, out = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - start
-        if elapsed < best:
-            best, out = elapsed, result
-    return best, out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -176,3 +176,17 @@ class Exact(_SlowFit):
         return rmse(cache["model"], self.X_test, self.y_test)
 
     track_test_rmse.unit = "RMSE"
+
+
+class NystromThreads(_SlowFit):
+    """fit_nystrom (r = 1024) on kin40k with 1 and 2 threads (results are bitwise identical)."""
+
+    params = [1, 2]
+    param_names = ["n_jobs"]
+
+    def setup(self, n_jobs):
+        self.X_train, self.y_train, _, _ = kin40k()
+
+    def time_fit(self, n_jobs):
+        hkern.fit_nystrom(self.X_train, self.y_train, r=1024, kernel=KERNEL, sigma=SIGMA,
+                          lam=LAM, seed=SEED, n_jobs=n_jobs)

@@ -151,3 +151,17 @@ class InversionRate(_SlowFit):
         return op.construction_flops() / op.construction_seconds["invert"] / 1e9
 
     track_inversion_gflops.unit = "GFLOP/s"
+
+
+class HierarchicalThreads(_SlowFit):
+    """fit_hierarchical (r = 128) on make_regression(100 000, d=8) with 1 and 2 threads."""
+
+    params = [1, 2]
+    param_names = ["n_jobs"]
+
+    def setup(self, n_jobs):
+        self.X, self.y = make_regression(100_000, d=8, seed=0)
+
+    def time_fit(self, n_jobs):
+        hkern.fit_hierarchical(self.X, self.y, r=128, sigma=1.0, lam=LAM, seed=SEED,
+                               n_jobs=n_jobs)

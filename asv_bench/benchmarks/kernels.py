@@ -83,3 +83,49 @@ class OtherKernels:
 
     def time_kernel_matrix(self, kernel):
         hkern.kernel_matrix(self.X, self.Y, kernel=kernel, sigma=SIGMA, n_jobs=1)
+
+
+class KernelMatvec:
+    """K(X, Y) B without forming K (hkern.kernel_matvec): X (n_rows, 8), Y (256, 8), B (256,)."""
+
+    params = ([20_000, 200_000], [1, 2])
+    param_names = ["n_rows", "n_jobs"]
+    number = 1
+    repeat = (3, 10, 10.0)
+    warmup_time = 0.0
+    timeout = 120
+
+    def setup(self, n_rows, n_jobs):
+        rng = np.random.default_rng(0)
+        self.X, self.Y = rng.standard_normal((n_rows, N_FEATURES)), rng.standard_normal(
+            (N_CENTERS, N_FEATURES))
+        self.B = rng.standard_normal(N_CENTERS)
+
+    def time_kernel_matvec(self, n_rows, n_jobs):
+        hkern.kernel_matvec(self.X, self.Y, self.B, sigma=SIGMA, n_jobs=n_jobs)
+
+    def peakmem_kernel_matvec(self, n_rows, n_jobs):
+        hkern.kernel_matvec(self.X, self.Y, self.B, sigma=SIGMA, n_jobs=n_jobs)
+
+
+class KernelAccuracy:
+    """Largest relative difference of hkern.kernel_matrix from the textbook formulas computed
+    from differences (no GEMM cancellation), 2000 x 256: Gaussian exp(-||x - y||_2^2 / (2
+    sigma^2)) and Laplace exp(-||x - y||_1 / sigma)."""
+
+    params = ["gaussian", "laplace"]
+    param_names = ["kernel"]
+
+    def setup(self, kernel):
+        self.X, self.Y = make_data(2000)
+        diff = self.X[:, None, :] - self.Y[None, :, :]
+        if kernel == "gaussian":
+            self.K = np.exp(-0.5 * (diff**2).sum(-1) / SIGMA**2)
+        else:
+            self.K = np.exp(-np.abs(diff).sum(-1) / SIGMA)
+
+    def track_max_relative_error(self, kernel):
+        K = hkern.kernel_matrix(self.X, self.Y, kernel=kernel, sigma=SIGMA, n_jobs=1)
+        return float(np.max(np.abs(K - self.K) / self.K))
+
+    track_max_relative_error.unit = "relative error"

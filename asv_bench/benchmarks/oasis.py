@@ -44,3 +44,20 @@ class TwoMoonsError:
         return float(np.linalg.norm(self.G - sel.approximation()) / np.linalg.norm(self.G))
 
     track_relative_frobenius_error.unit = "relative error"
+
+
+class SelectionThreads:
+    """oASIS, 200 columns of make_regression(20 000, d=8), with 1 and 2 threads."""
+
+    params = [1, 2]
+    param_names = ["n_jobs"]
+    number = 1
+    repeat = (1, 3, 30.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, n_jobs):
+        self.X, _ = make_regression(20_000, d=8, seed=0)
+
+    def time_oasis_200(self, n_jobs):
+        hkern.oasis(self.X, 200, sigma=1.0, seed=0, n_jobs=n_jobs)

@@ -45,6 +45,9 @@ class SincFit:
     def track_m0(self, M, step):
         return self.fit(M, step).m0_
 
+    def peakmem_fit(self, M, step):
+        self.fit(M, step)
+
     track_test_mse.unit = "MSE (noiseless test)"
     track_m0.unit = "active landmarks"
 
@@ -73,3 +76,23 @@ class StepTime:
     def time_2000_steps(self, n):
         with blas_threads(1):
             self.core.run(self.draws, self.hist, 0, 0, 0.0, 200, 0)
+
+
+class SincPredict:
+    """Prediction on 20 000 sinc points: the kernel at the m0 active landmarks only."""
+
+    params: ClassVar = [256, 1000]
+    param_names: ClassVar = ["n_candidates"]
+    number = 1
+    repeat = (3, 10, 10.0)
+    timeout = 300
+
+    def setup(self, M):
+        X, y, _ = sinc(1000, 0)
+        self.Xt = sinc(20_000, 1)[0]
+        with blas_threads(1):
+            self.model = hkern.fit_slkl(X, y, n_candidates=M, nu=1e-2, sigma=1.0, seed=0,
+                                        n_jobs=1)
+
+    def time_predict(self, M):
+        self.model.predict(self.Xt)

@@ -21,6 +21,19 @@ class ExactKRR(KernelRidgeModel):
         Training inputs.
     dual_coef_ : ndarray (n, k)
         alpha.
+
+    Examples
+    --------
+    Returned by :func:`fit_exact`; predictions are k(x, X) alpha:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
+    >>> model = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2)
+    >>> K = hkern.kernel_matrix(X[:5], X, sigma=1.0)
+    >>> bool(np.allclose(model.predict(X[:5]), K @ model.dual_coef_[:, 0]))
+    True
     """
 
     def __init__(self, X, alpha, **kw):

@@ -26,6 +26,21 @@ class NystromKRR(KernelRidgeModel):
         beta.
     rank_ : int
         Numerical rank kept of K(Z, Z).
+
+    Examples
+    --------
+    Returned by :func:`fit_nystrom`; predictions are k(x, Z) beta:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(500, 3)), rng.normal(size=500)
+    >>> model = hkern.fit_nystrom(X, y, r=50, sigma=1.0, lam=1e-2, seed=0)
+    >>> model.landmarks_.shape
+    (50, 3)
+    >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
+    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
+    True
     """
 
     def __init__(self, landmarks, indices, coef, rank, **kw):

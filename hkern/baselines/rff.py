@@ -23,6 +23,19 @@ class RFFKRR(KernelRidgeModel):
     offsets_ : ndarray (r,)
         b, uniform on [0, 2 pi).
     coef_ : ndarray (r, k)
+        Ridge coefficients of the features.
+
+    Examples
+    --------
+    Returned by :func:`fit_rff`:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(500, 3)), rng.normal(size=500)
+    >>> model = hkern.fit_rff(X, y, r=64, sigma=1.0, lam=1e-2, seed=0)
+    >>> model.frequencies_.shape, model.coef_.shape
+    ((64, 3), (64, 1))
     """
 
     def __init__(self, frequencies, offsets, coef, **kw):

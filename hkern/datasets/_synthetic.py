@@ -61,6 +61,16 @@ def standardize(X_train, y_train, X_test, y_test):
         Standardised copies.
     y_scale : float
         Training standard deviation of y: multiply a standardised RMSE by it for original units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.datasets import load_uci, standardize
+    >>> X_train, y_train, X_test, y_test, y_scale = standardize(*load_uci("kin40k", split=0))
+    >>> bool(np.allclose(X_train.mean(axis=0), 0) and np.allclose(X_train.std(axis=0), 1))
+    True
+    >>> bool(np.isclose(y_scale, load_uci("kin40k", split=0)[1].std()))
+    True
     """
     X_train = check_array(X_train, "X_train")
     X_test = check_array(X_test, "X_test")

@@ -37,6 +37,19 @@ class ColumnSelection:
     F : ndarray (n, k)
         Cholesky factor of the approximation, G~ = F F^T (the Nystrom features).
     method : str
+        The selection rule that produced it.
+
+    Examples
+    --------
+    Returned by :func:`oasis` and :func:`select_columns`:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> X = np.random.default_rng(0).normal(size=(300, 2))
+    >>> sel = hkern.select_columns(X, 20, method="greedy", sigma=1.0)
+    >>> G_approx = sel.approximation()
+    >>> bool(np.allclose(G_approx, sel.F @ sel.F.T))
+    True
     """
 
     def __init__(self, indices, C, W_inv, scores, F, method):

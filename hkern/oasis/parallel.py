@@ -75,6 +75,19 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
         ``indices``, ``W_inv`` and ``scores`` on every rank; ``C`` and ``F`` with all n rows
         on rank 0 when ``gather``, otherwise (and on the other ranks) the rank's own rows,
         which start at ``result.row_offset``.
+
+    Examples
+    --------
+    Saved as ``select.py`` and run with ``mpiexec -n 2 python select.py`` (needs the ``mpi``
+    extra), every rank gets the indices serial :func:`hkern.oasis` selects:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> from hkern.oasis.parallel import oasis_mpi
+    >>> X = np.random.default_rng(0).normal(size=(2000, 4))
+    >>> sel = oasis_mpi(X, 50, sigma=1.0, seed=0)                   # doctest: +SKIP
+    >>> bool(np.array_equal(sel.indices, hkern.oasis(X, 50, sigma=1.0, seed=0).indices))  # doctest: +SKIP
+    True
     """
     MPI = _mpi()
     comm = MPI.COMM_WORLD if comm is None else comm

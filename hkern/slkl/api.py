@@ -39,7 +39,7 @@ class SlklModel(KernelRidgeModel):
     active_ : ndarray (m0,)
         Rows of the training X with a positive weight for some output (sorted).
     landmarks_ : ndarray (m0, d)
-        X[active_].
+        ``X[active_]``.
     coef_ : ndarray (m0, k)
         beta.
     objective_ : ndarray (n_iter + 1,) or list of them
@@ -51,6 +51,20 @@ class SlklModel(KernelRidgeModel):
         than max_iter.
     nu : float
         The l1 penalty.
+
+    Examples
+    --------
+    Returned by :func:`fit_slkl`; only the active landmarks enter a prediction:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-5, 5, size=(300, 2))
+    >>> y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
+    >>> model = hkern.fit_slkl(X, y, n_candidates=60, nu=1e-3, sigma=1.0, seed=0)
+    >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
+    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
+    True
     """
 
     def __init__(self, candidates, weights, active, landmarks, coef, objective, n_iter,
