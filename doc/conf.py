@@ -54,5 +54,4 @@ import hkern
 """
 
 html_theme = "alabaster"
-html_static_path = ["_static"]
 html_title = f"hkern {release}"

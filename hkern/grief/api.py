@@ -40,9 +40,11 @@ class GriefGP:
     inference : {"type2", "type1"}
     lengthscales_ : (d,) ndarray
         SE-ARD lengthscales in the original units of X (``inf`` for ignored constant columns).
-    signal_variance_, noise_ : float
-        Kernel amplitude s2 and noise variance, in the original units of y (type I: noise_ is
-        the posterior mean of the sampled noise).
+    signal_variance_ : float
+        Kernel amplitude s2, in the original units of y.
+    noise_ : float
+        Noise variance, in the original units of y (type I: the posterior mean of the sampled
+        noise).
     active_features_ : ndarray of int
         Columns of X the model uses (constant training columns are ignored).
     p_ : int

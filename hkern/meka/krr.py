@@ -115,7 +115,7 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     rank, n_clusters : int
         Per-cluster rank k and number of clusters c (see :func:`hkern.meka`).
     lam : float
-        Ridge regularisation, > 0.  With an indefinite G~ it must exceed |lambda_min(G~)|
+        Ridge regularisation, > 0.  With an indefinite G~ it must exceed ``|lambda_min(G~)|``
         (or pass ``psd=True``).
     kernel, sigma : see :func:`hkern.kernel_matrix`.
     solver : {"direct", "cg"}
