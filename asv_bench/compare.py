@@ -40,8 +40,18 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from bench_common import (best_time, command_line, load_standardized, machine_note,
-                          markdown_table, pyplot, rmse, timed_fit, tune, validation_split)
+from bench_common import (
+    best_time,
+    command_line,
+    load_standardized,
+    machine_note,
+    markdown_table,
+    pyplot,
+    rmse,
+    timed_fit,
+    tune,
+    validation_split,
+)
 
 import hkern
 from hkern._threads import blas_threads

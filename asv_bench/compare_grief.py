@@ -154,7 +154,8 @@ def type1(args):
                                  w_prior=args.w_prior, n_jobs=args.n_jobs)
             seconds = time.perf_counter() - start
             record({"kind": "type1", "data": name, "split": split, "n": len(y), "p": gp.p_,
-                    "p_svd": int(gp._s.size), "w_prior": args.w_prior, "rmse": rmse(gp.predict(Xt), yt),
+                    "p_svd": int(gp._s.size), "w_prior": args.w_prior,
+                    "rmse": rmse(gp.predict(Xt), yt),
                     "acceptance": round(gp.acceptance_rate_, 3),
                     "n_samples": int(gp.samples_.shape[0]), "fit_s": round(seconds, 2),
                     "n_jobs": args.n_jobs})
@@ -226,7 +227,8 @@ def _ms(e):
 def report(_args):
     rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
     out = ["# GP-GRIEF results", "",
-           "Measured with `asv_bench/compare_grief.py` (records in `asv_bench/results_grief.jsonl`).",
+           "Measured with `asv_bench/compare_grief.py` "
+           "(records in `asv_bench/results_grief.jsonl`).",
            "Machine: 2 cores shared with other jobs; n_jobs as listed.  RMSE in original units;",
            "mean ± std over the splits listed (std: population, over splits).", ""]
     table_rows = [r for r in rows if r["kind"] == "table"]
@@ -348,7 +350,8 @@ def report(_args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["table", "nystrom", "type1", "exact", "scaling", "highdim", "report"])
+    ap.add_argument("what", choices=["table", "nystrom", "type1", "exact", "scaling", "highdim",
+                                     "report"])
     ap.add_argument("--datasets", nargs="+", default=list(PAPER))
     ap.add_argument("--splits", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--maxiter", type=int, default=200)
@@ -362,7 +365,8 @@ def main():
     ap.add_argument("--p", type=int, default=256)
     ap.add_argument("--n-jobs", type=int, default=1)
     args = ap.parse_args()
-    {"table": table, "nystrom": nystrom, "type1": type1, "exact": exact, "scaling": scaling, "highdim": highdim,
+    {"table": table, "nystrom": nystrom, "type1": type1, "exact": exact, "scaling": scaling,
+     "highdim": highdim,
      "report": report}[args.what](args)
 
 

@@ -21,15 +21,14 @@ import argparse
 
 import numpy as np
 from bench_common import best_time, rmse
+from hkern.hierarchical._hck import HCKOperator
 
 import hkern
 from hkern._memory import peak_memory
 from hkern._threads import blas_threads, resolve_n_jobs
 from hkern.datasets import load_uci, make_regression, standardize
 from hkern.hierarchical import _tree
-from hkern.hierarchical._hck import HCKOperator
 from hkern.hierarchical.api import _build_tree
-
 
 # ---------------------------------------------------------------------------------------------
 # 1. Accuracy on kin40k

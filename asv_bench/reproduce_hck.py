@@ -1,7 +1,9 @@
 """Reproduce the HCK paper's experiments (Chen, Avron, Sindhwani) on the shared UCI sets.
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/reproduce_hck.py --part trends
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/reproduce_hck.py --part randomness
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
+        python asv_bench/reproduce_hck.py --part trends
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
+        python asv_bench/reproduce_hck.py --part randomness
     python asv_bench/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
     python asv_bench/reproduce_hck.py --render-only      # page + plots from the stored results
 
@@ -27,8 +29,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-from bench_common import (command_line, machine_note, markdown_table, pyplot, raw_split,
-                          timed_fit, tune, validation_split)
+from bench_common import (
+    command_line,
+    machine_note,
+    markdown_table,
+    pyplot,
+    raw_split,
+    timed_fit,
+    tune,
+    validation_split,
+)
 from compare import METHODS
 
 from hkern._threads import blas_threads

@@ -43,8 +43,8 @@ def _get_controller():
     global _controller
     if _controller is None:
         # Imported here so the BLAS libraries of numpy and scipy are loaded before the scan.
-        from threadpoolctl import ThreadpoolController
         import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which hkern's cores call)
+        from threadpoolctl import ThreadpoolController
         _controller = ThreadpoolController()
     return _controller
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 import scipy.linalg
+from references import dense_kernel
 
 import hkern
-from references import dense_kernel
 
 
 def rel(a, b):

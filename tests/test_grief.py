@@ -272,7 +272,8 @@ def test_type1_mala():
     rng = np.random.default_rng(8)
     X = rng.uniform(-2, 2, (120, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=120)
-    kw = {"p": 30, "grid_size": 8, "inference": "type1", "lengthscales": [1.0, 1.0], "signal_variance": 1.0,
+    kw = {"p": 30, "grid_size": 8, "inference": "type1", "lengthscales": [1.0, 1.0],
+          "signal_variance": 1.0,
               "noise": 0.02, "n_iter": 1500, "burn_in": 500, "thin": 10}
     gp = hkern.fit_grief(X, y, seed=3, **kw)
     assert gp.samples_.shape == (100, gp._s.size + 1)

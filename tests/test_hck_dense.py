@@ -7,12 +7,11 @@ plus properties from hck.md section 1 (Thm 6, Prop 1, Prop 5) that need no refer
 import importlib.util
 from pathlib import Path
 
+import hck_dense as hd
 import numpy as np
 import pytest
 import scipy.linalg
 import scipy.stats
-
-import hck_dense as hd
 
 REF_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "hck_reference.py"
 SIGMA = 0.8

@@ -17,10 +17,10 @@ Conventions: "relmax" is max|a - b| / max|b| (pointwise, used for kernel matrice
 import functools
 import math
 
+import hck_dense as hd
 import numpy as np
 import pytest
 
-import hck_dense as hd
 import hkern
 from hkern.hierarchical import _tree
 from hkern.hierarchical import api as hapi

@@ -1,4 +1,5 @@
-"""Tests of the HCK partition tree (hkern.hierarchical._tree): node ranges, build, landmarks, routing.
+"""Tests of the HCK partition tree (hkern.hierarchical._tree): node ranges, build, landmarks,
+routing.
 
 References are pure NumPy.  Projections are recomputed with ``seq_project``, which sums
 v[k] * x[k] in index order exactly like the compiled ``project`` (NumPy's elementwise ops do not

@@ -12,11 +12,11 @@ References used throughout (numpy/scipy, small n):
 """
 import numpy as np
 import pytest
+from hkern.oasis._oasis import OasisCore
+from references import dense_kernel
 from scipy.spatial.distance import cdist
 
 import hkern
-from hkern.oasis._oasis import OasisCore
-from references import dense_kernel
 
 ADAPTIVE = ["greedy", "oasis", "rpcholesky"]
 

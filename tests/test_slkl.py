@@ -184,7 +184,8 @@ def test_final_weights_satisfy_kkt():
 # ---------------------------------------------------------------- the model
 
 def test_prediction_equals_krr_with_learned_kernel():
-    """predict(X*) = K~(X*, X) (K~(X, X) + lam I)^{-1} y with K~ = sum_m mu_m k(., x_m) k(x_m, .)."""
+    """predict(X*) = K~(X*, X) (K~(X, X) + lam I)^{-1} y,
+    with K~ = sum_m mu_m k(., x_m) k(x_m, .)."""
     X, y = sinc_problem(150, 8)
     Xt, _ = sinc_problem(40, 9)
     model = hkern.fit_slkl(X, y, n_candidates=60, nu=0.01, lam=LAM, sigma=1.2, seed=4)

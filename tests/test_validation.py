@@ -3,9 +3,16 @@ import numpy as np
 import pytest
 
 import hkern
-from hkern._validation import (check_array, check_int, check_n_features, check_positive,
-                               check_rank, check_seed, check_targets)
 from hkern._threads import resolve_n_jobs
+from hkern._validation import (
+    check_array,
+    check_int,
+    check_n_features,
+    check_positive,
+    check_rank,
+    check_seed,
+    check_targets,
+)
 
 FITS = [
     lambda X, y, **kw: hkern.fit_exact(X, y, sigma=1.0, lam=0.1, **kw),
@@ -238,7 +245,8 @@ class TestSeed:
         assert check_seed(g) is g
         assert isinstance(check_seed(None), np.random.Generator)
         assert check_seed(7).integers(1 << 30) == np.random.default_rng(7).integers(1 << 30)
-        assert check_seed(np.int32(7)).integers(1 << 30) == np.random.default_rng(7).integers(1 << 30)
+        expected = np.random.default_rng(7).integers(1 << 30)
+        assert check_seed(np.int32(7)).integers(1 << 30) == expected
 
     @pytest.mark.parametrize("bad", [-1, 1.5, "0", True, np.random.RandomState(0)])
     def test_rejected(self, bad):

@@ -34,7 +34,8 @@ def kin40k():
 
 
 def exact_subsample():
-    """The fixed N_EXACT-point training subsample (seed 0) for the exact solver, with the test set."""
+    """The fixed N_EXACT-point training subsample (seed 0) for the exact solver, and the test
+    set."""
     X_train, y_train, X_test, y_test = kin40k()
     idx = np.sort(np.random.default_rng(SEED).choice(X_train.shape[0], N_EXACT, replace=False))
     return X_train[idx], y_train[idx], X_test, y_test

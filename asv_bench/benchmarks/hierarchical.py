@@ -8,12 +8,12 @@ import functools
 import time
 
 import numpy as np
+from hkern.hierarchical._hck import HCKOperator
 
 import hkern
 from hkern._threads import blas_threads, resolve_n_jobs
 from hkern.datasets import load_uci, make_regression, standardize
 from hkern.hierarchical import _tree
-from hkern.hierarchical._hck import HCKOperator
 from hkern.hierarchical.api import _build_tree
 
 SIGMA = 1.5
@@ -114,7 +114,8 @@ class HierarchicalScaling(_SlowFit):
 
 
 class InversionRate(_SlowFit):
-    """GFLOP/s of the HCK construction and of its inversion phase, BLAS/LAPACK flops only, n = 200000."""
+    """GFLOP/s of the HCK construction and of its inversion phase (BLAS/LAPACK flops only),
+    n = 200000."""
 
     params = [128, 512]
     param_names = ["r"]

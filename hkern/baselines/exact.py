@@ -1,7 +1,6 @@
 """Exact kernel ridge regression: the reference every approximation is measured against."""
 from __future__ import annotations
 
-
 from .. import _linalg
 from .._threads import resolve_n_jobs
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted

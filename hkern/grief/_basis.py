@@ -137,7 +137,8 @@ class GriefBasis:
         return out
 
     def gram(self, X, y, n_threads=1):
-        """A = Phi' Phi (p, p) and r = Phi' y (p,), accumulated over row blocks (Phi never whole)."""
+        """A = Phi' Phi (p, p) and r = Phi' y (p,), accumulated over row blocks (Phi is never
+        whole)."""
         from .. import _linalg
         A = np.zeros((self.p, self.p))
         r = np.zeros(self.p)

@@ -43,7 +43,8 @@ def plain_lml(yy, r, A, n, w, noise, grad=True):
     Linv = _linalg.solve_triangular(L, np.eye(p), lower=True)
     pinv_diag = np.einsum("ij,ij->j", Linv, Linv)                  # diag(P^-1)
     dw = (beta**2 + noise * pinv_diag) / (2.0 * w**2) - 0.5 / w
-    tr_pinv_a = p - noise * np.sum(pinv_diag / w)                 # tr(P^-1 A), P^-1 A = I - P^-1 noise W^-1
+    # tr(P^-1 A), with P^-1 A = I - P^-1 noise W^-1
+    tr_pinv_a = p - noise * np.sum(pinv_diag / w)
     quad = yy - 2.0 * rb + float(beta @ (A @ beta))
     dnoise = quad / (2.0 * noise**2) - (n - tr_pinv_a) / (2.0 * noise)
     return lml, dw, dnoise, L, beta

@@ -1,4 +1,5 @@
-"""GP-GRIEF-I: Metropolis-adjusted Langevin sampling of the weights w and the noise (spec section 4).
+"""GP-GRIEF-I: Metropolis-adjusted Langevin sampling of the weights w and the noise
+(spec section 4).
 
 The state is z = [log w_1..p~, log noise]; the target is the O(p~) SVD-basis LML plus log-normal
 priors, which are normal densities in z (so no extra Jacobian term: the log-normal density of w

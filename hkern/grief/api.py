@@ -316,7 +316,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         theta0 = fit_exact_ard(Xs[sub], ys[sub])
 
     state = {"inference": inference, "n_features_in_": d_in, "active_features_": active,
-                 "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_mean": x_mean[active], "_x_std": x_std[active],
+                 "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_mean": x_mean[active],
+                 "_x_std": x_std[active],
                  "_y_mean": y_mean, "_y_std": y_std}
     if inference == "type2":
         search = None
@@ -431,7 +432,8 @@ def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, w_prior, n_thread
     coef = uy * w / (w + noise[:, None])                      # per-sample mean coefficients
     w_mean, noise_mean = w.mean(axis=0), float(noise.mean())
     lml = svd_lml(yy, rho, n, w_mean, noise_mean, grad=False)[0]
-    return {"_basis": basis, "_V": V, "_s": s, "_coef_mean": coef.mean(axis=0), "_coef_samples": coef,
+    return {"_basis": basis, "_V": V, "_s": s, "_coef_mean": coef.mean(axis=0),
+            "_coef_samples": coef,
                 "_var_weights": np.mean(w * noise[:, None] / (w + noise[:, None]), axis=0),
                 "_noise_s": noise_mean, "_lml_s": float(lml), "samples_": samples,
                 "acceptance_rate_": float(acc), "mala_step_": step}

@@ -6,8 +6,7 @@ import math
 import numpy as np
 
 from .._threads import blas_threads, resolve_n_jobs
-from .._validation import (check_choice, check_int, check_nonnegative,
-                           check_seed)
+from .._validation import check_choice, check_int, check_nonnegative, check_seed
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from . import _blocks, _tree
 from ._hck import HCKOperator
