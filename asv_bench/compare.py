@@ -372,6 +372,9 @@ def main(argv=None):
                    help="threads for hkern and BLAS alike (default 1)")
     p.add_argument("--no-write", action="store_true",
                    help="print only; leave doc/results_compare.md and doc/figures alone")
+    p.add_argument("--methods", nargs="+", choices=[m.key for m in METHODS],
+                   help="run only these methods: their rows replace the stored ones, the other "
+                        "methods' stored rows are kept")
     p.add_argument("--render-only", action="store_true",
                    help="no fits: rewrite the page and plots from doc/figures/compare.json")
     args = p.parse_args(argv)
@@ -382,10 +385,15 @@ def main(argv=None):
         PAGE.write_text(render_page(store, any(v["config"] == json.loads(json.dumps(QUICK))
                                                for v in store.values())))
         return 0
-    methods = [m for m in METHODS if m.available()]
+    methods = [m for m in METHODS if m.available()
+               and (args.methods is None or m.key in args.methods)]
     for m in METHODS:
-        if m not in methods:
+        if not m.available():
             print(f"note: {m.label} is not available in this environment; skipped")
+    for m in methods:
+        if m.tuned_as is not None and m.tuned_as not in {k.key for k in methods}:
+            p.error(f"--methods: {m.key} reuses the tuned sigma, lam of {m.tuned_as}; "
+                    f"select both")
     results = {}
     with blas_threads(args.n_jobs):
         for name in args.datasets:
@@ -396,12 +404,30 @@ def main(argv=None):
     store = json.loads(STORE.read_text()) if STORE.exists() else {}
     if any(v["config"] != json.loads(json.dumps(cfg)) for v in store.values()):
         store = {}     # never mix quick and full settings on one page
-    store.update(json.loads(json.dumps(results, default=_jsonable)))
+    results = json.loads(json.dumps(results, default=_jsonable))
+    if args.methods:
+        results = {name: _merge_rows(store.get(name), res, args.methods)
+                   for name, res in results.items()}
+    store.update(results)
     STORE.write_text(json.dumps(store, indent=1) + "\n")
     plot(store)
     PAGE.write_text(render_page(store, args.quick))
     print(f"\nwrote {PAGE.relative_to(ROOT)}, {STORE.relative_to(ROOT)} and the plots")
     return 0
+
+
+def _merge_rows(old, new, keys):
+    """A data set's record with the rows of the methods `keys` from `new` and every other
+    method's rows (and tuning) from `old`, in METHODS order."""
+    if old is None:
+        return new
+    order = {m.key: i for i, m in enumerate(METHODS)}
+    rows = [row for row in old["rows"] if row["method"] not in keys] + new["rows"]
+    merged = dict(old, rows=sorted(rows, key=lambda row: order[row["method"]]),
+                  tuned={**old["tuned"], **new["tuned"]})
+    merged["command"] = f"{old['command']}; {new['command']}"
+    merged["note"] = f"{old['note']} {new['note']}"
+    return merged
 
 
 def _jsonable(obj):
