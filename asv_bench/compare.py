@@ -232,9 +232,14 @@ def render_page(store, quick):
             "the level before it.", ""]
     if quick:
         out += ["**Quick mode (`--quick`): small grids, numbers for smoke-testing only.**", ""]
+    missing = [n for n in names if not any(row["method"] == "meka" for row in store[n]["rows"])]
     if not any(m.available() for m in METHODS if m.key == "meka"):
         out += ["MEKA is not in this build of hkern (`hkern.fit_meka` is absent); the runner "
                 "picks it up automatically once it is.", ""]
+    elif missing:
+        out += [f"MEKA has not been run yet for {', '.join(missing)}: "
+                "`python asv_bench/compare.py --methods meka --datasets ...` adds its rows to "
+                "the stored table.", ""]
     edges = sum(t["edge"] for n in names for t in store[n]["tuned"].values())
     total = sum(len(store[n]["tuned"]) for n in names)
     if edges:
