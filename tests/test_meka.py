@@ -299,13 +299,15 @@ def test_krr_direct_equals_dense_solve_and_predictions_match_on_training_points(
     assert np.abs(model.predict(X) - pred_ref).max() <= 1e-10 * np.abs(pred_ref).max()
 
 
-def test_krr_direct_handles_indefinite_and_singular_L():
-    """The L^-1-free Woodbury form works with zeroed link blocks and an indefinite G~."""
+def test_krr_direct_handles_singular_L():
+    """The L^-1-free Woodbury form works with zeroed link blocks, where L is singular."""
     X = blobs(n=500)
     y = np.cos(X[:, 1])
     lam = 0.5
     model = hkern.fit_meka(X, y, rank=10, n_clusters=5, lam=lam, sigma=2.0, seed=0,
                            oversample=0.2, threshold=0.4)
+    L = model.approximation_.L_
+    assert np.linalg.matrix_rank(L) < L.shape[0]
     D = model.approximation_.to_dense()
     A = D + lam * np.eye(len(y))
     alpha_ref = np.linalg.solve(A, y)
@@ -325,14 +327,26 @@ def test_krr_cg_matches_direct():
     assert np.abs(cg.dual_coef_ - direct.dual_coef_).max() <= 1e-8 * scale
 
 
-def test_cg_rejects_indefinite_system():
+@pytest.mark.parametrize("solver", ["direct", "cg"])
+def test_indefinite_system_is_rejected_not_solved(solver):
+    """psd=False with G~ + lam I indefinite: a clear error, never a silently wrong solution."""
     X = blobs(n=600, d=3, spread=1.5)
     G = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
     lam_small = 1e-8
     assert np.linalg.eigvalsh(G.to_dense())[0] < -1e3 * lam_small
-    with pytest.raises(np.linalg.LinAlgError, match="psd=True"):
+    with pytest.raises(ValueError, match="not positive definite.*psd=True"):
         hkern.fit_meka(X, np.ones(600), rank=15, n_clusters=6, sigma=2.0, seed=2,
-                       oversample=0.2, lam=lam_small, solver="cg")
+                       oversample=0.2, lam=lam_small, solver=solver, psd=False)
+
+
+def test_krr_applies_the_psd_fix_by_default():
+    X = blobs(n=600, d=3, spread=1.5)
+    model = hkern.fit_meka(X, np.ones(600), rank=15, n_clusters=6, sigma=2.0, seed=2,
+                           oversample=0.2, lam=1e-8)
+    G = model.approximation_
+    assert G.psd
+    D = G.to_dense()
+    assert np.linalg.eigvalsh(D)[0] >= -1e-10 * np.linalg.norm(D, 2)
 
 
 def test_out_of_sample_features_equal_training_rows():
@@ -348,7 +362,9 @@ def test_out_of_sample_features_equal_training_rows():
 def test_prediction_on_new_points_uses_nearest_centroid_features():
     X = blobs(n=500)
     y = np.sin(X[:, 0])
-    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=1e-2, seed=0)
+    # psd=False keeps the Nystrom bases the reference below is written for; this G~ has
+    # lambda_min = -0.48, so lam = 1 keeps G~ + lam I positive definite.
+    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=1.0, seed=0, psd=False)
     G = model.approximation_
     Xt = blobs(n=60, seed=9)
     labels = np.argmin(((Xt[:, None, :] - G.centroids_[None]) ** 2).sum(-1), axis=1)

@@ -58,6 +58,31 @@ class MekaKRR(KernelRidgeModel):
         return int(G._Z.nbytes + G.centroids_.nbytes + sum(c.nbytes for c in self.coef_))
 
 
+def _check_positive_definite(G, lam):
+    """Raise unless G~ + lam I is positive definite.
+
+    The non-zero eigenvalues of G~ = W L W^T are those of S L S with S = (W^T W)^{1/2}
+    (block-diagonal, one k_s x k_s block per cluster), so G~ + lam I is positive definite iff
+    S L S + lam I is: one K x K Cholesky, cheaper than the solve.  Without this check an
+    indefinite G~ (psd=False with sampled links) gives a solution that is silently wrong.
+    """
+    K = G.L_.shape[0]
+    S = np.zeros((K, K))
+    for s in range(G.n_clusters_):
+        ks = slice(G._k_starts[s], G._k_starts[s + 1])
+        w, V = _linalg.eigh(_linalg.gram(G.basis(s), trans=True))
+        S[ks, ks] = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
+    M = _linalg.matmul(S, _linalg.matmul(G.L_, S))
+    M = (M + M.T) / 2.0
+    M.flat[::K + 1] += lam
+    try:
+        _linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            f"G~ + lam I is not positive definite: the MEKA approximation has an eigenvalue "
+            f"below -lam = {-lam:g}; fit with psd=True (the default) or a larger lam") from None
+
+
 def _solve_direct(G, Y, lam):
     """alpha = lam^-1 [y - W L (lam I + W^T W L)^{-1} W^T y] (spec section 4, L^-1-free)."""
     K = G.L_.shape[0]
@@ -115,8 +140,8 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     rank, n_clusters : int
         Per-cluster rank k and number of clusters c (see :func:`hkern.meka`).
     lam : float
-        Ridge regularisation, > 0.  With an indefinite G~ it must exceed ``|lambda_min(G~)|``
-        (or pass ``psd=True``).
+        Ridge regularisation, > 0.  G~ + lam I must be positive definite; it is checked (one
+        K x K Cholesky) and a ValueError says so otherwise.
     kernel, sigma : see :func:`hkern.kernel_matrix`.
     solver : {"direct", "cg"}
         ``"direct"``: Woodbury in the L^-1-free form
@@ -130,7 +155,9 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     **meka_options
         Passed to :func:`hkern.meka` (``oversample``, ``landmarks_per_cluster``,
         ``rank_policy``, ``threshold``, ``threshold_kind``, ``psd``, ``kmeans_sample``,
-        ``kmeans_iter``).
+        ``kmeans_iter``).  ``psd`` defaults to True here (the PSD fix of :func:`hkern.meka`):
+        with sampled links G~ is in general indefinite, and KRR on an indefinite G~ + lam I is
+        meaningless.
 
     Returns
     -------
@@ -155,8 +182,11 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
     maxiter = check_int(maxiter, "maxiter", low=1)
+    # KRR needs G~ + lam I positive definite: the PSD fix is on unless the caller turns it off.
+    meka_options.setdefault("psd", True)
     G = meka(X, rank, n_clusters, kernel=name, sigma=sigma, seed=seed, n_jobs=n_jobs,
              **meka_options)
+    _check_positive_definite(G, lam)
     Ys = np.ascontiguousarray(Y[G._perm])
     if solver == "direct":
         alpha, n_iter = _solve_direct(G, Ys, lam)
