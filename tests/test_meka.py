@@ -349,9 +349,12 @@ def test_krr_applies_the_psd_fix_by_default():
     assert np.linalg.eigvalsh(D)[0] >= -1e-10 * np.linalg.norm(D, 2)
 
 
-def test_out_of_sample_features_equal_training_rows():
+@pytest.mark.parametrize("psd", [False, True])
+def test_out_of_sample_features_equal_training_rows(psd):
+    """The feature map of new points reproduces the stored basis rows at training points, with
+    and without the PSD fix (which re-bases every cluster by a QR)."""
     X = blobs(n=400)
-    G = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0, psd=psd)
     labels, blocks = G.features(X)
     assert np.array_equal(labels, G.labels_)
     for s, (sel, Wx) in enumerate(blocks):
