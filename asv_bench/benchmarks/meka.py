@@ -90,7 +90,7 @@ class MekaKRR:
 
     def _fit(self, solver):
         return hkern.fit_meka(self.X, self.y, rank=64, n_clusters=10, lam=LAM, sigma=SIGMA,
-                              seed=0, solver=solver, tol=1e-6, psd=(solver == "cg"))
+                              seed=0, solver=solver, tol=1e-6)
 
     def time_fit(self, solver):
         self._fit(solver)
