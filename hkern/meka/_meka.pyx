@@ -192,11 +192,15 @@ def fill_links(int kind, double sigma, const double[:, ::1] X, const Py_ssize_t[
     return int(status_arr[np.flatnonzero(status_arr)[0]]) if status_arr.any() else 0
 
 
-def apply_Wt(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1] starts,
-             const Py_ssize_t[::1] k_starts, const double[:, ::1] V, double[:, ::1] out,
-             int n_threads):
-    """out (K x r) = W^T V for V (n x r) in sorted order: out[block s] = W^(s)^T V[rows of s]."""
-    cdef Py_ssize_t c = starts.shape[0] - 1, s
+def apply_basis(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1] starts,
+                const Py_ssize_t[::1] k_starts, const double[:, ::1] V, double[:, ::1] out,
+                bint trans, int n_threads):
+    """Block-diagonal W (n x K, rows in sorted order) times V, one GEMM per cluster.
+
+    trans=False: out (n x r) = W V for V (K x r), out[rows of s] = W^(s) V[block s].
+    trans=True:  out (K x r) = W^T V for V (n x r), out[block s] = W^(s)^T V[rows of s].
+    """
+    cdef Py_ssize_t c = starts.shape[0] - 1, s, in_off, out_off
     cdef int r = V.shape[1], ns, ks
     if r == 0:
         return
@@ -204,24 +208,10 @@ def apply_Wt(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[
         for s in prange(c, num_threads=n_threads, schedule="dynamic"):
             ns = <int>(starts[s + 1] - starts[s])
             ks = <int>(k_starts[s + 1] - k_starts[s])
-            gemm(True, False, ks, r, ns, 1.0, &W[0] + w_off[s], ks, &V[0, 0] + starts[s] * r, r,
-                 0.0, &out[0, 0] + k_starts[s] * r, r)
-
-
-def apply_W(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1] starts,
-            const Py_ssize_t[::1] k_starts, const double[:, ::1] U, double[:, ::1] out,
-            int n_threads):
-    """out (n x r) = W U for U (K x r): out[rows of s] = W^(s) U[block s]."""
-    cdef Py_ssize_t c = starts.shape[0] - 1, s
-    cdef int r = U.shape[1], ns, ks
-    if r == 0:
-        return
-    with nogil:
-        for s in prange(c, num_threads=n_threads, schedule="dynamic"):
-            ns = <int>(starts[s + 1] - starts[s])
-            ks = <int>(k_starts[s + 1] - k_starts[s])
-            gemm(False, False, ns, r, ks, 1.0, &W[0] + w_off[s], ks, &U[0, 0] + k_starts[s] * r,
-                 r, 0.0, &out[0, 0] + starts[s] * r, r)
+            in_off = (starts[s] if trans else k_starts[s]) * r
+            out_off = (k_starts[s] if trans else starts[s]) * r
+            gemm(trans, False, ks if trans else ns, r, ns if trans else ks, 1.0,
+                 &W[0] + w_off[s], ks, &V[0, 0] + in_off, r, 0.0, &out[0, 0] + out_off, r)
 
 
 def apply(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1] starts,
@@ -234,8 +224,8 @@ def apply(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1
     cdef double[:, ::1] u = U, y = Y
     if r == 0 or K == 0:
         return
-    apply_Wt(W, w_off, starts, k_starts, V, u, n_threads)
+    apply_basis(W, w_off, starts, k_starts, V, u, True, n_threads)
     with nogil:
         gemm_tiled(False, False, K, r, K, 1.0, &L[0, 0], K, &u[0, 0], r, 0.0, &y[0, 0], r,
                    n_threads)
-    apply_W(W, w_off, starts, k_starts, y, out, n_threads)
+    apply_basis(W, w_off, starts, k_starts, y, out, False, n_threads)

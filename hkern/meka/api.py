@@ -171,15 +171,15 @@ class MekaApproximation:
     def _Wt(self, V):
         out = np.zeros((self.L_.shape[0], V.shape[1]))
         with blas_threads(1):
-            _meka.apply_Wt(self._W, self._w_off, self._starts, self._k_starts, V, out,
-                           self._threads())
+            _meka.apply_basis(self._W, self._w_off, self._starts, self._k_starts, V, out,
+                              True, self._threads())
         return out
 
     def _W_times(self, U):
         out = np.zeros((self.n_samples, U.shape[1]))
         with blas_threads(1):
-            _meka.apply_W(self._W, self._w_off, self._starts, self._k_starts,
-                          np.ascontiguousarray(U), out, self._threads())
+            _meka.apply_basis(self._W, self._w_off, self._starts, self._k_starts,
+                              np.ascontiguousarray(U), out, False, self._threads())
         return out
 
     def _check_vector(self, v, name="v"):

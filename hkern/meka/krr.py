@@ -58,21 +58,37 @@ class MekaKRR(KernelRidgeModel):
         return int(G._Z.nbytes + G.centroids_.nbytes + sum(c.nbytes for c in self.coef_))
 
 
-def _check_positive_definite(G, lam):
+def _block_ranges(G):
+    return [slice(G._k_starts[s], G._k_starts[s + 1]) for s in range(G.n_clusters_)]
+
+
+def _basis_grams(G):
+    """W^(s)T W^(s) for every cluster: the block-diagonal W^T W, shared by the definiteness
+    check and the direct solve."""
+    return [_linalg.gram(G.basis(s), trans=True) for s in range(G.n_clusters_)]
+
+
+def _check_positive_definite(G, grams, lam):
     """Raise unless G~ + lam I is positive definite.
 
     The non-zero eigenvalues of G~ = W L W^T are those of S L S with S = (W^T W)^{1/2}
     (block-diagonal, one k_s x k_s block per cluster), so G~ + lam I is positive definite iff
-    S L S + lam I is: one K x K Cholesky, cheaper than the solve.  Without this check an
-    indefinite G~ (psd=False with sampled links) gives a solution that is silently wrong.
+    S L S + lam I is: block products (O(K^2 k)) and one K x K Cholesky, cheaper than the
+    solve.  Without this check an indefinite G~ (psd=False with sampled links) gives a solution
+    that is silently wrong.
     """
     K = G.L_.shape[0]
-    S = np.zeros((K, K))
-    for s in range(G.n_clusters_):
-        ks = slice(G._k_starts[s], G._k_starts[s + 1])
-        w, V = _linalg.eigh(_linalg.gram(G.basis(s), trans=True))
-        S[ks, ks] = (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
-    M = _linalg.matmul(S, _linalg.matmul(G.L_, S))
+    blocks = _block_ranges(G)
+    roots = []
+    for gram in grams:
+        w, V = _linalg.eigh(gram)
+        roots.append((V * np.sqrt(np.maximum(w, 0.0))) @ V.T)
+    SL = np.empty((K, K))
+    for ks, root in zip(blocks, roots):
+        SL[ks] = _linalg.matmul(root, G.L_[ks])
+    M = np.empty((K, K))
+    for kt, root in zip(blocks, roots):
+        M[:, kt] = _linalg.matmul(SL[:, kt], root)
     M = (M + M.T) / 2.0
     M.flat[::K + 1] += lam
     try:
@@ -83,13 +99,11 @@ def _check_positive_definite(G, lam):
             f"below -lam = {-lam:g}; fit with psd=True (the default) or a larger lam") from None
 
 
-def _solve_direct(G, Y, lam):
+def _solve_direct(G, grams, Y, lam):
     """alpha = lam^-1 [y - W L (lam I + W^T W L)^{-1} W^T y] (spec section 4, L^-1-free)."""
     K = G.L_.shape[0]
-    WtW_L = np.zeros((K, K))
-    for s in range(G.n_clusters_):
-        ks = slice(G._k_starts[s], G._k_starts[s + 1])
-        gram = _linalg.gram(G.basis(s), trans=True)               # W^(s)T W^(s), block-diagonal
+    WtW_L = np.empty((K, K))
+    for ks, gram in zip(_block_ranges(G), grams):
         WtW_L[ks] = _linalg.matmul(gram, G.L_[ks])
     WtW_L.flat[::K + 1] += lam
     lu, piv = _linalg.lu_factor(WtW_L)      # not symmetric: LU (L may be singular, no L^-1)
@@ -186,10 +200,11 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     meka_options.setdefault("psd", True)
     G = meka(X, rank, n_clusters, kernel=name, sigma=sigma, seed=seed, n_jobs=n_jobs,
              **meka_options)
-    _check_positive_definite(G, lam)
+    grams = _basis_grams(G)
+    _check_positive_definite(G, grams, lam)
     Ys = np.ascontiguousarray(Y[G._perm])
     if solver == "direct":
-        alpha, n_iter = _solve_direct(G, Ys, lam)
+        alpha, n_iter = _solve_direct(G, grams, Ys, lam)
     else:
         alpha, n_iter = _solve_cg(G, Ys, lam, tol, maxiter)
     beta = _linalg.matmul(G.L_, G._Wt(np.ascontiguousarray(alpha)))
