@@ -357,7 +357,7 @@ def main():
     ap.add_argument("--maxiter", type=int, default=200)
     ap.add_argument("--optimize-subset", type=int, default=None)
     ap.add_argument("--n-restarts", type=int, default=2)
-    ap.add_argument("--w-prior", choices=["unit", "kernel"], default="unit")
+    ap.add_argument("--w-prior", choices=["unit", "kernel"], default="kernel")
     ap.add_argument("--per-start", action="store_true",
                     help="also record the test RMSE at the end of every search (diagnostics)")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1024, 2048])
