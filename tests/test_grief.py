@@ -366,3 +366,32 @@ def test_few_unique_values_cap_the_grid():
     gp = hkern.fit_grief(X, X[:, 1], p=1000, grid_size=10, lengthscales=1.0, signal_variance=1.0,
                          noise=0.1, optimize=False)
     assert gp.m_ == 30 and gp.p_ == 30                                 # p capped at m
+
+
+def test_exact_init_lml_gradient_and_best_start():
+    """The initialisation's exact SE-ARD LML equals the dense Gaussian log-density, its
+    gradient equals central differences, and fit_exact_ard keeps the better of its starts."""
+    from scipy.optimize import minimize
+    from scipy.stats import multivariate_normal
+
+    from hkern.grief._init import BOUNDS, exact_lml, fit_exact_ard
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 3))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    theta = np.array([0.2, -0.3, 0.5, 0.1, np.log(0.05)])
+    ls, s2, noise = np.exp(theta[:3]), np.exp(theta[3]), np.exp(theta[4])
+    K = s2 * dense_kernel(X / ls, X / ls, 1.0) + noise * np.eye(40)
+    lml, grad = exact_lml(theta, X, y)
+    assert abs(lml - multivariate_normal(np.zeros(40), K).logpdf(y)) < 1e-10 * abs(lml)
+    h = 1e-5
+    fd = [(exact_lml(theta + h * e, X, y)[0] - exact_lml(theta - h * e, X, y)[0]) / (2 * h)
+          for e in np.eye(5)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
+    # Both documented starts (lengthscales sqrt(d) and 1) run; the result is the better one.
+    best = exact_lml(fit_exact_ard(X, y), X, y)[0]
+    bounds = [BOUNDS["log_ls"]] * 3 + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
+    for log_ls in (0.5 * np.log(3), 0.0):
+        res = minimize(lambda t: tuple(-v for v in exact_lml(t, X, y)),
+                       np.array([log_ls] * 3 + [0.0, np.log(0.1)]), jac=True,
+                       method="L-BFGS-B", bounds=bounds, options={"maxiter": 200})
+        assert best >= -res.fun - 1e-9

@@ -45,15 +45,26 @@ def exact_lml(theta, X, y):
 
 
 def fit_exact_ard(X, y, maxiter=200):
-    """Maximise the exact SE-ARD LML from a data-scaled start; returns theta (d + 2,)."""
+    """Maximise the exact SE-ARD LML; returns theta (d + 2,) of the better of two searches.
+
+    The searches start at lengthscales sqrt(d) (every squared distance of standardised inputs
+    O(1) in units of the lengthscale) and 1 (each input on its own scale), both with s2 = 1
+    and noise 0.1.  One start is not enough: on pumadyn32nm split 1 the sqrt(d) start stops
+    at LML -167.6 with noise 0.071 while the unit start reaches 34.2 with noise 0.042, and
+    the GRIEF-II search from the first never recovers (test RMSE 0.277 against 0.21).
+    """
     d = X.shape[1]
-    theta0 = np.concatenate([np.full(d, 0.5 * np.log(d)), [0.0, np.log(0.1)]])
     bounds = [BOUNDS["log_ls"]] * d + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
 
     def neg(theta):
         lml, g = exact_lml(theta, X, y)
         return -lml, -g
 
-    res = minimize(neg, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
-                   options={"maxiter": maxiter})
-    return res.x
+    best = None
+    for log_ls in dict.fromkeys((0.5 * np.log(d), 0.0)):     # one search when d = 1
+        theta0 = np.concatenate([np.full(d, log_ls), [0.0, np.log(0.1)]])
+        res = minimize(neg, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": maxiter})
+        if best is None or res.fun < best.fun:
+            best = res
+    return best.x
