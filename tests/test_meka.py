@@ -299,8 +299,33 @@ def test_krr_direct_equals_dense_solve_and_predictions_match_on_training_points(
     assert np.abs(model.predict(X) - pred_ref).max() <= 1e-10 * np.abs(pred_ref).max()
 
 
+@pytest.mark.parametrize("psd", [True, False])
+def test_krr_direct_is_accurate_when_lam_is_tiny(psd):
+    """Smooth kernel, lam ~ 1e-9 ||G~||: the residual of (G~ + lam I) alpha = y stays of order
+    cond(G~ + lam I) eps, and predictions on the training points equal G~ (G~ + lam I)^-1 y.
+    (The earlier L^-1-free Woodbury form lost everything here: residual 4.8 ||y|| at
+    cond = 1.7e9, because it divided a cancelling difference by lam.)"""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 5))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=1500)
+    lam = 1e-6
+    # Without the PSD fix sampled links make G~ indefinite; one cluster (G~ = W W^T, L = I)
+    # keeps it PSD and still takes the non-orthonormal W = Q R path.
+    model = hkern.fit_meka(X, y, rank=40, n_clusters=5 if psd else 1, lam=lam, sigma=5.0,
+                           seed=0, psd=psd)
+    D = model.approximation_.to_dense()
+    w = np.linalg.eigvalsh(D)
+    cond = (w[-1] + lam) / (w[0] + lam)
+    assert cond > 1e8
+    alpha = model.dual_coef_.ravel()
+    residual = np.linalg.norm(D @ alpha + lam * alpha - y) / np.linalg.norm(y)
+    assert residual <= 100 * cond * np.finfo(float).eps
+    fitted_ref = D @ np.linalg.solve(D + lam * np.eye(len(y)), y)
+    assert np.abs(model.predict(X) - fitted_ref).max() <= 1e-6 * np.abs(y).max()
+
+
 def test_krr_direct_handles_singular_L():
-    """The L^-1-free Woodbury form works with zeroed link blocks, where L is singular."""
+    """The direct solve works with zeroed link blocks, where L is singular."""
     X = blobs(n=500)
     y = np.cos(X[:, 1])
     lam = 0.5

@@ -168,18 +168,22 @@ class MekaApproximation:
                         self._threads())
         return out
 
-    def _Wt(self, V):
+    def _Wt(self, V, basis=None):
+        """W^T V for V (n, r) in sorted order; ``basis`` is another flat buffer in W's block
+        layout (the orthonormal Q of :meth:`_orthonormal_basis`)."""
         out = np.zeros((self.L_.shape[0], V.shape[1]))
         with blas_threads(1):
-            _meka.apply_basis(self._W, self._w_off, self._starts, self._k_starts, V, out,
-                              True, self._threads())
+            _meka.apply_basis(self._W if basis is None else basis, self._w_off, self._starts,
+                              self._k_starts, V, out, True, self._threads())
         return out
 
-    def _W_times(self, U):
+    def _W_times(self, U, basis=None):
+        """W U (sorted order) for U (K, r); ``basis`` as in :meth:`_Wt`."""
         out = np.zeros((self.n_samples, U.shape[1]))
         with blas_threads(1):
-            _meka.apply_basis(self._W, self._w_off, self._starts, self._k_starts,
-                              np.ascontiguousarray(U), out, False, self._threads())
+            _meka.apply_basis(self._W if basis is None else basis, self._w_off, self._starts,
+                              self._k_starts, np.ascontiguousarray(U), out, False,
+                              self._threads())
         return out
 
     def _check_vector(self, v, name="v"):
@@ -283,6 +287,17 @@ class MekaApproximation:
         return math.sqrt(num / den)
 
     # -------------------------------------------------------------- spectrum
+    def _orthonormal_basis(self):
+        """(Q, R, L'): G~ = Q L' Q^T with Q = blockdiag(Q_s) orthonormal, as a flat buffer in
+        W's block layout, R the list of the triangular R_s (W^(s) = Q_s R_s) and L' = R L R^T.
+
+        After the PSD fix W is already orthonormal: (W, None, L) without any work.
+        """
+        if self.psd:
+            return self._W, None, self.L_
+        Qs, Rs, Lp = self._orthonormal_form()
+        return np.concatenate([Q.ravel() for Q in Qs]), Rs, Lp
+
     def _orthonormal_form(self):
         """Blockwise thin QR W^(s) = Q_s R_s: returns (Q blocks, R blocks, L' = R L R^T)."""
         Qs, Rs = [], []
