@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -49,7 +50,23 @@ def rmse(a, b):
     return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
+def _code_version():
+    """hkern's version and the repository's commit (with '+dirty' for uncommitted changes)."""
+    try:
+        head = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--",
+                                "../hkern"], capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return hkern.__version__
+    return f"{hkern.__version__} {head}{'+dirty' if dirty else ''}"
+
+
+CODE = _code_version()
+
+
 def record(entry):
+    entry["code"] = CODE
     with RECORDS.open("a") as fh:
         fh.write(json.dumps(entry) + "\n")
     print(json.dumps(entry), flush=True)

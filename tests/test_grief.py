@@ -395,3 +395,34 @@ def test_exact_init_lml_gradient_and_best_start():
                        np.array([log_ls] * 3 + [0.0, np.log(0.1)]), jac=True,
                        method="L-BFGS-B", bounds=bounds, options={"maxiter": 200})
         assert best >= -res.fun - 1e-9
+
+
+def test_exact_init_reopens_switched_off_inputs(monkeypatch):
+    """After the two starts, inputs whose lengthscale went past OFF_FACTOR sqrt(d) are re-opened
+    at sqrt(d) (the rest of the best search kept) for one more search, and the result is the
+    best of all three searches."""
+    from scipy import optimize
+
+    from hkern.grief import _init
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(60, 4))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=60)       # inputs 1-3 are irrelevant
+    runs = []
+
+    def recording_minimize(fun, x0, **kw):
+        res = optimize.minimize(fun, x0, **kw)
+        runs.append((np.array(x0), res))
+        return res
+
+    monkeypatch.setattr(_init, "minimize", recording_minimize)
+    theta = _init.fit_exact_ard(X, y)
+    assert len(runs) == 3
+    (_, first), (_, second) = runs[:2]
+    best = first if first.fun <= second.fun else second
+    off = best.x[:4] > np.log(_init.OFF_FACTOR * 2.0)
+    assert off.any() and not off.all()
+    reopened = best.x.copy()
+    reopened[:4][off] = np.log(2.0)
+    np.testing.assert_array_equal(runs[2][0], reopened)
+    lml = _init.exact_lml(theta, X, y)[0]
+    assert all(lml >= -res.fun - 1e-12 for _, res in runs)
