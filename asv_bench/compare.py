@@ -201,8 +201,9 @@ def run_dataset(name, cfg, methods, n_jobs, seed=0):
                   f"{t_pred:6.3f} s  peak {row['peak_mib']:8.1f} MiB", flush=True)
             model = None     # free it before the next fit is measured
     return dict(n_train=n, n_test=len(y_test), d=d, y_scale=y_scale, n_tune=len(fit_idx),
-                n_val=len(val_idx), tuned=tuned, rows=rows, command=command_line(),
-                note=machine_note(command_line()), config=cfg)
+                n_val=len(val_idx), tuned=tuned, rows=rows, config=cfg,
+                provenance=[dict(methods=[m.key for m in methods],
+                                 note=machine_note(command_line()))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +317,9 @@ def render_page(store, quick):
                                 "predict s", "peak MiB"], body), ""]
     out += ["## How these numbers were produced", ""]
     for n in names:
-        out += [f"* {n}: {store[n]['note']}"]
+        parts = [f"{', '.join(LABELS[k] for k in entry['methods'])}: {entry['note']}"
+                 for entry in _provenance(store[n])]
+        out += [f"* {n}: " + " ".join(parts)]
     out += ["", "Grids: sigma = c sqrt(d) with c in "
             f"{store[names[0]]['config']['sigma_factors']}, lam in "
             f"{store[names[0]]['config']['lams']}; exact KRR only for n_train <= "
@@ -446,9 +449,25 @@ def _merge_rows(old, new, keys):
     rows = [row for row in old["rows"] if row["method"] not in keys] + new["rows"]
     merged = dict(old, rows=sorted(rows, key=lambda row: order[row["method"]]),
                   tuned={**old["tuned"], **new["tuned"]})
-    merged["command"] = f"{old['command']}; {new['command']}"
-    merged["note"] = f"{old['note']} {new['note']}"
+    # The re-run methods' rows now come from the new run: drop them from the old provenance.
+    kept = [dict(entry, methods=[k for k in entry["methods"] if k not in keys])
+            for entry in _provenance(old)]
+    merged["provenance"] = [e for e in kept if e["methods"]] + new["provenance"]
+    merged.pop("command", None)
+    merged.pop("note", None)
     return merged
+
+
+def _provenance(result):
+    """[{methods, note}] of a stored data set; records written before per-method provenance
+    carry one ``note`` whose first sentence group is the run of every method then stored
+    (later merged runs only replaced rows, so the first run's note covers the rest)."""
+    if "provenance" in result:
+        return result["provenance"]
+    first = "Produced by" + result["note"].split("Produced by")[1]
+    order = [m.key for m in METHODS]
+    methods = sorted({row["method"] for row in result["rows"]}, key=order.index)
+    return [dict(methods=methods, note=first.strip())]
 
 
 def _jsonable(obj):
