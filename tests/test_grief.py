@@ -426,3 +426,33 @@ def test_exact_init_reopens_switched_off_inputs(monkeypatch):
     np.testing.assert_array_equal(runs[2][0], reopened)
     lml = _init.exact_lml(theta, X, y)[0]
     assert all(lml >= -res.fun - 1e-12 for _, res in runs)
+
+
+def test_first_start_switches_off_inputs_the_grid_does_not_resolve():
+    """An initial lengthscale below the smallest gap of an input's grid flattens that input's
+    1-D spectrum (mbar copies of every basis function compete for the p slots); the search
+    then starts from that input switched off when that has the larger LML, and never from a
+    point with a smaller LML than the plain start."""
+    from hkern.grief import api
+    from hkern.grief._init import BOUNDS
+    rng = np.random.default_rng(6)
+    n = 400
+    x0 = rng.uniform(-2, 2, n)
+    x1 = np.where(rng.random(n) < 0.02, 30.0, 0.0)            # sparse input, far outliers
+    y = np.sin(2 * x0) + 0.05 * rng.normal(size=n)
+    X = np.column_stack([x0, x1])
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    y = (y - y.mean()) / y.std()
+    grids = make_grids(X, [10, 10])
+    assert np.min(np.diff(grids[1])) > 1.0                      # two values, far apart
+    theta0 = np.array([0.0, np.log(0.5), 0.0, np.log(0.1)])     # input 1 below its gap
+    plain, plain_lml = api._refit_amplitudes(theta0, X, y, grids, 20, api._bounds(2)[2:], 1)
+    start = api._first_start(theta0, X, y, grids, 20, 1)
+    assert start[1] == BOUNDS["log_ls"][1] and start[0] == theta0[0]
+    start_lml = api._refit_amplitudes(start, X, y, grids, 20, api._bounds(2)[2:], 1)[1]
+    assert start_lml > plain_lml + 10.0
+    # Resolved inputs are left alone: the plain start is returned unchanged.
+    resolved = np.array([0.0, np.log(50.0), 0.0, np.log(0.1)])
+    np.testing.assert_array_equal(
+        api._first_start(resolved, X, y, grids, 20, 1),
+        api._refit_amplitudes(resolved, X, y, grids, 20, api._bounds(2)[2:], 1)[0])
