@@ -51,9 +51,11 @@ def rmse(a, b):
 
 
 def _code_version():
-    """hkern's version and the repository's commit (with '+dirty' for uncommitted changes)."""
+    """hkern's version and the last commit that changed hkern/ (with '+dirty' for uncommitted
+    changes there): records with the same value ran the same library code."""
     try:
-        head = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+        head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h", "--",
+                               "../hkern"],
                               capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--",
                                 "../hkern"], capture_output=True, text=True).stdout.strip()
@@ -103,7 +105,7 @@ def table(args):
                      "maxiter": args.maxiter, "optimize_subset": args.optimize_subset,
                      "n_restarts": args.n_restarts, "n_jobs": args.n_jobs,
                      "restart_lmls": [round(v, 4) for v in gp.restart_lmls_.tolist()],
-                     "restart": gp.restart_}
+                     "restart": gp.restart_, "screened": bool(gp.screened_)}
             if args.per_start:
                 entry["rmse_per_start"] = _rmse_per_start(gp, X, y, Xt, yt, p)
             record(entry)
@@ -161,6 +163,33 @@ def exact(args):
                     "lml": float(exact_lml(theta, Xs, (y - ym) / ysd)[0] - len(y) * np.log(ysd))})
 
 
+def leaky_init(args):
+    """Diagnostic, not a result: GRIEF-II with its initial hyperparameters fitted (exact SE-ARD,
+    as ``fit_grief`` does) on the training *and test* points of the split, then the usual
+    type-II search on the training points.  The paper initialises on "min(n, 1000) points
+    randomly selected from the dataset"; for n < 1000 that may include the test fold.  This
+    measures how much such an initialisation would lower the test RMSE."""
+    from hkern.grief._init import fit_exact_ard
+    for name in args.datasets:
+        p = PAPER[name][0]
+        for split in args.splits:
+            X, y, Xt, yt = load_uci(name, split)
+            xm, xs = X.mean(axis=0), X.std(axis=0)
+            act = xs > 0
+            ym, ysd = y.mean(), y.std()
+            XA = (np.vstack([X, Xt])[:, act] - xm[act]) / xs[act]
+            theta = fit_exact_ard(XA, (np.concatenate([y, yt]) - ym) / ysd)
+            d = int(act.sum())
+            ls = np.ones(X.shape[1])
+            ls[act] = np.exp(theta[:d]) * xs[act]
+            gp = hkern.fit_grief(X, y, p=p, grid_size=10, seed=split, lengthscales=ls,
+                                 signal_variance=np.exp(theta[d]) * ysd**2,
+                                 noise=np.exp(theta[d + 1]) * ysd**2, n_restarts=args.n_restarts,
+                                 n_jobs=args.n_jobs)
+            record({"kind": "leaky_init", "data": name, "split": split, "p": gp.p_,
+                    "rmse": rmse(gp.predict(Xt), yt), "n_restarts": args.n_restarts})
+
+
 def type1(args):
     """GP-GRIEF-I (MALA, paper schedule and priors, p = 1000) on the given sets and splits."""
     for name in args.datasets:
@@ -192,16 +221,19 @@ def scaling(args):
         s, _, uy = svd_transform(A, r)
         pre = time.perf_counter() - start
         yy, rho, w = float(y @ y), uy**2, np.ones(s.size)
-        reps = 2000
-        start = time.perf_counter()
-        for _ in range(reps):
-            svd_lml(yy, rho, n, w, 0.1)
-        t_svd = (time.perf_counter() - start) / reps
-        reps_plain = 20
-        start = time.perf_counter()
-        for _ in range(reps_plain):
-            plain_lml(yy, r, A, n, np.ones(p), 0.1)
-        t_plain = (time.perf_counter() - start) / reps_plain
+
+        def per_call(fn, reps, rounds=5):
+            """Best of `rounds` mean times over `reps` calls (the min filters out other jobs)."""
+            best = np.inf
+            for _ in range(rounds):
+                start = time.perf_counter()
+                for _ in range(reps):
+                    fn()
+                best = min(best, (time.perf_counter() - start) / reps)
+            return best
+
+        t_svd = per_call(lambda: svd_lml(yy, rho, n, w, 0.1), 2000)
+        t_plain = per_call(lambda: plain_lml(yy, r, A, n, np.ones(p), 0.1), 20)
         record({"kind": "scaling", "n": n, "p": p, "d": d, "precompute_s": round(pre, 2),
                 "svd_lml_grad_us": round(t_svd * 1e6, 1),
                 "plain_lml_grad_ms": round(t_plain * 1e3, 2), "n_jobs": args.n_jobs})
@@ -274,8 +306,10 @@ def report(_args):
             ex = f"{_ms(ex)} ({np.mean(ex) / pm:.2f})" if ex else "-"
             if name == "kin40k":
                 kin = {r["split"]: r for r in rs}
+            n_screened = sum(bool(r.get("screened")) for r in rs)
             search = (f"maxiter {key[0]}" + (f", subset {key[1]}" if key[1] else ", all points")
-                      + f", {key[2]} restarts")
+                      + f", {key[2]} restarts"
+                      + (f", +1 screened search on {n_screened} splits" if n_screened else ""))
             out.append(
                 f"| {name} | {rs[0]['n']} | {rs[0]['d']} | {rs[0]['log10_m']:g} | {rs[0]['p']} | "
                 f"{','.join(str(r['split']) for r in rs)} | {_ms(e)} | "
@@ -284,24 +318,29 @@ def report(_args):
         out.append("")
         per = [r for r in table_rows if "rmse_per_start" in r]
         if per:
-            out += ["## Multi-start: test RMSE when only the first R + 1 searches are kept", "",
+            out += ["## Multi-start: test RMSE when only the first R random restarts are kept",
+                    "",
                     "Same runs as above (n_restarts = 2); for each R the search with the largest",
-                    "training LML among the first R + 1 is the model (prefixes of one run are",
-                    "exactly the runs with n_restarts = R, the seeds are drawn in order).  Test",
-                    "RMSE of each search is recorded for this table only; selection never uses it.",
-                    "", "| data | splits | R = 0 (paper) | R = 1 | R = 2 | splits where a restart "
+                    "training LML among the search from the initialisation (plus the screened",
+                    "search where one ran) and the first R random restarts is the model (prefixes",
+                    "of one run are exactly the runs with n_restarts = R, the seeds are drawn in",
+                    "order).  Test RMSE of each search is recorded for this table only; selection",
+                    "never uses it.", "",
+                    "| data | splits | R = 0 | R = 1 | R = 2 | splits where a random restart "
                     "won | mean LML gain (R = 2 vs 0) |", "|---|---:|---|---|---|---:|---:|"]
             for name in PAPER:
                 rs = [r for r in per if r["data"] == name]
                 if not rs:
                     continue
+                base = {id(r): 1 + bool(r.get("screened")) for r in rs}
                 cells = []
                 for R in range(3):
-                    e = [r["rmse_per_start"][int(np.argmax(r["restart_lmls"][:R + 1]))]
+                    e = [r["rmse_per_start"][int(np.argmax(r["restart_lmls"][:base[id(r)] + R]))]
                          for r in rs]
                     cells.append(f"{_ms(e)} ({np.mean(e) / PAPER[name][1]:.2f})")
-                won = sum(r["restart"] != 0 for r in rs)
-                gain = np.mean([max(r["restart_lmls"]) - r["restart_lmls"][0] for r in rs])
+                won = sum(r["restart"] >= base[id(r)] for r in rs)
+                gain = np.mean([max(r["restart_lmls"]) - max(r["restart_lmls"][:base[id(r)]])
+                                for r in rs])
                 out.append(f"| {name} | {len(rs)} | " + " | ".join(cells) + f" | {won} | "
                            f"{gain:.2f} |")
             out.append("")
@@ -328,6 +367,29 @@ def report(_args):
             e = [r["rmse"] for r in nys if r["r"] == rank]
             mean_row += [_ms(e) if e else "-", ""]
         out += ["| " + " | ".join(mean_row) + " |", ""]
+    leaky = [r for r in rows if r["kind"] == "leaky_init"]
+    if leaky:
+        out += ["## Diagnostic: initialisation fitted on the training and test points", "",
+                "Not a result (the test fold leaks into the initial hyperparameters): GRIEF-II",
+                "whose exact-GP initialisation saw the training *and* test points of the split,",
+                "then the usual search on the training points (`compare_grief.py leaky-init`).",
+                "It measures how far the paper's unstated initialisation set could move the",
+                "sets that stay more than 10% from its numbers.", "",
+                "| data | splits | RMSE, honest initialisation (table above) | RMSE, leaky "
+                "initialisation | paper GRIEF-II |", "|---|---|---|---|---|"]
+        for name in PAPER:
+            rs = {r["split"]: r for r in leaky if r["data"] == name}
+            if not rs:
+                continue
+            honest = {r["split"]: r["rmse"] for r in table_rows if r["data"] == name
+                      and _search(r) == (200, None, 2)}
+            e = [rs[s]["rmse"] for s in sorted(rs)]
+            h = [honest[s] for s in sorted(rs) if s in honest]
+            pm = PAPER[name][1]
+            out.append(f"| {name} | {','.join(str(s) for s in sorted(rs))} | "
+                       + (f"{_ms(h)} ({np.mean(h) / pm:.2f})" if len(h) == len(e) else "-")
+                       + f" | {_ms(e)} ({np.mean(e) / pm:.2f}) | {pm:g} ± {PAPER[name][2]:g} |")
+        out.append("")
     t1 = [r for r in rows if r["kind"] == "type1"]
     if t1:
         out += ["## GP-GRIEF-I (MALA, p = 1000, paper schedule: 10 000 iterations, 1000 burn-in, "
@@ -368,7 +430,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["table", "nystrom", "type1", "exact", "scaling", "highdim",
-                                     "report"])
+                                     "leaky-init", "report"])
     ap.add_argument("--datasets", nargs="+", default=list(PAPER))
     ap.add_argument("--splits", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--maxiter", type=int, default=200)
@@ -383,7 +445,7 @@ def main():
     ap.add_argument("--n-jobs", type=int, default=1)
     args = ap.parse_args()
     {"table": table, "nystrom": nystrom, "type1": type1, "exact": exact, "scaling": scaling,
-     "highdim": highdim,
+     "highdim": highdim, "leaky-init": leaky_init,
      "report": report}[args.what](args)
 
 

@@ -428,11 +428,11 @@ def test_exact_init_reopens_switched_off_inputs(monkeypatch):
     assert all(lml >= -res.fun - 1e-12 for _, res in runs)
 
 
-def test_first_start_switches_off_inputs_the_grid_does_not_resolve():
+def test_unresolved_inputs_add_a_switched_off_search():
     """An initial lengthscale below the smallest gap of an input's grid flattens that input's
-    1-D spectrum (mbar copies of every basis function compete for the p slots); the search
-    then starts from that input switched off when that has the larger LML, and never from a
-    point with a smaller LML than the plain start."""
+    1-D spectrum (mbar near-copies of every basis function compete for the p slots).  Then
+    one more search runs from the same point with that input switched off, and the model kept
+    is the search with the larger LML; resolved inputs add nothing."""
     from hkern.grief import api
     from hkern.grief._init import BOUNDS
     rng = np.random.default_rng(6)
@@ -441,18 +441,20 @@ def test_first_start_switches_off_inputs_the_grid_does_not_resolve():
     x1 = np.where(rng.random(n) < 0.02, 30.0, 0.0)            # sparse input, far outliers
     y = np.sin(2 * x0) + 0.05 * rng.normal(size=n)
     X = np.column_stack([x0, x1])
-    X = (X - X.mean(axis=0)) / X.std(axis=0)
-    y = (y - y.mean()) / y.std()
-    grids = make_grids(X, [10, 10])
-    assert np.min(np.diff(grids[1])) > 1.0                      # two values, far apart
-    theta0 = np.array([0.0, np.log(0.5), 0.0, np.log(0.1)])     # input 1 below its gap
-    plain, plain_lml = api._refit_amplitudes(theta0, X, y, grids, 20, api._bounds(2)[2:], 1)
-    start = api._first_start(theta0, X, y, grids, 20, 1)
-    assert start[1] == BOUNDS["log_ls"][1] and start[0] == theta0[0]
-    start_lml = api._refit_amplitudes(start, X, y, grids, 20, api._bounds(2)[2:], 1)[1]
-    assert start_lml > plain_lml + 10.0
-    # Resolved inputs are left alone: the plain start is returned unchanged.
-    resolved = np.array([0.0, np.log(50.0), 0.0, np.log(0.1)])
-    np.testing.assert_array_equal(
-        api._first_start(resolved, X, y, grids, 20, 1),
-        api._refit_amplitudes(resolved, X, y, grids, 20, api._bounds(2)[2:], 1)[0])
+    grids = make_grids((X - X.mean(axis=0)) / X.std(axis=0), [10, 10])
+    gap = np.min(np.diff(grids[1])) * X[:, 1].std()            # in the units of X
+    assert gap > 2.0 * X[:, 1].std()                            # two values, far apart
+    theta0 = np.array([0.0, np.log(0.5), 0.0, np.log(0.1)])
+    off = api._screened_start(theta0, grids)
+    np.testing.assert_array_equal(off, [0.0, BOUNDS["log_ls"][1], 0.0, np.log(0.1)])
+    assert api._screened_start(np.array([0.0, np.log(50.0), 0.0, np.log(0.1)]), grids) is None
+    kw = dict(p=20, grid_size=10, signal_variance=1.0, noise=0.01, n_restarts=0, maxiter=30,
+              seed=0)
+    gp = hkern.fit_grief(X, y, lengthscales=[1.0, 0.5 * X[:, 1].std()], **kw)
+    assert gp.screened_ and len(gp.restart_lmls_) == 2
+    assert gp.restart_thetas_[1][1] > np.log(100.0)            # the input stays off
+    assert gp.restart_ == int(np.argmax(gp.restart_lmls_))
+    assert gp.log_marginal_likelihood() == pytest.approx(gp.restart_lmls_.max(), rel=1e-10)
+    assert gp.restart_lmls_[1] > gp.restart_lmls_[0]            # off is better here
+    plain = hkern.fit_grief(X, y, lengthscales=[1.0, 50.0 * X[:, 1].std()], **kw)
+    assert not plain.screened_ and len(plain.restart_lmls_) == 1

@@ -55,8 +55,13 @@ class GriefGP:
         Type II only: the training LML (original units of y, as
         :meth:`log_marginal_likelihood`) and the log-parameters [log ls, log s2, log noise]
         (standardised units) at the end of each search, and the index of the one kept (the
-        largest LML; 0 is the search from the paper's initialisation).  With one search and
-        ``optimize_subset`` the LML is not evaluated on all points and is nan.
+        largest LML).  Order: the search from the paper's initialisation, then (when
+        ``screened_``) the one from the same point with the unresolved inputs switched off,
+        then the ``n_restarts`` random restarts.  With one search and ``optimize_subset`` the
+        LML is not evaluated on all points and is nan.
+    screened_ : bool
+        Type II only: whether some inputs had an initial lengthscale below the smallest gap of
+        their grid, so that a search with them switched off was added (see ``n_restarts``).
     acceptance_rate_, samples_ : float, ndarray
         Type I only: MALA acceptance rate after burn-in and the kept samples of
         [log w, log noise] (standardised units).
@@ -225,6 +230,11 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         training LML (on all training points, also with ``optimize_subset``) is kept; test data
         play no part.  0 gives the single search of the paper.  Cost: (1 + n_restarts) searches.
         The default 2 was chosen by measurement (doc/results_grief.md).
+        One more search is added when an input's initial lengthscale is below the smallest gap
+        of its grid (``screened_``): there the input's 1-D grid spectrum is flat, Algorithm 1
+        spends the p slots on near-copies of the same functions, and a poor start cannot
+        recover (keggundirected split 0: test RMSE 0.62 from the plain start); the extra
+        search starts from the same point with those inputs switched off.
     n_iter, burn_in, thin : int
         MALA schedule (type I); the step size adapts during burn-in towards 57.4% acceptance.
     w_prior : {"kernel", "unit"}, default="kernel"
@@ -328,15 +338,16 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
             search = np.sort(rng.choice(n, size=optimize_subset, replace=False))
         Xq, yq = (Xs, ys) if search is None else (Xs[search], ys[search])
         searching = optimize and maxiter > 0
-        if searching:
-            theta0 = _first_start(theta0, Xq, yq, grids, p, n_threads)
+        starts = [theta0]
+        screened = _screened_start(theta0, grids) if searching else None
+        if screened is not None:
+            starts.append(screened)
         # Drawn after the subsets so that n_restarts=0 reproduces the single-search stream.
-        starts = [theta0] + [np.concatenate([theta0[:d] + rng.standard_normal(d), theta0[d:]])
-                             for _ in range(n_restarts if searching else 0)]
+        starts += [np.concatenate([theta0[:d] + rng.standard_normal(d), theta0[d:]])
+                   for _ in range(n_restarts if searching else 0)]
         thetas, lmls = [], []
-        for k, start in enumerate(starts):
-            theta, lml = _optimise_type2(start, Xq, yq, grids, p, optimize, maxiter, n_threads,
-                                         refit=k > 0)
+        for start in starts:
+            theta, lml = _optimise_type2(start, Xq, yq, grids, p, optimize, maxiter, n_threads)
             if search is not None:
                 lml = np.nan
             if len(starts) > 1 and not np.isfinite(lml):
@@ -347,7 +358,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         best = int(np.nanargmax(lmls)) if len(starts) > 1 else 0
         theta = thetas[best]
         state.update(restart_lmls_=np.array(lmls) - n * np.log(y_std),
-                     restart_thetas_=np.array(thetas), restart_=best)
+                     restart_thetas_=np.array(thetas), restart_=best,
+                     screened_=screened is not None)
         lml, _, basis, L, beta = type2_lml(theta, Xs, ys, grids, p, grad=False,
                                            n_threads=n_threads)
         state.update(_basis=basis, _L=L, _beta=beta, _noise_s=float(np.exp(theta[d + 1])),
@@ -369,10 +381,9 @@ def _bounds(d):
     return [BOUNDS["log_ls"]] * d + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
 
 
-def _first_start(theta0, X, y, grids, p, n_threads):
-    """The search's first point: theta0 (clipped, s2 and noise re-fitted), or, if the grid does
-    not resolve some inputs at their initial lengthscale, the same with those inputs switched
-    off (lengthscale at its upper bound), whichever has the larger LML on (X, y).
+def _screened_start(theta0, grids):
+    """theta0 with the inputs its grid does not resolve switched off (lengthscale at its upper
+    bound), or None when every input is resolved.
 
     An input whose lengthscale is below the smallest gap of its grid has a flat 1-D grid
     spectrum (K^(i) ~ I), so nearly every one of its mbar_i eigenfunctions ties with the first
@@ -381,27 +392,25 @@ def _first_start(theta0, X, y, grids, p, n_threads):
     keggundirected split 0 three sparse inputs (99.5% of the values equal, the rest up to 52
     standard deviations away; 4 to 5 off-mode values in the 1000 points) kept lengthscale ~1
     against grid gaps of 5.8 and 10.7.  The LML on all points was -63 000 after the amplitude
-    re-fit and the search could not leave it (test RMSE 0.62); with the three inputs off it
-    is +38 500 before any search (RMSE 0.117, the paper 0.118).
+    re-fit and the search from there could not leave it (test RMSE 0.62); with the three
+    inputs off it is +38 500 before any search (RMSE 0.117, the paper 0.118).  The switched-off
+    start is an extra search, not a replacement: a switched-off input stays off (the LML is
+    flat there), and on breastcancer the search from the plain start ends higher on 4 of 10
+    folds.
     """
-    d = X.shape[1]
-    bounds = _bounds(d)
-    theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
-    best = _refit_amplitudes(theta0, X, y, grids, p, bounds[d:], n_threads)
+    d = len(grids)
     gaps = np.array([np.min(np.diff(g)) for g in grids])
     unresolved = np.exp(theta0[:d]) < gaps
-    if unresolved.any():
-        off = theta0.copy()
-        off[:d][unresolved] = BOUNDS["log_ls"][1]
-        candidate = _refit_amplitudes(off, X, y, grids, p, bounds[d:], n_threads)
-        if candidate[1] > best[1]:
-            best = candidate
-    return best[0]
+    if not unresolved.any():
+        return None
+    off = theta0.copy()
+    off[:d][unresolved] = BOUNDS["log_ls"][1]
+    return off
 
 
-def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads, refit=True):
-    """L-BFGS-B on -LML / n (scaled so the tolerances do not depend on n), from theta0 (clipped
-    to the bounds, s2 and noise re-fitted first unless ``refit`` is False).
+def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads):
+    """L-BFGS-B on -LML / n (scaled so the tolerances do not depend on n), from theta0 clipped
+    to the bounds, with s2 and the noise re-fitted first.
 
     Returns (theta, lml): the best point evaluated and its LML on (X, y) (nan when no search ran).
     """
@@ -409,9 +418,8 @@ def _optimise_type2(theta0, X, y, grids, p, optimize, maxiter, n_threads, refit=
         return theta0, np.nan
     n, d = X.shape
     bounds = _bounds(d)
-    if refit:
-        theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
-        theta0 = _refit_amplitudes(theta0, X, y, grids, p, bounds[d:], n_threads)[0]
+    theta0 = np.clip(theta0, [b[0] for b in bounds], [b[1] for b in bounds])
+    theta0 = _refit_amplitudes(theta0, X, y, grids, p, bounds[d:], n_threads)
     best = {"f": np.inf, "x": theta0}
 
     def neg(theta):
@@ -433,7 +441,6 @@ def _refit_amplitudes(theta, X, y, grids, p, bounds, n_threads):
     basis cannot represent must be explained as noise); starting the full search there let it
     slide into the "everything is noise" optimum on yacht.  With the lengthscales fixed, Phi is
     fixed, so this 2-parameter search costs O(p^3) per step after one O(n p^2) Gram matrix.
-    Returns (theta, lml on (X, y)).
     """
     n, d = X.shape
     basis = GriefBasis(grids, np.exp(theta[:d]), p)
@@ -446,7 +453,7 @@ def _refit_amplitudes(theta, X, y, grids, p, bounds, n_threads):
         return -lml / n, -np.array([s2 * dw.sum(), noise * dnoise]) / n
 
     res = minimize(neg, theta[d:], jac=True, method="L-BFGS-B", bounds=bounds)
-    return np.concatenate([theta[:d], res.x]), -res.fun * n
+    return np.concatenate([theta[:d], res.x])
 
 
 def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, w_prior, n_threads):
