@@ -280,6 +280,9 @@ def report(_args):
            "(records in `asv_bench/results_grief.jsonl`).",
            "Machine: 2 cores shared with other jobs; n_jobs as listed.  RMSE in original units;",
            "mean ± std over the splits listed (std: population, over splits).", ""]
+    codes = sorted({r.get("code", "unrecorded") for r in rows})
+    out += [f"hkern code of the records (version, last commit touching hkern/): "
+            f"{', '.join(codes)}.", ""]
     table_rows = [r for r in rows if r["kind"] == "table"]
     kin = {}
     if table_rows:
