@@ -368,6 +368,29 @@ def test_few_unique_values_cap_the_grid():
     assert gp.m_ == 30 and gp.p_ == 30                                 # p capped at m
 
 
+def test_grid_inputs_widen_the_grid_and_nothing_else():
+    """grid_inputs only move the grid: the grids span the standardised union of the training
+    and the extra inputs, and the training inputs as grid_inputs change nothing."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, (50, 2))
+    y = np.sin(3 * X[:, 0]) + X[:, 1]
+    Xt = rng.uniform(-1, 2, (20, 2))
+    kw = {"p": 30, "grid_size": 7, "lengthscales": 0.5, "signal_variance": 1.0, "noise": 0.01,
+          "optimize": False}
+    gp = hkern.fit_grief(X, y, **kw)
+    wide = hkern.fit_grief(X, y, grid_inputs=Xt, **kw)
+    same = hkern.fit_grief(X, y, grid_inputs=X[::3], **kw)
+    Z = (np.vstack([X, Xt]) - X.mean(axis=0)) / X.std(axis=0)
+    for i, g in enumerate(wide._basis.grids):
+        np.testing.assert_allclose(g, np.linspace(Z[:, i].min(), Z[:, i].max(), 7), rtol=1e-14)
+    np.testing.assert_array_equal(same.predict(Xt), gp.predict(Xt))
+    assert wide.m_ == gp.m_ and not np.allclose(wide.predict(Xt), gp.predict(Xt))  # grid used
+    with pytest.raises(ValueError, match="grid_inputs must have the 2 columns"):
+        hkern.fit_grief(X, y, grid_inputs=Xt[:, :1], **kw)
+    with pytest.raises(ValueError, match="grid_inputs contains NaN"):
+        hkern.fit_grief(X, y, grid_inputs=np.full((2, 2), np.nan), **kw)
+
+
 def test_exact_init_lml_gradient_and_best_start():
     """The initialisation's exact SE-ARD LML equals the dense Gaussian log-density, its
     gradient equals central differences, and fit_exact_ard keeps the better of its starts."""

@@ -177,7 +177,7 @@ def _check_grid_size(grid_size, d):
 def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
               lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
               optimize_subset=None, init_subset=1000, n_restarts=RESTARTS_DEFAULT, n_iter=10_000,
-              burn_in=1000, thin=50, w_prior="kernel", n_jobs=None):
+              burn_in=1000, thin=50, w_prior="kernel", grid_inputs=None, n_jobs=None):
     """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
@@ -248,6 +248,15 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         0.448; yacht 0.224 against 0.143; doc/results_grief.md).  The paper used the SVD basis
         only for n > 1e6, so at smaller n it sampled the weights of the plain eigenfunctions,
         whose w = 1 is the base kernel: ``"kernel"`` is the closer match there.
+    grid_inputs : ndarray of shape (n_points, n_features), optional
+        Further inputs the grids must span, typically the points you will predict at: the grid
+        of dimension i is then built from the training column and this column together (range
+        and unique values).  Only the inputs are used, never any targets.  A grid that covers
+        the prediction region keeps the eigenfunctions from decaying at test points outside
+        the training range; the authors' code builds its grid on the training and test inputs.
+        It is not always better (10 folds, test inputs as grid_inputs: concreteslump 4.17
+        against 4.49 with the training-range grid, housing 3.43 against 3.08, the other small
+        sets within 1%; doc/results_grief.md).  None: the training inputs alone.
     n_jobs : int or None
         Threads for the basis and the BLAS-3 work (None: all cores).
 
@@ -259,7 +268,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     ------
     ValueError
         For p < 1, grid_size < 2, non-finite X or y, all-constant X, an unknown kernel or
-        inference, and malformed hyperparameters.
+        inference, malformed hyperparameters, and grid_inputs that are non-finite or have a
+        different number of columns from X.
 
     Examples
     --------
@@ -309,7 +319,13 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     y_std = y_std if y_std > 0 else 1.0
     ys = (y - y_mean) / y_std
     d = active.size
-    grids = make_grids(Xs, sizes[active])
+    span = Xs
+    if grid_inputs is not None:
+        G = check_array(grid_inputs, "grid_inputs")
+        if G.shape[1] != d_in:
+            raise ValueError(f"grid_inputs must have the {d_in} columns of X; got {G.shape[1]}")
+        span = np.vstack([Xs, (G[:, active] - x_mean[active]) / x_std[active]])
+    grids = make_grids(span, sizes[active])
     m = math.prod(int(g.size) for g in grids)
 
     given = [v is not None for v in (lengthscales, signal_variance, noise)]
