@@ -278,6 +278,26 @@ def _ms(e):
     return f"{np.mean(e):.4g} ± {np.std(e):.2g}"
 
 
+def _beside_main_table(variant_rows, table_rows, search_of):
+    """Markdown rows: per data set, a variant's RMSE beside the main table's on the same splits
+    (main-table records with the search configuration ``search_of(variant record)``)."""
+    lines = []
+    for name, (_, pm, ps, _) in PAPER.items():
+        rs = {r["split"]: r for r in variant_rows if r["data"] == name}
+        if not rs:
+            continue
+        key = search_of(next(iter(rs.values())))
+        main = {r["split"]: r["rmse"] for r in table_rows if r["data"] == name
+                and _search(r) == key}
+        splits = sorted(rs)
+        e = [rs[s]["rmse"] for s in splits]
+        h = [main[s] for s in splits if s in main]
+        lines.append(f"| {name} | {','.join(str(s) for s in splits)} | "
+                     + (f"{_ms(h)} ({np.mean(h) / pm:.2f})" if len(h) == len(e) else "-")
+                     + f" | {_ms(e)} ({np.mean(e) / pm:.2f}) | {pm:g} ± {ps:g} |")
+    return lines
+
+
 def report(_args):
     rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
     out = ["# GP-GRIEF results", "",
@@ -362,19 +382,7 @@ def report(_args):
                 "eigenfunctions.  Transductive, so not the main table.", "",
                 "| data | splits | training-range grid (main table) | grid spans test inputs | "
                 "paper GRIEF-II |", "|---|---|---|---|---|"]
-        for name in PAPER:
-            rs = {r["split"]: r for r in cover_rows if r["data"] == name}
-            if not rs:
-                continue
-            main_rs = {r["split"]: r["rmse"] for r in table_rows if r["data"] == name
-                       and _search(r) == _search(next(iter(rs.values())))}
-            e = [rs[s_]["rmse"] for s_ in sorted(rs)]
-            h = [main_rs[s_] for s_ in sorted(rs) if s_ in main_rs]
-            pm = PAPER[name][1]
-            out.append(f"| {name} | {','.join(str(s_) for s_ in sorted(rs))} | "
-                       + (f"{_ms(h)} ({np.mean(h) / pm:.2f})" if len(h) == len(e) else "-")
-                       + f" | {_ms(e)} ({np.mean(e) / pm:.2f}) | {pm:g} ± {PAPER[name][2]:g} |")
-        out.append("")
+        out += _beside_main_table(cover_rows, table_rows, _search) + [""]
     nys = [r for r in rows if r["kind"] == "nystrom" and "val_rmse" in r]
     if nys:
         out += ["## kin40k: GP-GRIEF-II against fit_nystrom (KRR)", "",
@@ -408,19 +416,7 @@ def report(_args):
                 "sets that stay more than 10% from its numbers.", "",
                 "| data | splits | RMSE, honest initialisation (table above) | RMSE, leaky "
                 "initialisation | paper GRIEF-II |", "|---|---|---|---|---|"]
-        for name in PAPER:
-            rs = {r["split"]: r for r in leaky if r["data"] == name}
-            if not rs:
-                continue
-            honest = {r["split"]: r["rmse"] for r in table_rows if r["data"] == name
-                      and _search(r) == (200, None, 2)}
-            e = [rs[s]["rmse"] for s in sorted(rs)]
-            h = [honest[s] for s in sorted(rs) if s in honest]
-            pm = PAPER[name][1]
-            out.append(f"| {name} | {','.join(str(s) for s in sorted(rs))} | "
-                       + (f"{_ms(h)} ({np.mean(h) / pm:.2f})" if len(h) == len(e) else "-")
-                       + f" | {_ms(e)} ({np.mean(e) / pm:.2f}) | {pm:g} ± {PAPER[name][2]:g} |")
-        out.append("")
+        out += _beside_main_table(leaky, table_rows, lambda r: (200, None, 2)) + [""]
     t1 = [r for r in rows if r["kind"] == "type1"]
     if t1:
         out += ["## GP-GRIEF-I (MALA, p = 1000, paper schedule: 10 000 iterations, 1000 burn-in, "

@@ -314,7 +314,10 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     if active.size == 0:
         raise ValueError("every column of X is constant on the training set; GRIEF needs at least "
                          "one varying input")
-    Xs = np.ascontiguousarray((X[:, active] - x_mean[active]) / x_std[active])
+    def standardise(A):
+        return np.ascontiguousarray((A[:, active] - x_mean[active]) / x_std[active])
+
+    Xs = standardise(X)
     y_mean, y_std = float(y.mean()), float(y.std())
     y_std = y_std if y_std > 0 else 1.0
     ys = (y - y_mean) / y_std
@@ -324,7 +327,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         G = check_array(grid_inputs, "grid_inputs")
         if G.shape[1] != d_in:
             raise ValueError(f"grid_inputs must have the {d_in} columns of X; got {G.shape[1]}")
-        span = np.vstack([Xs, (G[:, active] - x_mean[active]) / x_std[active]])
+        span = np.vstack([Xs, standardise(G)])
     grids = make_grids(span, sizes[active])
     m = math.prod(int(g.size) for g in grids)
 
