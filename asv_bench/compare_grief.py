@@ -298,6 +298,13 @@ def _beside_main_table(variant_rows, table_rows, search_of):
     return _beside(variant_rows, baseline)
 
 
+def _variant_heading(title, prose, baseline_label, variant_label):
+    """Heading, prose and table header of a section that `_beside` fills."""
+    return ([f"## {title}", ""] + prose + ["",
+            f"| data | splits | {baseline_label} | {variant_label} | paper GRIEF-II |",
+            "|---|---|---|---|---|"])
+
+
 def _beside(variant_rows, baseline):
     """Markdown rows: per data set, a variant's RMSE beside ``baseline(name, a variant record)``
     ({split: RMSE}) on the same splits, each with its ratio to the paper's GRIEF-II."""
@@ -328,6 +335,12 @@ def report(_args):
             f"{', '.join(codes)}.", ""]
     table_rows = [r for r in rows if r["kind"] == "table" and "grid" not in r]
     cover_rows = [r for r in rows if r["kind"] == "table" and "grid" in r]
+
+    def exact_rmse(name):
+        """{split: RMSE} of the exact GP with training statistics (the reference)."""
+        return {r["split"]: r["rmse"] for r in rows if r["kind"] == "exact"
+                and r["data"] == name and "stats" not in r}
+
     kin = {}
     if table_rows:
         out += ["## Table 1, GP-GRIEF-II (mbar = 10, SE-ARD, p as in the paper)", "",
@@ -347,8 +360,7 @@ def report(_args):
             key = max(by, key=lambda k: (len(by[k]), k[2]))
             rs = [by[key][s] for s in sorted(by[key])]
             e = np.array([r["rmse"] for r in rs])
-            ex = {r["split"]: r["rmse"] for r in rows if r["kind"] == "exact"
-                  and r["data"] == name and "stats" not in r}
+            ex = exact_rmse(name)
             ex = ([ex[r["split"]] for r in rs] if all(r["split"] in ex for r in rs) else [])
             ex = f"{_ms(ex)} ({np.mean(ex) / pm:.2f})" if ex else "-"
             if name == "kin40k":
@@ -392,14 +404,14 @@ def report(_args):
                            f"{gain:.2f} |")
             out.append("")
     if cover_rows:
-        out += ["## Grids spanning the test inputs (as the authors' code builds them)", "",
-                "`table --grid-covers-test`: the same fits with `grid_inputs=X_test`, i.e. each",
-                "1-D grid spans the training and test inputs (never the test targets).  The",
-                "authors' public tutorial builds its grid this way (`InducingGrid(x=x)` on all",
-                "inputs); with the training range alone, test points outside it see decaying",
-                "eigenfunctions.  Transductive, so not the main table.", "",
-                "| data | splits | training-range grid (main table) | grid spans test inputs | "
-                "paper GRIEF-II |", "|---|---|---|---|---|"]
+        out += _variant_heading(
+            "Grids spanning the test inputs (as the authors' code builds them)",
+            ["`table --grid-covers-test`: the same fits with `grid_inputs=X_test`, i.e. each",
+             "1-D grid spans the training and test inputs (never the test targets).  The",
+             "authors' public tutorial builds its grid this way (`InducingGrid(x=x)` on all",
+             "inputs); with the training range alone, test points outside it see decaying",
+             "eigenfunctions.  Transductive, so not the main table."],
+            "training-range grid (main table)", "grid spans test inputs")
         out += _beside_main_table(cover_rows, table_rows, _search) + [""]
     nys = [r for r in rows if r["kind"] == "nystrom" and "val_rmse" in r]
     if nys:
@@ -426,28 +438,26 @@ def report(_args):
         out += ["| " + " | ".join(mean_row) + " |", ""]
     leaky = [r for r in rows if r["kind"] == "leaky_init"]
     if leaky:
-        out += ["## Diagnostic: initialisation fitted on the training and test points", "",
-                "Not a result (the test fold leaks into the initial hyperparameters): GRIEF-II",
-                "whose exact-GP initialisation saw the training *and* test points of the split,",
-                "then the usual search on the training points (`compare_grief.py leaky-init`).",
-                "It measures how far the paper's unstated initialisation set could move the",
-                "sets that stay more than 10% from its numbers.", "",
-                "| data | splits | RMSE, honest initialisation (table above) | RMSE, leaky "
-                "initialisation | paper GRIEF-II |", "|---|---|---|---|---|"]
+        out += _variant_heading(
+            "Diagnostic: initialisation fitted on the training and test points",
+            ["Not a result (the test fold leaks into the initial hyperparameters): GRIEF-II",
+             "whose exact-GP initialisation saw the training *and* test points of the split,",
+             "then the usual search on the training points (`compare_grief.py leaky-init`).",
+             "It measures how far the paper's unstated initialisation set could move the",
+             "sets that stay more than 10% from its numbers."],
+            "RMSE, honest initialisation (table above)", "RMSE, leaky initialisation")
         out += _beside_main_table(leaky, table_rows, lambda r: (200, None, 2)) + [""]
     stats = [r for r in rows if r["kind"] == "exact" and "stats" in r]
     if stats:
-        out += ["## Diagnostic: exact GP standardised with statistics of all rows", "",
-                "Not a result (the test rows' inputs and targets set the standardisation): the",
-                "exact SE-ARD GP of the main table's last column, with X and y standardised by",
-                "the mean and std of the training and test rows, as the authors' tutorial fits",
-                "its StandardScaler on all rows (`compare_grief.py exact --stats-from",
-                "all-rows`); the fit sees only the training rows.", "",
-                "| data | splits | exact GP, training statistics | exact GP, all-row statistics "
-                "| paper GRIEF-II |", "|---|---|---|---|---|"]
-        plain = [r for r in rows if r["kind"] == "exact" and "stats" not in r]
-        out += _beside(stats, lambda name, _: {r["split"]: r["rmse"] for r in plain
-                                               if r["data"] == name}) + [""]
+        out += _variant_heading(
+            "Diagnostic: exact GP standardised with statistics of all rows",
+            ["Not a result (the test rows' inputs and targets set the standardisation): the",
+             "exact SE-ARD GP of the main table's last column, with X and y standardised by",
+             "the mean and std of the training and test rows, as the authors' tutorial fits",
+             "its StandardScaler on all rows (`compare_grief.py exact --stats-from",
+             "all-rows`); the fit sees only the training rows."],
+            "exact GP, training statistics", "exact GP, all-row statistics")
+        out += _beside(stats, lambda name, _: exact_rmse(name)) + [""]
     t1 = [r for r in rows if r["kind"] == "type1"]
     if t1:
         out += ["## GP-GRIEF-I (MALA, p = 1000, paper schedule: 10 000 iterations, 1000 burn-in, "
