@@ -374,14 +374,16 @@ def test_lu_factor_layout_and_determinant(rng):
     assert abs(det - np.linalg.det(A)) <= TOL * abs(np.linalg.det(A))
 
 
-@pytest.mark.parametrize("kind", ["zero_column", "duplicate_rows", "zeros"])
+# Only structurally singular matrices are exactly singular in floating point.  (Duplicate rows were
+# once a case here; OpenBLAS's getrf on AVX-512 leaves a pivot of 5.6e-17 for them, not 0.)
+@pytest.mark.parametrize("kind", ["zero_column", "zero_row", "zeros"])
 def test_lu_factor_singular(rng, kind):
     n = 6
     A = rng.standard_normal((n, n))
     if kind == "zero_column":
         A[:, 3] = 0.0
-    elif kind == "duplicate_rows":
-        A[4] = A[1]
+    elif kind == "zero_row":
+        A[4] = 0.0
     else:
         A[:] = 0.0
     with pytest.raises(LinAlgError, match="exactly singular"):
