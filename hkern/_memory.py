@@ -1,11 +1,127 @@
-"""Peak resident memory of a block of code, for the main job and the benchmarks."""
+"""Memory: the guard every large allocation passes first, and peak-RSS measurement.
+
+The guard: every public function that allocates more than O(n d) estimates its peak memory
+from the problem's sizes and calls :func:`check_memory` before allocating anything large.
+Above ``max_memory`` it raises :class:`MemoryLimitError` (a ``ValueError`` and a
+``MemoryError``) that says how much is needed and which argument to change.  The one default,
+``max_memory=None``, is the memory available to the process when the call starts: the
+kernel's ``MemAvailable``, or the room left under a cgroup memory limit if that is smaller.
+
+The measurement: :func:`peak_memory`, peak resident set size of a block of code, used by the
+main job, the benchmarks and the tests that hold each estimate against what a call really uses.
+"""
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import numbers
 import tracemalloc
 
-__all__ = ["peak_memory"]
+__all__ = ["peak_memory", "MemoryLimitError", "available_memory", "resolve_max_memory",
+           "check_memory", "format_bytes"]
+
+_GIB = 2**30
+
+
+class MemoryLimitError(ValueError, MemoryError):
+    """A call would need more memory than ``max_memory`` allows; raised before allocating.
+
+    Both a ``ValueError`` (a bad combination of arguments) and a ``MemoryError``.
+    """
+
+
+def format_bytes(n_bytes):
+    """Bytes as a short human string (GiB above 1 GiB, else MiB)."""
+    if n_bytes >= _GIB:
+        return f"{n_bytes / _GIB:.2f} GiB"
+    return f"{n_bytes / 2**20:.1f} MiB"
+
+
+def _meminfo_bytes(key):
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(key)
+
+
+def _cgroup_room():
+    """Bytes left under a cgroup memory limit (v2 memory.max or v1 limit_in_bytes), or None."""
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as fh:
+                limit = fh.read().strip()
+            if limit == "max":
+                return None
+            with open(usage_file) as fh:
+                usage = int(fh.read())
+            limit = int(limit)
+            if limit >= 2**60:       # cgroup v1 writes "no limit" as a huge number
+                return None
+            return max(0, limit - usage)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def available_memory():
+    """Bytes the process can still allocate: MemAvailable, or the cgroup room if smaller.
+
+    Where neither can be read (not Linux), the physical memory size from ``os.sysconf``.
+    """
+    try:
+        room = _meminfo_bytes("MemAvailable")
+    except OSError:
+        import os
+        try:
+            room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 2**62
+    cgroup = _cgroup_room()
+    return min(room, cgroup) if cgroup is not None else room
+
+
+def resolve_max_memory(max_memory):
+    """``max_memory`` in bytes: None -> :func:`available_memory`; else a number > 0."""
+    if max_memory is None:
+        return available_memory()
+    if isinstance(max_memory, bool) or not isinstance(max_memory, numbers.Real) or \
+            not max_memory > 0:
+        raise ValueError(f"max_memory must be None (the memory available now) or a number of "
+                         f"bytes > 0, e.g. 8 * 2**30 for 8 GiB; got {max_memory!r}")
+    return max_memory
+
+
+def check_memory(need, max_memory, *, what, fix):
+    """Raise :class:`MemoryLimitError` if ``need`` bytes exceed ``max_memory``.
+
+    Parameters
+    ----------
+    need : int
+        Estimated peak bytes of the call (its formula is stated where it is computed).
+    max_memory : int, float or None
+        The caller's ``max_memory`` argument (None: the memory available now).
+    what : str
+        What needs the memory, e.g. ``"fit_nystrom with n=2000000, r=4096"``.
+    fix : str
+        Which argument to change, e.g. ``"choose a smaller r"``.
+
+    Returns
+    -------
+    int
+        The limit that was applied, in bytes.
+    """
+    limit = resolve_max_memory(max_memory)
+    if need > limit:
+        source = ("the memory available now" if max_memory is None
+                  else "the max_memory argument")
+        raise MemoryLimitError(
+            f"{what} needs about {format_bytes(need)} at its peak, more than max_memory="
+            f"{format_bytes(limit)} ({source}); {fix}, or pass a larger max_memory (bytes) if "
+            "the machine has the memory")
+    return limit
 
 
 def _status_kib(key):

@@ -1,5 +1,13 @@
 """Thread budgets: one place that turns ``n_jobs`` into OpenMP and BLAS thread counts.
 
+``n_jobs=None`` means "what this process may use": the smallest of the CPUs it may run on
+(affinity mask and cgroup CPU quota), the OpenMP thread limit (``OMP_NUM_THREADS``, a
+``threadpoolctl.threadpool_limits`` block) and the BLAS thread limit in force
+(``OPENBLAS_NUM_THREADS``, threadpoolctl), as scikit-learn's ``_openmp_effective_n_threads``
+does for OpenMP.  An explicit ``n_jobs`` is taken as asked (negative values count back from the
+available CPUs) and bounds BLAS threads as well as OpenMP threads: every public function runs
+inside :func:`thread_budget`.
+
 BLAS threads and OpenMP threads must not multiply: code that calls BLAS on small blocks from
 inside an OpenMP ``prange`` runs under ``blas_threads(1)``; large single BLAS calls get
 ``n_jobs`` BLAS threads instead.
@@ -7,35 +15,82 @@ inside an OpenMP ``prange`` runs under ``blas_threads(1)``; large single BLAS ca
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 import os
 
-__all__ = ["resolve_n_jobs", "blas_threads"]
+__all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "available_cpus"]
 
 _controller = None
+
+
+def _cgroup_cpu_quota():
+    """CPUs allowed by a cgroup CPU quota (v2 cpu.max or v1 cfs quota), or None."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            return max(1, math.ceil(int(quota) / int(period)))
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
+            quota = int(fh.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
+            period = int(fh.read())
+        if quota > 0 and period > 0:
+            return max(1, math.ceil(quota / period))
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on: the affinity mask, bounded by a cgroup CPU quota."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    quota = _cgroup_cpu_quota()
+    return max(1, min(cpus, quota) if quota is not None else cpus)
+
+
+def _blas_limit():
+    """The largest thread count any loaded BLAS library is set to now (None if none found)."""
+    counts = [lib.num_threads for lib in _get_controller().select(user_api="blas").lib_controllers]
+    counts = [c for c in counts if isinstance(c, int) and c > 0]
+    return max(counts) if counts else None
 
 
 def resolve_n_jobs(n_jobs=None) -> int:
     """Number of threads for ``n_jobs``.
 
-    None or -1 means every available core; a negative value -k means all but k-1 cores;
-    a positive int is taken as is.
+    None: the CPUs available (affinity, cgroup quota), bounded by the OpenMP and BLAS thread
+    limits in force (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, threadpoolctl).  -1 means every
+    available CPU, -k all but k-1; a positive int is taken as is.
+
+    Raises
+    ------
+    ValueError
+        For 0, a non-integer or a bool.
     """
-    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
     if n_jobs is None:
-        return available
+        from ._linalg import openmp_max_threads
+        limit = min(available_cpus(), openmp_max_threads())
+        blas = _blas_limit()
+        return max(1, min(limit, blas) if blas is not None else limit)
     try:
         if isinstance(n_jobs, bool):
             raise TypeError
         n_jobs = operator.index(n_jobs)
     except TypeError:
-        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}") from None
+        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}; use "
+                         "n_jobs=1 for one thread, n_jobs=-1 for every CPU or None to honour "
+                         "OMP_NUM_THREADS and threadpoolctl limits") from None
     if n_jobs == 0:
         raise ValueError("n_jobs must be None or a non-zero integer, got 0; use n_jobs=1 for "
                          "one thread or n_jobs=-1 for all cores")
     if n_jobs < 0:
-        return max(1, available + 1 + n_jobs)
+        return max(1, available_cpus() + 1 + n_jobs)
     return n_jobs
 
 
@@ -54,3 +109,16 @@ def blas_threads(n_threads: int):
     """Limit every loaded BLAS library to ``n_threads`` threads inside the block."""
     with _get_controller().limit(limits=int(n_threads), user_api="blas"):
         yield
+
+
+@contextlib.contextmanager
+def thread_budget(n_jobs):
+    """Resolve ``n_jobs`` and hold every BLAS library to that many threads inside the block.
+
+    Yields the thread count, for the OpenMP loops (``num_threads=``) of the block.  BLAS
+    calls made directly through NumPy or SciPy inside the block (not only hkern's shim) are
+    bounded by it.
+    """
+    n_threads = resolve_n_jobs(n_jobs)
+    with blas_threads(n_threads):
+        yield n_threads

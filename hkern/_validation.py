@@ -27,6 +27,21 @@ def _describe_nonfinite(arr, name):
             f"value(s) in all); remove or impute non-finite values before fitting")
 
 
+# Largest accepted magnitude of an input or target value.  Squared norms and distances of
+# larger values overflow double precision (1e150^2 = 1e300, 1.8e308 is the largest double), and
+# every kernel depends only on X / sigma, so the fix for larger data is a common rescaling.
+MAX_MAGNITUDE = 1e150
+
+
+def _describe_too_large(arr, name, fix):
+    big = np.abs(arr) > MAX_MAGNITUDE
+    first = np.unravel_index(np.argmax(big), arr.shape)
+    where = ", ".join(str(int(i)) for i in first)
+    return (f"{name} has values up to {float(np.abs(arr).max()):.3g} in magnitude (first at index "
+            f"[{where}]); hkern accepts |values| <= {MAX_MAGNITUDE:g}, beyond which squared "
+            f"distances overflow double precision: {fix}")
+
+
 def _as_float_array(value, name):
     if np.iscomplexobj(value):
         raise ValueError(f"{name} has a complex dtype; hkern needs real numbers")
@@ -56,7 +71,8 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
     ------
     ValueError
         For a complex or non-numeric dtype, the wrong number of dimensions, too few samples,
-        zero features, or NaN/infinite values.
+        zero features, NaN/infinite values, or values above ``MAX_MAGNITUDE`` (1e150) in
+        magnitude.
     """
     arr = _as_float_array(X, name)
     if ensure_2d:
@@ -75,6 +91,10 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
                          f"{min_samples} required")
     if not np.isfinite(arr).all():
         raise ValueError(_describe_nonfinite(arr, name))
+    if arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
+        raise ValueError(_describe_too_large(
+            arr, name, f"divide {name} by a common factor (and sigma by the same factor: the "
+            "kernels depend on X / sigma only), or standardise it"))
     return np.ascontiguousarray(arr)
 
 
@@ -97,6 +117,9 @@ def check_targets(y, n_samples, name="y", *, numeric=True):
         raise ValueError(f"{name} has 0 outputs (shape {arr.shape})")
     if numeric and not np.isfinite(arr).all():
         raise ValueError(_describe_nonfinite(arr, name))
+    if numeric and arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
+        raise ValueError(_describe_too_large(
+            arr, name, f"divide {name} by a common factor and multiply the predictions by it"))
     if not numeric and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(_describe_nonfinite(arr, name))
     return np.ascontiguousarray(arr)

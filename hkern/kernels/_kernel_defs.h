@@ -67,6 +67,8 @@ static inline double hk_exp_times(double p, double x)
 {
     if (x >= HK_EXP_LO)
         return p * hk_exp_core(x);
+    if (x < -1000.0)        /* p e^x < 1e-420 for the Matern p; also p = inf at s = inf */
+        return 0.0;
     return (p * exp(x + 64.0 * 0.69314718055994530942)) * 0x1p-64;
 }
 

@@ -66,6 +66,8 @@ cdef inline void map_scaled(int kind, double* v, Py_ssize_t n) noexcept nogil:
 
 cdef double scaled_distance(int kind, const double* x, const double* y, Py_ssize_t d,
                                    double sigma) noexcept nogil:
+    """s for two points; any sigma > 0: sigma^2 may underflow to 0 (s = inf for distinct points,
+    0 for equal ones) or overflow to inf (s = 0)."""
     cdef Py_ssize_t k
     cdef double acc = 0.0, diff
     if kind == LAPLACE:
@@ -75,6 +77,8 @@ cdef double scaled_distance(int kind, const double* x, const double* y, Py_ssize
     for k in range(d):
         diff = x[k] - y[k]
         acc += diff * diff
+    if acc == 0.0:
+        return 0.0      # not 0 / 0 when sigma^2 underflows
     return acc / (sigma * sigma)
 
 
@@ -101,7 +105,9 @@ cdef inline void finish_row(int kind, double sigma, double* row, Py_ssize_t n, c
     Laplace kernel the row's input is ignored and L1 distances are computed directly.
 
     Three passes so that the first and last vectorise: scaled distances (entries lost to
-    cancellation marked -1), exact recomputation of the marked ones, the kernel map.
+    cancellation marked -1), exact recomputation of the marked ones, the kernel map.  A zero
+    squared distance is always marked (``<=``), so 1 / sigma^2 = inf (sigma below ~1e-154)
+    never meets 0 * inf.
     """
     cdef Py_ssize_t j, n_marked = 0
     cdef double inv_s2 = 1.0 / (sigma * sigma), limit
@@ -111,8 +117,8 @@ cdef inline void finish_row(int kind, double sigma, double* row, Py_ssize_t n, c
     else:
         for j in range(n):
             limit = REFINE_FRACTION * (xi + ysq[j])
-            n_marked += (xi + ysq[j] + row[j] < limit)
-            row[j] = -1.0 if xi + ysq[j] + row[j] < limit else (xi + ysq[j] + row[j]) * inv_s2
+            n_marked += (xi + ysq[j] + row[j] <= limit)
+            row[j] = -1.0 if xi + ysq[j] + row[j] <= limit else (xi + ysq[j] + row[j]) * inv_s2
         if n_marked:
             for j in range(n):
                 if row[j] < 0.0:
