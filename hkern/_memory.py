@@ -18,7 +18,7 @@ import numbers
 import tracemalloc
 
 __all__ = ["peak_memory", "MemoryLimitError", "available_memory", "resolve_max_memory",
-           "check_memory", "format_bytes"]
+           "check_memory", "format_bytes", "recorded_estimates"]
 
 _GIB = 2**30
 
@@ -94,6 +94,21 @@ def resolve_max_memory(max_memory):
     return max_memory
 
 
+_estimate_log = None
+
+
+@contextlib.contextmanager
+def recorded_estimates():
+    """Collect every (what, need) passed to :func:`check_memory` inside the block, in call
+    order (the tests hold each estimate against the peak RSS measured around the call)."""
+    global _estimate_log
+    outer, _estimate_log = _estimate_log, []
+    try:
+        yield _estimate_log
+    finally:
+        _estimate_log = outer
+
+
 def check_memory(need, max_memory, *, what, fix):
     """Raise :class:`MemoryLimitError` if ``need`` bytes exceed ``max_memory``.
 
@@ -114,6 +129,8 @@ def check_memory(need, max_memory, *, what, fix):
         The limit that was applied, in bytes.
     """
     limit = resolve_max_memory(max_memory)
+    if _estimate_log is not None:
+        _estimate_log.append((what, int(need)))
     if need > limit:
         source = ("the memory available now" if max_memory is None
                   else "the max_memory argument")

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import hkern
+from hkern._memory import MemoryLimitError
 from hkern._threads import resolve_n_jobs
 from hkern._validation import (
     check_array,
@@ -167,8 +168,8 @@ def test_rff_rejects_kernel_without_sampler(data):
 
 def test_exact_refuses_above_memory_budget(data):
     X, y = data
-    with pytest.raises(ValueError, match=r"fit_exact needs the n x n kernel matrix: n=20 takes "
-                                         r".* above max_memory="):
+    with pytest.raises(MemoryLimitError, match=r"fit_exact with n=20 \(the n x n kernel matrix\) "
+                                               r"needs about .* more than max_memory="):
         hkern.fit_exact(X, y, max_memory=1000)
 
 

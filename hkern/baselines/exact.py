@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 from .. import _linalg
+from .._memory import check_memory
 from .._threads import resolve_n_jobs
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
 
 __all__ = ["fit_exact", "ExactKRR"]
-
-DEFAULT_MAX_MEMORY = 4 * 2**30
-
 
 class ExactKRR(KernelRidgeModel):
     """Exact KRR: f(x) = k(x, X) alpha with alpha = (K + lam I)^{-1} Y.
@@ -46,7 +44,7 @@ class ExactKRR(KernelRidgeModel):
 
 
 def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-              max_memory=DEFAULT_MAX_MEMORY, n_jobs=None):
+              max_memory=None, n_jobs=None):
     """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
 
     Parameters
@@ -62,9 +60,9 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
     lam : float
         Ridge regularisation (the GP noise variance), > 0.
     task : {"regression", "classification"}
-    max_memory : int
-        Largest kernel matrix allowed, in bytes (default 4 GiB, n of about 23 000).  The matrix
-        takes 8 n^2 bytes and is factorised in place.
+    max_memory : int or None
+        Most bytes the fit may allocate; None (default): the memory available when the call
+        starts.  The fit needs about 8 n^2 bytes (the kernel matrix, factorised in place).
     n_jobs : int or None
         Threads; None uses every core.
 
@@ -96,12 +94,9 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
     """
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     n = X.shape[0]
-    need = 8 * n * n
-    if need > max_memory:
-        raise ValueError(
-            f"fit_exact needs the n x n kernel matrix: n={n} takes {need / 2**30:.2f} GiB, above "
-            f"max_memory={max_memory / 2**30:.2f} GiB. Pass a larger max_memory if the machine "
-            "has it, fit on a subsample, or use fit_nystrom / fit_rff")
+    check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
+                 what=f"fit_exact with n={n} (the n x n kernel matrix)",
+                 fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     n_threads = resolve_n_jobs(n_jobs)
     K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
     K.flat[:: n + 1] += lam
