@@ -468,7 +468,9 @@ def check_info(int info, str routine):
     raise np.linalg.LinAlgError(f"{routine}: the algorithm failed to converge (info={info})")
 
 
-cdef inline double[:, ::1] _c64(A, copy=False):
+cdef inline object _c64(A, copy=False):
+    """A as a 2-D C-contiguous float64 array: a copy when copy=True (the routine overwrites
+    it), else a view when possible, possibly read-only (bound to ``const`` memoryviews)."""
     arr = np.array(A, dtype=np.float64, order="C", copy=True) if copy else \
         np.ascontiguousarray(A, dtype=np.float64)
     if arr.ndim != 2:
@@ -487,7 +489,8 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
 
     ``out``, if given, must be a C-contiguous float64 array of the result's shape.
     """
-    cdef double[:, ::1] a = _c64(A), b = _c64(B)
+    cdef const double[:, ::1] a = _c64(A)
+    cdef const double[:, ::1] b = _c64(B)
     cdef int m = a.shape[1] if trans_a else a.shape[0]
     cdef int k = a.shape[0] if trans_a else a.shape[1]
     cdef int kb = b.shape[1] if trans_b else b.shape[0]
@@ -513,8 +516,8 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
 
 def matvec(A, x, bint trans=False, double alpha=1.0):
     """alpha * op(A) @ x through dgemv."""
-    cdef double[:, ::1] a = _c64(A)
-    cdef double[::1] xv = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    cdef const double[:, ::1] a = _c64(A)
+    cdef const double[::1] xv = np.ascontiguousarray(x, dtype=np.float64).ravel()
     cdef int m = a.shape[0], n = a.shape[1]
     if xv.shape[0] != (m if trans else n):
         raise ValueError("matvec: x has the wrong length")
@@ -539,7 +542,7 @@ def rank1_update(A, x, y, double alpha=1.0):
 
 def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
     """alpha * op(A) op(A)^T through tiled dsyrk/dgemm, returned as a full symmetric matrix."""
-    cdef double[:, ::1] a = _c64(A)
+    cdef const double[:, ::1] a = _c64(A)
     cdef int n = a.shape[1] if trans else a.shape[0]
     cdef int k = a.shape[0] if trans else a.shape[1]
     out = np.zeros((n, n))
@@ -556,7 +559,7 @@ def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal
                      bint left=True,
                      int n_threads=1):
     """Solve op(T) X = B (left) or X op(T) = B (right) through dtrsm (tiled over B)."""
-    cdef double[:, ::1] t = _c64(T)
+    cdef const double[:, ::1] t = _c64(T)
     B, vector = _as_matrix_rhs(B)
     if not left and vector:
         B = B.T.copy()
@@ -576,7 +579,7 @@ def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal
 def triangular_multiply(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
                         bint left=True):
     """op(T) @ B (left) or B @ op(T) (right) through dtrmm."""
-    cdef double[:, ::1] t = _c64(T)
+    cdef const double[:, ::1] t = _c64(T)
     cdef double[:, ::1] b = _c64(B, copy=True)
     cdef int nt = t.shape[0]
     if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
@@ -621,7 +624,7 @@ def cholesky(A, overwrite=False, int n_threads=1):
 
 def cho_solve(L, B, int n_threads=1):
     """Solve (L L^T) X = B given the lower Cholesky factor L."""
-    cdef double[:, ::1] l = _c64(L)
+    cdef const double[:, ::1] l = _c64(L)
     B, vector = _as_matrix_rhs(B)
     cdef double[:, ::1] b = B
     cdef int n = l.shape[0]
@@ -656,8 +659,8 @@ def lu_factor(A):
 
 def lu_solve(LU, piv, B):
     """Solve A X = B from the output of :func:`lu_factor`."""
-    cdef double[:, ::1] lu = _c64(LU)
-    cdef int[::1] p = np.ascontiguousarray(piv, dtype=np.intc)
+    cdef const double[:, ::1] lu = _c64(LU)
+    cdef const int[::1] p = np.ascontiguousarray(piv, dtype=np.intc)
     B, vector = _as_matrix_rhs(B)
     cdef double[:, ::1] b = B
     if lu.shape[0] != lu.shape[1] or b.shape[0] != lu.shape[0] or p.shape[0] != lu.shape[0]:
@@ -722,7 +725,7 @@ def svd(A):
 
 def lstsq(A, B, double rcond=1e-12):
     """Minimum-norm least squares with relative singular-value cutoff; returns (X, rank)."""
-    cdef double[:, ::1] a = _c64(A)
+    cdef const double[:, ::1] a = _c64(A)
     B, vector = _as_matrix_rhs(B)
     cdef double[:, ::1] b = B
     cdef int m = a.shape[0], n = a.shape[1], nrhs = b.shape[1], rank = 0, info = 0
