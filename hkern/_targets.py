@@ -61,7 +61,12 @@ def encode_targets(y, n_samples, task="regression"):
         Y = np.ascontiguousarray(y.reshape(n_samples, -1))
         return Y, TargetEncoding(task, None, squeeze)
     y = check_targets(y, n_samples, "y", numeric=False)
-    classes, codes = np.unique(y, return_inverse=True)
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError as exc:       # e.g. a mix of strings and numbers, which cannot be sorted
+        kinds = sorted({type(v).__name__ for v in y})
+        raise ValueError(f"y has class labels of types {kinds} that cannot be compared ({exc}); "
+                         "give every label the same type, e.g. y.astype(str)") from None
     if len(classes) < 2:
         raise ValueError(f"y has a single class ({classes[0]!r}) but task='classification' needs "
                          "at least 2 classes; check the labels or use task='regression'")

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 __all__ = [
-    "check_array", "check_targets", "check_X_y", "check_n_features", "check_positive",
+    "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
     "check_nonnegative", "check_rank", "check_int", "check_seed", "check_choice",
 ]
 
@@ -98,6 +98,15 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
     return np.ascontiguousarray(arr)
 
 
+def _is_missing_label(value):
+    """None, NaN/inf floats, and pandas' NA / NaT markers (matched by type name: no import)."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return not np.isfinite(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
 def check_targets(y, n_samples, name="y", *, numeric=True):
     """Check a target vector (n,) or matrix (n, n_outputs) against ``n_samples`` rows.
 
@@ -122,6 +131,30 @@ def check_targets(y, n_samples, name="y", *, numeric=True):
             arr, name, f"divide {name} by a common factor and multiply the predictions by it"))
     if not numeric and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(_describe_nonfinite(arr, name))
+    if not numeric and arr.dtype.kind == "O":
+        missing = np.array([_is_missing_label(v) for v in arr], dtype=bool)
+        if missing.any():
+            first = int(np.argmax(missing))
+            raise ValueError(f"{name} contains a missing label ({arr[first]!r} first at index "
+                             f"[{first}], {int(missing.sum())} in all); remove those samples or "
+                             "give them a label")
+    return np.ascontiguousarray(arr)
+
+
+def check_rhs(B, n_rows, name="B"):
+    """A right-hand side (n_rows,) or (n_rows, k) for a matvec or solve: C-contiguous float64.
+
+    Complex values are refused (not cast, which would drop the imaginary part); NaN/inf and
+    values above ``MAX_MAGNITUDE`` are refused as for inputs.
+    """
+    arr = _as_float_array(B, name)
+    if arr.ndim not in (1, 2) or arr.shape[0] != n_rows:
+        raise ValueError(f"{name} must have shape ({n_rows},) or ({n_rows}, k); got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(_describe_nonfinite(arr, name))
+    if arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
+        raise ValueError(_describe_too_large(
+            arr, name, f"divide {name} by a common factor and multiply the result by it"))
     return np.ascontiguousarray(arr)
 
 
