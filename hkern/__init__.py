@@ -12,8 +12,11 @@ Public functions (numpydoc docstrings on each):
 * SLKL: :func:`fit_slkl` (learned sparse combination of rank-1 Nystrom kernels) and its
   baselines :func:`fit_slkl_unif`, :func:`fit_slkl_krrm`
 * data: :mod:`hkern.datasets` (``load_uci``, ``make_regression``, ``standardize``)
+* :class:`MemoryLimitError`: raised before allocating when a call would need more than its
+  ``max_memory`` (default: the memory available)
 """
 from . import datasets
+from ._memory import MemoryLimitError
 from .baselines import fit_exact, fit_nystrom, fit_rff
 from .grief import fit_grief
 from .hierarchical import fit_hierarchical, fit_independent
@@ -26,4 +29,5 @@ __version__ = "0.1.0"
 
 __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", "fit_independent",
            "fit_exact", "fit_nystrom", "fit_rff", "meka", "fit_meka", "oasis", "select_columns",
-           "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets", "__version__"]
+           "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
+           "MemoryLimitError", "__version__"]

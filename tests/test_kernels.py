@@ -398,8 +398,13 @@ def test_kernel_matvec_bad_inputs():
         hkern.kernel_matvec(X, Y, np.ones(5))
     with pytest.raises(ValueError, match=r"B must have shape"):
         hkern.kernel_matvec(X, Y, np.ones((4, 2, 1)))
-    with pytest.raises(ValueError, match="B contains NaN or infinity"):
+    with pytest.raises(ValueError, match=r"B contains NaN \(first at index \[1\]"):
         hkern.kernel_matvec(X, Y, np.array([1.0, np.nan, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="B contains infinity"):
+        hkern.kernel_matvec(X, Y, np.array([1.0, 0.0, -np.inf, 0.0]))
+    # Issue 16 defect 12: complex B was cast to float, dropping its imaginary part silently.
+    with pytest.raises(ValueError, match="B has a complex dtype"):
+        hkern.kernel_matvec(X, Y, np.ones(4) + 1j)
     with pytest.raises(ValueError, match="Y has 3 features but X has 2"):
         hkern.kernel_matvec(X, np.ones((4, 3)), np.ones(4))
     with pytest.raises(ValueError, match="kernel must be one of"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._threads import resolve_n_jobs
+from .._threads import resolve_n_jobs, thread_budget
 from .._validation import check_n_features
 
 __all__ = ["KernelRidgeModel"]
@@ -46,15 +46,18 @@ class KernelRidgeModel:
     def _scores(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _checked_scores(self, X):
+        X = check_n_features(X, self.n_features_in_)
+        with thread_budget(self.n_jobs):
+            return self._scores(X)
+
     def decision_function(self, X):
         """Raw scores: regression outputs, or one-vs-rest scores (m, n_classes)."""
-        X = check_n_features(X, self.n_features_in_)
-        return self.encoding_.scores(self._scores(X))
+        return self.encoding_.scores(self._checked_scores(X))
 
     def predict(self, X):
         """Predicted outputs (regression) or class labels (classification) for X (m, d)."""
-        X = check_n_features(X, self.n_features_in_)
-        return self.encoding_.decode(self._scores(X))
+        return self.encoding_.decode(self._checked_scores(X))
 
     @property
     def nbytes(self):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import _linalg
 from .._memory import check_memory
-from .._threads import resolve_n_jobs
+from .._threads import thread_budget
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
 
@@ -64,7 +64,8 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The fit needs about 8 n^2 bytes (the kernel matrix, factorised in place).
     n_jobs : int or None
-        Threads; None uses every core.
+        Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
+        limits.  Results are identical for any value.
 
     Returns
     -------
@@ -73,7 +74,8 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
     Raises
     ------
     ValueError
-        For invalid input, or when 8 n^2 bytes exceed ``max_memory``.
+        For invalid input; :class:`hkern.MemoryLimitError` (a ValueError) when 8 n^2 bytes
+        exceed ``max_memory``.
 
     Notes
     -----
@@ -97,11 +99,11 @@ def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
     check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
-    n_threads = resolve_n_jobs(n_jobs)
-    K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
-    K.flat[:: n + 1] += lam
-    factor = _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
-    alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-    del K, factor
+    with thread_budget(n_jobs) as n_threads:
+        K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
+        K.flat[:: n + 1] += lam
+        factor = _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+        alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+        del K, factor
     return ExactKRR(X, alpha, kernel=name, kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1],
                     encoding=encoding, n_jobs=n_jobs)

@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import resolve_n_jobs
+from .._memory import check_memory
+from .._threads import thread_budget
 from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._model import KernelRidgeModel, prepare_fit
-from ._ridge import ridge_on_feature_blocks, row_blocks
+from ._ridge import block_rows, ridge_on_feature_blocks, row_blocks
 
-__all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map"]
+__all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes"]
 
 
 class NystromKRR(KernelRidgeModel):
@@ -83,8 +84,21 @@ def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs):
     return check_row_indices(landmarks, n, "landmarks")
 
 
+def nystrom_peak_bytes(n, r, n_outputs):
+    """Peak bytes of :func:`fit_nystrom` beyond its inputs (uniform or given landmarks).
+
+    W (r^2) stays alive through the fit; the eigendecomposition holds a copy of W, LAPACK's
+    eigenvectors and their transposed copy (3 r^2 more) and then M (r^2); the ridge phase holds W,
+    M, the Gram matrix and one block's Gram product (4 r^2) and one row block of C and of C M
+    (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB each).
+    """
+    rows = block_rows(n, r)
+    return 8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs)
+
+
 def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
-                task="regression", rcond=1e-12, landmarks="uniform", n_jobs=None):
+                task="regression", rcond=1e-12, landmarks="uniform", n_jobs=None,
+                max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
@@ -111,17 +125,28 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
         Landmark sampling.
     task : {"regression", "classification"}
     rcond : float
-        Eigenvalues of W at or below rcond * max are treated as zero.
+        Eigenvalues of W at or below rcond * max are treated as zero; 0 <= rcond < 1 (the
+        largest eigenvalue is always kept).
     landmarks : {"uniform", "oasis", "greedy", "rpcholesky"} or array of int
         How the landmarks are chosen (see :func:`hkern.select_columns`; the adaptive methods
         may stop before r columns when the kernel matrix is numerically of lower rank), or the
         row indices of X to use (e.g. ``hkern.oasis(X, r).indices``).
     n_jobs : int or None
-        Threads; None uses every core.
+        Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
+        limits.  Results are identical for any value.
+    max_memory : int or None
+        Most bytes the fit may allocate (see :func:`nystrom_peak_bytes`, about 40 r^2 + 64 MiB);
+        None (default): the memory available when the call starts.
 
     Returns
     -------
     NystromKRR
+
+    Raises
+    ------
+    ValueError
+        For invalid input; :class:`hkern.MemoryLimitError` (a ValueError) when the fit would
+        need more than ``max_memory``.
 
     Notes
     -----
@@ -142,20 +167,25 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
         r = len(np.asarray(landmarks).ravel())   # the given landmarks decide r
     r = check_rank(r, n, "r")
     rcond = check_nonnegative(rcond, "rcond")
+    if rcond >= 1:
+        raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got {rcond}, "
+                         "which would drop every eigenvalue and fit the zero function")
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
+    check_memory(nystrom_peak_bytes(n, r, Y.shape[1]), max_memory,
+                 what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
-    indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_jobs)
-    Z = np.ascontiguousarray(X[indices])
-    W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
-    M = nystrom_feature_map(W, rcond)
+    with thread_budget(n_jobs) as n_threads:
+        indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_threads)
+        Z = np.ascontiguousarray(X[indices])
+        W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
+        M = nystrom_feature_map(W, rcond)
 
-    def feature_blocks():
-        for start, stop in row_blocks(n, r):
-            C = _kernel_matrix_trusted(kind, sigma, X[start:stop], Z, n_threads)
-            yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
+        def feature_blocks():
+            for start, stop in row_blocks(n, r):
+                C = _kernel_matrix_trusted(kind, sigma, X[start:stop], Z, n_threads)
+                yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
 
-    coef_features = ridge_on_feature_blocks(feature_blocks(), Y, lam, M.shape[1], n_threads)
-    coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
+        coef_features = ridge_on_feature_blocks(feature_blocks(), Y, lam, M.shape[1], n_threads)
+        coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
     return NystromKRR(Z, indices, coef, M.shape[1], kernel=name, kind=kind, sigma=sigma, lam=lam,
                       n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)

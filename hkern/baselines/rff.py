@@ -4,13 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import resolve_n_jobs
+from .._memory import check_memory
+from .._threads import thread_budget
 from .._validation import check_int, check_seed
 from ..kernels import sample_spectral
 from ._model import KernelRidgeModel, prepare_fit
-from ._ridge import ridge_dual, ridge_on_feature_blocks, row_blocks
+from ._ridge import block_rows, ridge_dual, ridge_on_feature_blocks, row_blocks
 
-__all__ = ["fit_rff", "RFFKRR"]
+__all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes"]
 
 
 class RFFKRR(KernelRidgeModel):
@@ -44,23 +45,36 @@ class RFFKRR(KernelRidgeModel):
         self.offsets_ = offsets
         self.coef_ = coef
 
-    def _features(self, X):
-        Z = _linalg.matmul(X, self.frequencies_, trans_b=True, n_threads=self._threads())
+    def _features(self, X, n_threads):
+        Z = _linalg.matmul(X, self.frequencies_, trans_b=True, n_threads=n_threads)
         Z += self.offsets_
         np.cos(Z, out=Z)
         Z *= np.sqrt(2.0 / self.frequencies_.shape[0])
         return Z
 
     def _scores(self, X):
+        n_threads = self._threads()
         out = np.empty((X.shape[0], self.coef_.shape[1]))
         for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
-            _linalg.matmul(self._features(X[start:stop]), self.coef_, n_threads=self._threads(),
-                           out=out[start:stop])
+            _linalg.matmul(self._features(X[start:stop], n_threads), self.coef_,
+                           n_threads=n_threads, out=out[start:stop])
         return out
 
 
+def rff_peak_bytes(n, d, r, n_outputs):
+    """Peak bytes of :func:`fit_rff` beyond its inputs.
+
+    r <= n (primal): the frequencies (r d), the Gram matrix and one block's Gram product
+    (2 r^2) and one row block of features (``block_rows(n, r) * r`` doubles, about 32 MiB).
+    r > n (dual): all n x r features, the n x n Gram matrix and the frequencies.
+    """
+    if r > n:
+        return 8 * (n * r + n * n + r * d + 2 * (n + r) * n_outputs)
+    return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
+
+
 def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
-            task="regression", n_jobs=None):
+            task="regression", n_jobs=None, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
 
     Frequencies come from the kernel's spectral density (:func:`hkern.kernels.sample_spectral`):
@@ -84,10 +98,22 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     seed : None, int or numpy.random.Generator
     task : {"regression", "classification"}
     n_jobs : int or None
+        Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
+        limits.  Results are identical for any value.
+    max_memory : int or None
+        Most bytes the fit may allocate (see :func:`rff_peak_bytes`: about 16 r^2 + 32 MiB for
+        r <= n); None (default): the memory available when the call starts.
 
     Returns
     -------
     RFFKRR
+
+    Raises
+    ------
+    ValueError
+        For invalid input, or when sigma is so small next to X that the features' phases
+        overflow; :class:`hkern.MemoryLimitError` (a ValueError) when the fit would need more
+        than ``max_memory``.
 
     Examples
     --------
@@ -101,19 +127,36 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     r = check_int(r, "r", low=1)
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-    n = X.shape[0]
-    frequencies = sample_spectral(name, X.shape[1], r, sigma, rng)
+    n, d = X.shape
+    check_memory(rff_peak_bytes(n, d, r, Y.shape[1]), max_memory,
+                 what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
+    frequencies = sample_spectral(name, d, r, sigma, rng)
+    _check_phases(X, frequencies)
     offsets = rng.uniform(0.0, 2.0 * np.pi, size=r)
     model = RFFKRR(frequencies, offsets, None, kernel=name, kind=kind, sigma=sigma, lam=lam,
-                   n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
+                   n_features=d, encoding=encoding, n_jobs=n_jobs)
 
-    def feature_blocks():
-        for start, stop in row_blocks(n, r):
-            yield start, stop, model._features(X[start:stop])
+    with thread_budget(n_jobs) as n_threads:
+        def feature_blocks():
+            for start, stop in row_blocks(n, r):
+                yield start, stop, model._features(X[start:stop], n_threads)
 
-    if r > n:
-        model.coef_ = ridge_dual(model._features(X), Y, lam, n_threads)
-    else:
-        model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, lam, r, n_threads)
+        if r > n:
+            model.coef_ = ridge_dual(model._features(X, n_threads), Y, lam, n_threads)
+        else:
+            model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, lam, r, n_threads)
     return model
+
+
+def _check_phases(X, frequencies):
+    """Refuse when |Omega x| can overflow: the cosines would be NaN.
+
+    Phases far beyond 2 pi are valid (the features decorrelate, as the kernel does at such
+    sigma); only an infinite phase is not.  |omega . x| <= max|x| * ||omega||_1.
+    """
+    bound = np.abs(X).max(initial=0.0) * np.abs(frequencies).sum(axis=1).max(initial=0.0)
+    if not np.isfinite(bound) or bound > 1e300:
+        raise ValueError(
+            "sigma is too small next to X for random Fourier features: the phases Omega x "
+            "overflow double precision; increase sigma or divide X (and sigma) by a common "
+            "factor")

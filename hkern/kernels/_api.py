@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads, resolve_n_jobs
-from .._validation import check_array, check_positive
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
+from .._validation import check_array, check_positive, check_rhs
 from . import _kernels
 
 __all__ = ["KERNELS", "kernel_matrix", "kernel_diag", "kernel_matvec", "kernel_kind",
@@ -65,7 +66,7 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
     return out
 
 
-def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None):
+def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
 
     All kernels share one parametrisation: a bandwidth (lengthscale) ``sigma > 0`` and
@@ -98,11 +99,21 @@ def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None):
     sigma : float
         Bandwidth, > 0.
     n_jobs : int or None
-        Threads; None uses every core.  The result is bitwise identical for any value.
+        Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
+        limits.  The result is bitwise identical for any value.
+    max_memory : int or None
+        Most bytes the call may allocate (the result takes 8 m n); None (default): the memory
+        available when the call starts.
 
     Returns
     -------
     K : ndarray of shape (m, n)
+
+    Raises
+    ------
+    ValueError
+        For invalid input; :class:`hkern.MemoryLimitError` (a ValueError) when the result
+        would not fit in ``max_memory``.
 
     Notes
     -----
@@ -130,7 +141,13 @@ def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None):
                              "match")
     _, kind = kernel_kind(kernel)
     sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
-    return _kernel_matrix_trusted(kind, sigma, X, Y, resolve_n_jobs(n_jobs))
+    m, n, d = X.shape[0], Y.shape[0], X.shape[1]
+    # The m x n result, and shifted copies of X and Y when they sit far from the origin.
+    check_memory(8 * (m * n + (m + n) * d), max_memory,
+                 what=f"kernel_matrix of shape ({m}, {n})",
+                 fix="use kernel_matvec for products K @ B, or pass fewer rows")
+    with thread_budget(n_jobs) as n_threads:
+        return _kernel_matrix_trusted(kind, sigma, X, Y, n_threads)
 
 
 def kernel_diag(X, kernel="gaussian", sigma=1.0):
@@ -151,12 +168,17 @@ def kernel_diag(X, kernel="gaussian", sigma=1.0):
     return np.ones(X.shape[0])
 
 
+def _matvec_block_rows(m, n):
+    """Rows of K(X, Y) evaluated at once by kernel_matvec: about 64 MiB of them."""
+    return max(1, min(m, _MATVEC_BLOCK_BYTES // (8 * max(n, 1))))
+
+
 def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     """K(X, Y) @ B evaluated in row blocks of K so that memory stays O(block * n)."""
     m, n = X.shape[0], Y.shape[0]
     out = np.empty((m,) + B.shape[1:])
     B2, out2 = B.reshape(n, -1), out.reshape(m, -1)
-    rows = max(1, min(m, _MATVEC_BLOCK_BYTES // (8 * max(n, 1))))
+    rows = _matvec_block_rows(m, n)
     for start in range(0, m, rows):
         stop = min(m, start + rows)
         block = _kernel_matrix_trusted(kind, sigma, X[start:stop], Y, n_threads)
@@ -164,7 +186,7 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     return out
 
 
-def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None):
+def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.
 
     Parameters
@@ -174,6 +196,9 @@ def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None):
     B : array_like of shape (n,) or (n, k)
     kernel, sigma, n_jobs
         As in :func:`kernel_matrix`.
+    max_memory : int or None
+        Most bytes the call may allocate (a row block of K of at most 64 MiB and the result);
+        None (default): the memory available when the call starts.
 
     Returns
     -------
@@ -190,15 +215,18 @@ def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None):
     Y = check_array(Y, "Y")
     if Y.shape[1] != X.shape[1]:
         raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must match")
-    B = np.asarray(B, dtype=np.float64)
-    if B.ndim not in (1, 2) or B.shape[0] != Y.shape[0]:
-        raise ValueError(f"B must have shape ({Y.shape[0]},) or ({Y.shape[0]}, k); got {B.shape}")
-    if not np.isfinite(B).all():
-        raise ValueError("B contains NaN or infinity")
+    B = check_rhs(B, Y.shape[0], "B")
     _, kind = kernel_kind(kernel)
     sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
-    return _kernel_matvec_trusted(kind, sigma, X, Y, np.ascontiguousarray(B),
-                                  resolve_n_jobs(n_jobs))
+    m, n, d = X.shape[0], Y.shape[0], X.shape[1]
+    k = B.shape[1] if B.ndim == 2 else 1
+    # One row block of K (at most 64 MiB), the m x k result, and a shifted copy of Y and of
+    # the block's rows when the data sit far from the origin.
+    check_memory(8 * (_matvec_block_rows(m, n) * (n + d) + m * k + n * d), max_memory,
+                 what=f"kernel_matvec with m={m}, n={n}, k={k}",
+                 fix="pass B with fewer columns, or fewer rows of X at a time")
+    with thread_budget(n_jobs) as n_threads:
+        return _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads)
 
 
 def sample_spectral(kernel, n_features, n_components, sigma, rng):
