@@ -10,11 +10,29 @@ import numpy as np
 from . import __version__
 from ._memory import peak_memory
 from ._threads import resolve_n_jobs
+from ._validation import check_int, check_positive
 from .baselines import fit_exact, fit_nystrom, fit_rff
 from .datasets import BUNDLED, load_uci, standardize
 from .hierarchical import fit_hierarchical, fit_independent
+from .kernels import kernel_kind
 
 METHODS = ("hck", "independent", "exact", "nystrom", "rff")
+
+
+def _checked(convert, check):
+    """An argparse type: convert the text, then hkern's own check (its ValueError becomes
+    argparse's usage error, exit status 2, instead of a traceback later)."""
+    def parse(text):
+        try:
+            return check(convert(text))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = convert.__name__
+    return parse
+
+
+def _n_jobs(text):
+    return None if text.lower() == "none" else int(text)
 
 
 def _parser():
@@ -27,22 +45,31 @@ def _parser():
                    help=f"UCI data set name (default {BUNDLED}, bundled); others need --data-dir "
                         "or $HKERN_DATA")
     p.add_argument("--data-dir", default=None, help="folder with <name>/data.csv.gz")
-    p.add_argument("--split", type=int, default=0, help="fixed train/test split 0..9 (default 0)")
+    p.add_argument("--split", type=_checked(int, lambda v: check_int(v, "--split", low=0, high=9)),
+                   default=0, help="fixed train/test split 0..9 (default 0)")
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)} (default all)")
-    p.add_argument("--r", type=int, default=1024,
+    p.add_argument("--r", type=_checked(int, lambda v: check_int(v, "--r", low=1)), default=1024,
                    help="landmarks / features of nystrom and rff (default 1024)")
-    p.add_argument("--hck-r", type=int, default=256,
+    p.add_argument("--hck-r", type=_checked(int, lambda v: check_int(v, "--hck-r", low=1)),
+                   default=256,
                    help="landmarks per node of hck, and the leaf size of hck and independent "
                         "(default 256; hck holds about 5 n r numbers, nystrom n r)")
-    p.add_argument("--kernel", default="gaussian", help="kernel name (default gaussian)")
-    p.add_argument("--sigma", type=float, default=2.0, help="kernel bandwidth (default 2.0)")
-    p.add_argument("--lam", type=float, default=0.01, help="ridge regularisation (default 0.01)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--exact-n", type=int, default=10000,
+    p.add_argument("--kernel", type=_checked(str, lambda v: kernel_kind(v)[0]),
+                   default="gaussian", help="kernel name (default gaussian)")
+    p.add_argument("--sigma", type=_checked(float, lambda v: check_positive(v, "--sigma")),
+                   default=2.0, help="kernel bandwidth (default 2.0)")
+    p.add_argument("--lam", type=_checked(float, lambda v: check_positive(v, "--lam")),
+                   default=0.01, help="ridge regularisation (default 0.01)")
+    p.add_argument("--seed", type=_checked(int, lambda v: check_int(v, "--seed", low=0)),
+                   default=0, help="random seed (default 0)")
+    p.add_argument("--exact-n", type=_checked(int, lambda v: check_int(v, "--exact-n", low=0)),
+                   default=10000,
                    help="training subsample for exact KRR, which needs 8 n^2 bytes "
                         "(default 10000; 0 = all)")
-    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--n-jobs", type=_checked(_n_jobs, lambda v: resolve_n_jobs(v) and v),
+                   default=None, help="threads: a positive number, -1 for every CPU, or None "
+                                      "(default: the CPUs available, within OMP_NUM_THREADS)")
     return p
 
 
@@ -72,7 +99,7 @@ def main(argv=None):
           f"threads={resolve_n_jobs(args.n_jobs)}", flush=True)
 
     common = dict(kernel=args.kernel, sigma=args.sigma, lam=args.lam, n_jobs=args.n_jobs)
-    rows = []
+    rows, skipped = [], []
     for method in methods:
         Xf, yf, r = X_train, y_train, args.r
         if method in ("hck", "independent"):
@@ -97,8 +124,9 @@ def main(argv=None):
                 start = time.perf_counter()
                 pred = model.predict(X_test)
                 predict_s = time.perf_counter() - start
-        except (ValueError, MemoryError) as exc:
+        except (ValueError, MemoryError, np.linalg.LinAlgError) as exc:
             _progress(t0, f"{method}: skipped ({exc})")
+            skipped.append(method)
             continue
         rmse = float(np.sqrt(np.mean((pred - y_test) ** 2)))
         _progress(t0, f"{method}: done, fit {fit_s:.2f}s, test RMSE {rmse:.4f}")
@@ -113,6 +141,10 @@ def main(argv=None):
     for method, r, nfit, rmse, fit_s, pred_s, mib in rows:
         print(f"{method:<10}{r:>6}{nfit:>8}{rmse:>11.4f}{fit_s:>9.2f}{pred_s:>11.3f}{mib:>10.0f}")
     print("\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
+    if skipped:
+        print(f"error: {len(skipped)} of {len(methods)} method(s) skipped ({', '.join(skipped)}); "
+              "see the messages above", file=sys.stderr)
+        return 1
     return 0
 
 

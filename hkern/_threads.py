@@ -24,10 +24,10 @@ __all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "available_cpus"]
 _controller = None
 
 
-def _cgroup_cpu_quota():
+def _cgroup_cpu_quota(root="/sys/fs/cgroup"):
     """CPUs allowed by a cgroup CPU quota (v2 cpu.max or v1 cfs quota), or None."""
     try:
-        with open("/sys/fs/cgroup/cpu.max") as fh:
+        with open(f"{root}/cpu.max") as fh:
             quota, period = fh.read().split()[:2]
         if quota != "max":
             return max(1, math.ceil(int(quota) / int(period)))
@@ -35,9 +35,9 @@ def _cgroup_cpu_quota():
     except (OSError, ValueError):
         pass
     try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fh:
+        with open(f"{root}/cpu/cpu.cfs_quota_us") as fh:
             quota = int(fh.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fh:
+        with open(f"{root}/cpu/cpu.cfs_period_us") as fh:
             period = int(fh.read())
         if quota > 0 and period > 0:
             return max(1, math.ceil(quota / period))

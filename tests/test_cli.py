@@ -57,3 +57,33 @@ def test_console_script_runs(tmp_path):
     result = subprocess.run([script, "--help"], capture_output=True, text=True, check=True,
                             cwd=tmp_path)
     assert "usage: python -m hkern" in result.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n-jobs", "0"], "argument --n-jobs: n_jobs must be None or a non-zero integer, got 0"),
+    (["--n-jobs", "1.5"], "argument --n-jobs: invalid literal for int()"),
+    (["--sigma", "-1"], "argument --sigma: --sigma must be > 0, got -1.0"),
+    (["--lam", "0"], "argument --lam: --lam must be > 0, got 0.0"),
+    (["--kernel", "foo"], "argument --kernel: kernel must be one of"),
+    (["--r", "0"], "argument --r: --r must be >= 1, got 0"),
+    (["--split", "10"], "argument --split: --split must be <= 9, got 10"),
+])
+def test_bad_options_are_usage_errors(argv, message, capsys):
+    # Issue 16 defect 12: --n-jobs 0 printed a traceback from inside the first fit.
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_every_method_skipped_is_a_failure(capsys):
+    # Issue 16 defect 12: the job exited 0 when no method ran.  RFF has no sampler for imq.
+    assert main(["--methods", "rff", "--kernel", "imq", "--r", "8"]) == 1
+    captured = capsys.readouterr()
+    assert "rff: skipped (random Fourier features are not available" in captured.out
+    assert "error: 1 of 1 method(s) skipped (rff)" in captured.err
+
+
+def test_n_jobs_none_is_accepted(capsys):
+    assert main(["--methods", "rff", "--r", "8", "--n-jobs", "None"]) == 0

@@ -4,7 +4,7 @@ import pytest
 
 import hkern
 from hkern._memory import MemoryLimitError
-from hkern._threads import resolve_n_jobs
+from hkern._threads import available_cpus, resolve_n_jobs
 from hkern._validation import (
     check_array,
     check_int,
@@ -266,7 +266,7 @@ class TestNJobs:
         assert resolve_n_jobs(1) == 1
         assert resolve_n_jobs(3) == 3
         assert resolve_n_jobs(None) >= 1
-        assert resolve_n_jobs(-1) == resolve_n_jobs(None)
+        assert resolve_n_jobs(-1) == available_cpus()
 
     @pytest.mark.parametrize("bad", [0, 1.5, "2", True])
     def test_rejected(self, bad):
