@@ -53,6 +53,7 @@ class RFFKRR(KernelRidgeModel):
         return Z
 
     def _scores(self, X):
+        _check_phases(X, self.frequencies_)
         n_threads = self._threads()
         out = np.empty((X.shape[0], self.coef_.shape[1]))
         for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
@@ -130,7 +131,8 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     n, d = X.shape
     check_memory(rff_peak_bytes(n, d, r, Y.shape[1]), max_memory,
                  what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
-    frequencies = sample_spectral(name, d, r, sigma, rng)
+    with np.errstate(over="ignore"):        # infinite frequencies are refused just below
+        frequencies = sample_spectral(name, d, r, sigma, rng)
     _check_phases(X, frequencies)
     offsets = rng.uniform(0.0, 2.0 * np.pi, size=r)
     model = RFFKRR(frequencies, offsets, None, kernel=name, kind=kind, sigma=sigma, lam=lam,
@@ -149,12 +151,13 @@ def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
 
 
 def _check_phases(X, frequencies):
-    """Refuse when |Omega x| can overflow: the cosines would be NaN.
+    """Refuse when |Omega x| can overflow (fit or predict): the cosines would be NaN.
 
     Phases far beyond 2 pi are valid (the features decorrelate, as the kernel does at such
     sigma); only an infinite phase is not.  |omega . x| <= max|x| * ||omega||_1.
     """
-    bound = np.abs(X).max(initial=0.0) * np.abs(frequencies).sum(axis=1).max(initial=0.0)
+    with np.errstate(over="ignore"):
+        bound = np.abs(X).max(initial=0.0) * np.abs(frequencies).sum(axis=1).max(initial=0.0)
     if not np.isfinite(bound) or bound > 1e300:
         raise ValueError(
             "sigma is too small next to X for random Fourier features: the phases Omega x "
