@@ -26,7 +26,18 @@ _GIB = 2**30
 class MemoryLimitError(ValueError, MemoryError):
     """A call would need more memory than ``max_memory`` allows; raised before allocating.
 
-    Both a ``ValueError`` (a bad combination of arguments) and a ``MemoryError``.
+    Both a ``ValueError`` (a bad combination of arguments) and a ``MemoryError``.  The message
+    says how much the call needs and which argument to change.
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> X = np.zeros((100_000, 3))
+    >>> try:
+    ...     hkern.kernel_matrix(X, max_memory=2**30)
+    ... except hkern.MemoryLimitError as exc:
+    ...     print(str(exc)[:57])
+    kernel_matrix of shape (100000, 100000) needs about 74.51
     """
 
 
