@@ -13,13 +13,17 @@ from hkern.kernels._kernels cimport kernel_block, sqnorms
 
 import numpy as np
 
+# Test points evaluated at a time per leaf in predict_blocks: bounds each thread's kernel block
+# to PREDICT_CHUNK x leaf size, whatever the number of test points routed to one leaf.
+cdef int PREDICT_CHUNK = 1024
+
 
 def fit_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64_t[::1] count,
                int depth, int kind, double sigma, double lam, double[:, ::1] Y, int n_threads):
     """Y (tree order, n x k) <- blockdiag(K_leaf + lam I)^{-1} Y.  Returns log det, or raises."""
     cdef int first = (1 << depth) - 1, n_leaves = 1 << depth, d = X.shape[1], k = Y.shape[1]
     cdef Py_ssize_t leaf, i, a, s0
-    cdef int m, failures = 0
+    cdef int m, no_memory = 0, not_pd = 0
     cdef double* Kb
     xsq_arr = np.empty(max(X.shape[0], 1))
     logdets_arr = np.zeros(n_leaves)
@@ -32,22 +36,26 @@ def fit_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64_t[:
             m = <int>count[i]
             Kb = <double*>malloc(max(<Py_ssize_t>m * m, 1) * sizeof(double))
             if Kb == NULL:
-                failures += 1
+                no_memory += 1
             else:
                 kernel_block(kind, sigma, m, m, d, &X[s0, 0], &xsq[s0], &X[s0, 0], &xsq[s0], Kb, m)
                 for a in range(m):
                     Kb[a * m + a] += lam
                 if potrf(m, Kb, m) != 0:
-                    failures += 1
+                    not_pd += 1
                 else:
                     for a in range(m):
                         logdets[leaf] += 2.0 * log(Kb[a * m + a])
                     potrs(m, k, Kb, m, &Y[s0, 0], k)
                 free(Kb)
-    if failures:
-        raise np.linalg.LinAlgError("independent kernel: a leaf block K + lam I is not positive "
-                                    "definite to working precision (or memory ran out); increase "
-                                    "lam")
+    if no_memory:
+        raise MemoryError("independent kernel: could not allocate a leaf block")
+    if not_pd:
+        # K is positive semi-definite, so K + lam I >= lam I; failing means lam is below the
+        # rounding of the kernel values (e.g. a rank-one K, from duplicate points or a huge sigma).
+        raise ValueError(f"independent kernel: a leaf block K + lam I is singular to working "
+                         f"precision (lam={lam:g} is below the rounding error of the kernel "
+                         f"values); increase lam")
     return float(logdets_arr.sum())
 
 
@@ -56,7 +64,7 @@ def predict_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64
                    const double[:, ::1] Xq, const int64_t[::1] leaf_start, int n_threads):
     """Scores for test points grouped by leaf: rows leaf_start[l]:leaf_start[l+1] use leaf l."""
     cdef int first = (1 << depth) - 1, n_leaves = 1 << depth, d = X.shape[1], k = alpha.shape[1]
-    cdef Py_ssize_t leaf, i, s0, q0, q1
+    cdef Py_ssize_t leaf, i, s0, q0, q1, c0
     cdef int m, mq, failures = 0
     cdef double* Kq
     out = np.zeros((Xq.shape[0], k))
@@ -76,14 +84,18 @@ def predict_blocks(const double[:, ::1] X, const int64_t[::1] start, const int64
             if q1 > q0:
                 s0 = start[i]
                 m = <int>count[i]
-                mq = <int>(q1 - q0)
-                Kq = <double*>malloc(max(<Py_ssize_t>mq * m, 1) * sizeof(double))
+                Kq = <double*>malloc(max(<Py_ssize_t>PREDICT_CHUNK * m, 1) * sizeof(double))
                 if Kq == NULL:
                     failures += 1
                 else:
-                    kernel_block(kind, sigma, mq, m, d, &Xq[q0, 0], &qsq[q0], &X[s0, 0], &xsq[s0],
-                                 Kq, m)
-                    gemm(False, False, mq, k, m, 1.0, Kq, m, &alpha[s0, 0], k, 0.0, &F[q0, 0], k)
+                    c0 = q0
+                    while c0 < q1:
+                        mq = <int>min(<Py_ssize_t>PREDICT_CHUNK, q1 - c0)
+                        kernel_block(kind, sigma, mq, m, d, &Xq[c0, 0], &qsq[c0], &X[s0, 0],
+                                     &xsq[s0], Kq, m)
+                        gemm(False, False, mq, k, m, 1.0, Kq, m, &alpha[s0, 0], k, 0.0,
+                             &F[c0, 0], k)
+                        c0 = c0 + mq
                     free(Kq)
     if failures:
         raise MemoryError("independent kernel: could not allocate prediction buffers")

@@ -23,13 +23,16 @@ cdef class HCKOperator:
     cdef readonly int n, d, depth, first_leaf, n_nodes, kind
     cdef readonly double sigma, lam, jitter
     cdef readonly int r_max, leaf_max
-    cdef double[:, ::1] X
-    cdef double[::1] xsq
-    cdef Py_ssize_t[::1] start, count, rank
-    cdef Py_ssize_t[::1] lm_off, lm
-    cdef Py_ssize_t[::1] sq_off, w_off, u_off, b_off
-    cdef double[::1] L, St, W, Wt, U, LB
-    cdef double[::1] logdet_parts
+    # const: the operator only reads its data, and the factors once they are built (the
+    # construction writes them through _mutable), so read-only arrays (a model unpickled from
+    # read-only buffers, a memory-mapped X) are accepted.
+    cdef const double[:, ::1] X
+    cdef const double[::1] xsq
+    cdef const Py_ssize_t[::1] start, count, rank
+    cdef const Py_ssize_t[::1] lm_off, lm
+    cdef const Py_ssize_t[::1] sq_off, w_off, u_off, b_off
+    cdef const double[::1] L, St, W, Wt, U, LB
+    cdef const double[::1] logdet_parts
     cdef readonly double logdet_value
     # Wall seconds of the construction: [instantiation (kernel blocks), inversion (arithmetic)].
     cdef double phase_seconds[2]
@@ -50,6 +53,6 @@ cdef class HCKOperator:
                           const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k,
                           int n_threads) noexcept nogil
     cdef int _predict_leaf(self, Py_ssize_t leaf, const double[:, ::1] Xq,
-                           const double[::1] qsq, Py_ssize_t[::1] leaf_start,
+                           const double[::1] qsq, const Py_ssize_t[::1] leaf_start,
                            const double[:, ::1] Wts, const double[::1] dv,
-                           Py_ssize_t[::1] c_off, double[:, ::1] F, int k) noexcept nogil
+                           const Py_ssize_t[::1] c_off, double[:, ::1] F, int k) noexcept nogil

@@ -56,6 +56,12 @@ cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
     return (i - 1) // 2
 
 
+cdef inline double* _mutable(const double* p) noexcept nogil:
+    # The factor buffers are const memoryviews (read-only arrays of an unpickled model are
+    # accepted); the construction, which owns freshly allocated buffers, writes them through this.
+    return <double*>p
+
+
 cdef void add_jitter_rows(double* out, int ldo, Py_ssize_t row0, int m, const Py_ssize_t* cols,
                           int nc, double jitter) noexcept nogil:
     """out[a, b] += jitter where training row row0 + a is landmark cols[b]."""
@@ -154,9 +160,10 @@ cdef class HCKOperator:
         OpenMP threads (BLAS must be limited to one thread by the caller).
     """
 
-    def __init__(self, double[:, ::1] X, int depth, Py_ssize_t[::1] start,
-                 Py_ssize_t[::1] count, Py_ssize_t[::1] lm_off, Py_ssize_t[::1] lm, int kind,
-                 double sigma, double lam, double jitter, int n_threads):
+    def __init__(self, const double[:, ::1] X, int depth, const Py_ssize_t[::1] start,
+                 const Py_ssize_t[::1] count, const Py_ssize_t[::1] lm_off,
+                 const Py_ssize_t[::1] lm, int kind, double sigma, double lam, double jitter,
+                 int n_threads):
         cdef Py_ssize_t i, p
         self.n = X.shape[0]
         self.d = X.shape[1]
@@ -168,8 +175,11 @@ cdef class HCKOperator:
         self.lam = lam
         self.jitter = jitter
         self.X = X
-        self.xsq = np.empty(max(self.n, 1))
-        sqnorms(self.n, self.d, &X[0, 0], &self.xsq[0])
+        xsq = np.empty(max(self.n, 1))
+        cdef double[::1] xsq_view = xsq
+        if self.n > 0:
+            sqnorms(self.n, self.d, &X[0, 0], &xsq_view[0])
+        self.xsq = xsq
         self.start = start
         self.count = count
         self.lm_off = lm_off
@@ -243,43 +253,43 @@ cdef class HCKOperator:
         cdef double* Li
         if i < self.first_leaf:
             ri = <int>self.rank[i]
-            Li = &self.L[self.sq_off[i]]
+            Li = _mutable(&self.L[self.sq_off[i]])
             self._gather(i, w.Z1, w.z1sq)
             kernel_block_lower(self.kind, self.sigma, ri, self.d, w.Z1, w.z1sq, Li, ri)
             for a in range(ri):
                 Li[a * ri + a] += self.jitter
-            memcpy(&self.St[self.sq_off[i]], Li, <Py_ssize_t>ri * ri * sizeof(double))
+            memcpy(_mutable(&self.St[self.sq_off[i]]), Li, <Py_ssize_t>ri * ri * sizeof(double))
             if i != 0:
                 p = parent_of(i)
                 rp = <int>self.rank[p]
                 self._gather(p, w.Z2, w.z2sq)
                 kernel_block(self.kind, self.sigma, ri, rp, self.d, w.Z1, w.z1sq, w.Z2, w.z2sq,
-                             &self.W[self.w_off[i]], rp)
-                add_jitter_lists(&self.W[self.w_off[i]], rp, &self.lm[self.lm_off[i]], ri,
+                             _mutable(&self.W[self.w_off[i]]), rp)
+                add_jitter_lists(_mutable(&self.W[self.w_off[i]]), rp, &self.lm[self.lm_off[i]], ri,
                                  &self.lm[self.lm_off[p]], rp, self.jitter)
                 # W~_i is computed from W_i later; touching its memory now keeps all first-touch
                 # page faults of the factor memory (the kernel zeroes each new page) in this phase.
-                memset(&self.Wt[self.w_off[i]], 0, <Py_ssize_t>ri * rp * sizeof(double))
+                memset(_mutable(&self.Wt[self.w_off[i]]), 0, <Py_ssize_t>ri * rp * sizeof(double))
         else:
             s0 = self.start[i]
             m = <int>self.count[i]
             kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0], &self.xsq[s0],
-                               &self.LB[self.b_off[i]], m)
+                               _mutable(&self.LB[self.b_off[i]]), m)
             for a in range(m):
-                self.LB[self.b_off[i] + <Py_ssize_t>a * m + a] += self.lam
+                _mutable(&self.LB[0])[self.b_off[i] + <Py_ssize_t>a * m + a] += self.lam
             if i != 0:
                 p = parent_of(i)
                 rp = <int>self.rank[p]
                 self._gather(p, w.Z1, w.z1sq)
                 kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0, 0], &self.xsq[s0],
-                             w.Z1, w.z1sq, &self.U[self.u_off[i]], rp)
-                add_jitter_rows(&self.U[self.u_off[i]], rp, s0, m, &self.lm[self.lm_off[p]], rp,
-                                self.jitter)
+                             w.Z1, w.z1sq, _mutable(&self.U[self.u_off[i]]), rp)
+                add_jitter_rows(_mutable(&self.U[self.u_off[i]]), rp, s0, m,
+                                &self.lm[self.lm_off[p]], rp, self.jitter)
 
     cdef int _sigma_factor(self, Py_ssize_t i) noexcept nogil:
         """L_i = chol(Sigma_i) in place (Sigma_i instantiated in L_i)."""
         cdef int ri = <int>self.rank[i], a, b
-        cdef double* Li = &self.L[self.sq_off[i]]
+        cdef double* Li = _mutable(&self.L[self.sq_off[i]])
         if potrf(ri, Li, ri) != 0:
             return FAIL_SIGMA
         for a in range(ri):
@@ -291,14 +301,14 @@ cdef class HCKOperator:
         """Factors of leaf i; theta (r_p x r_p) <- U_i^T B_i^{-1} U_i."""
         cdef Py_ssize_t p
         cdef int m = <int>self.count[i], rp, a, b
-        cdef double* Bm = &self.LB[self.b_off[i]]
+        cdef double* Bm = _mutable(&self.LB[self.b_off[i]])
         cdef double* Ui
-        cdef double* Lp
+        cdef const double* Lp
         cdef double acc = 0.0
         if i != 0:
             p = parent_of(i)
             rp = <int>self.rank[p]
-            Ui = &self.U[self.u_off[i]]
+            Ui = _mutable(&self.U[self.u_off[i]])
             Lp = &self.L[self.sq_off[p]]
             # U_i holds K'(X_i, Z_p) and LB_i holds K(X_i, X_i) + lam I (from _instantiate).
             # V^T = K'(X_i, Z_p) L_p^{-T};  B = K + lam I - V^T V  (= A_ii - U Sigma U^T, stably)
@@ -312,7 +322,7 @@ cdef class HCKOperator:
             acc += log(Bm[a * m + a])
             for b in range(a + 1, m):
                 Bm[a * m + b] = 0.0
-        self.logdet_parts[i] = 2.0 * acc
+        _mutable(&self.logdet_parts[0])[i] = 2.0 * acc
         if i != 0:
             # theta = U^T B^{-1} U = V^T V with V = LB^{-1} U
             memcpy(w.V, Ui, <Py_ssize_t>m * rp * sizeof(double))
@@ -325,10 +335,10 @@ cdef class HCKOperator:
         """Factors of non-leaf i from Xi_i; theta (r_p x r_p) <- W_i^T Xi_i W~_i (non-root)."""
         cdef int ri = <int>self.rank[i], rp = 0, a
         cdef Py_ssize_t p = 0
-        cdef double* Sti = &self.St[self.sq_off[i]]
+        cdef double* Sti = _mutable(&self.St[self.sq_off[i]])
         cdef double* Wi = NULL
         cdef double* Wti = NULL
-        cdef double* Lp
+        cdef const double* Lp
         cdef double acc = 0.0
         # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root); Sigma_i's lower
         # triangle was left in Sigma~_i's buffer by _instantiate.
@@ -337,8 +347,8 @@ cdef class HCKOperator:
             p = parent_of(i)
             rp = <int>self.rank[p]
             Lp = &self.L[self.sq_off[p]]
-            Wi = &self.W[self.w_off[i]]
-            Wti = &self.Wt[self.w_off[i]]
+            Wi = _mutable(&self.W[self.w_off[i]])
+            Wti = _mutable(&self.Wt[self.w_off[i]])
             # W_i holds K'(Z_i, Z_p) (from _instantiate).
             trsm(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp)      # Y^T = K' L_p^{-T}
             syrk(True, False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri)              # Lambda (lower)
@@ -352,7 +362,7 @@ cdef class HCKOperator:
             return FAIL_LU
         for a in range(ri):
             acc += log(fabs(w.M[a * ri + a]))
-        self.logdet_parts[i] = acc
+        _mutable(&self.logdet_parts[0])[i] = acc
         # Sigma~ = -M^{-1} Lambda, symmetrised (asymmetry is round-off, ~1e-15)
         memcpy(Sti, w.S, <Py_ssize_t>ri * ri * sizeof(double))
         getrs(ri, ri, w.M, ri, w.ipiv, Sti, ri)
@@ -476,7 +486,7 @@ cdef class HCKOperator:
         cdef double* sv = NULL
         cdef double* tmp = NULL
         cdef double* Yi
-        cdef double* LBi
+        cdef const double* LBi
         if c_off == NULL or g_off == NULL:
             free(c_off)
             free(g_off)
@@ -568,7 +578,7 @@ cdef class HCKOperator:
         scratch of the size of the g vectors."""
         cdef int J = self.depth, t, m, rp, ri
         cdef Py_ssize_t i, lo, hi, a, l, rgt
-        cdef double* Lp
+        cdef const double* Lp
         t = J
         while t >= 1:
             lo = (1 << t) - 1
@@ -703,8 +713,8 @@ cdef class HCKOperator:
                                   n_threads)
         return dv, c_off
 
-    def predict(self, const double[:, ::1] Xq, Py_ssize_t[::1] leaf_start,
-                const double[:, ::1] Wts, const double[::1] dv, Py_ssize_t[::1] c_off,
+    def predict(self, const double[:, ::1] Xq, const Py_ssize_t[::1] leaf_start,
+                const double[:, ::1] Wts, const double[::1] dv, const Py_ssize_t[::1] c_off,
                 int n_threads=1):
         """Algorithm 3 for test points grouped by leaf (rows leaf_start[l]:leaf_start[l+1] go to
         leaf l), tree-ordered weights (n, k) and the vectors of prediction_vectors."""
@@ -725,8 +735,8 @@ cdef class HCKOperator:
         return out
 
     cdef int _predict_leaf(self, Py_ssize_t leaf, const double[:, ::1] Xq, const double[::1] qsq,
-                           Py_ssize_t[::1] leaf_start, const double[:, ::1] Wts,
-                           const double[::1] dv, Py_ssize_t[::1] c_off, double[:, ::1] F,
+                           const Py_ssize_t[::1] leaf_start, const double[:, ::1] Wts,
+                           const double[::1] dv, const Py_ssize_t[::1] c_off, double[:, ::1] F,
                            int k) noexcept nogil:
         cdef Py_ssize_t i = self.first_leaf + leaf, p, q, q0, s0 = self.start[i]
         cdef int m = <int>self.count[i], rp, chunk, rnext
@@ -854,20 +864,36 @@ cdef int _first_failure(int* status, Py_ssize_t n, int* node) noexcept nogil:
 
 
 def _raise_for(int status, int node, HCKOperator op):
+    """Turn a failure code of the nogil core into a clear error.
+
+    Numerical failures are ValueErrors (a combination of arguments the data cannot support),
+    not LinAlgErrors from deep inside: they say which argument to change.  In exact arithmetic
+    none can happen for jitter > 0 (Sigma_p >= jitter I, B_leaf >= (lam - jitter) I and
+    I + Lambda Xi is invertible, hck.md 2), so each one means the rounding of the kernel values
+    swamps the jitter or lam.
+    """
     if status == 0:
         return
     if status == FAIL_MEMORY:
         raise MemoryError("HCK: could not allocate working memory")
+    jitter_fix = (f"pass a larger jitter (now {op.jitter:g}; it must stay below lam={op.lam:g}, "
+                  "so raise lam too if needed)")
     if status == FAIL_SIGMA:
-        raise np.linalg.LinAlgError(
-            f"HCK: the landmark kernel matrix of node {node} is not positive definite to working "
-            f"precision (jitter={op.jitter:g}); increase jitter (duplicate points with a tiny "
-            "jitter make it singular)")
+        raise ValueError(
+            f"HCK: the kernel matrix of the {op.rank[node]} landmarks of tree node {node} is "
+            f"singular to working precision with jitter={op.jitter:g}: the kernel is numerically "
+            "rank-deficient on these points (repeated points, or a bandwidth "
+            f"sigma={op.sigma:g} much larger than the distances between the points, which makes "
+            f"every kernel value about equal); {jitter_fix}, e.g. the default "
+            "jitter=min(1e-3 * lam, 1e-8), or use a smaller sigma")
     if status == FAIL_LEAF:
-        raise np.linalg.LinAlgError(
-            f"HCK: the leaf block of node {node} is not positive definite to working precision; "
-            f"increase lam (now {op.lam:g})")
-    raise np.linalg.LinAlgError(f"HCK: I + Lambda Xi is singular at node {node}")
+        raise ValueError(
+            f"HCK: the leaf block of tree node {node} (K + lam I minus its low-rank part) is not "
+            f"positive definite to working precision; increase lam (now {op.lam:g}) or "
+            f"{jitter_fix}")
+    raise ValueError(
+        f"HCK: I + Lambda Xi is singular to working precision at tree node {node}; increase lam "
+        f"(now {op.lam:g}) or {jitter_fix}")
 
 
 _SCALARS = ("n", "d", "depth", "first_leaf", "n_nodes", "kind", "sigma", "lam", "jitter",

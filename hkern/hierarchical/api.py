@@ -5,8 +5,9 @@ import math
 
 import numpy as np
 
-from .._threads import blas_threads, resolve_n_jobs
-from .._validation import check_choice, check_int, check_nonnegative, check_seed
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
+from .._validation import check_choice, check_int, check_nonnegative, check_seed, check_targets
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from . import _blocks, _tree
 from ._hck import HCKOperator
@@ -34,6 +35,84 @@ def tree_depth(n, r, leaf_size=None):
     return depth
 
 
+def _level_counts(n, t):
+    """Node sizes at level t of the balanced tree: (q, n_small, n_big), i.e. n_small nodes of q
+    points and n_big nodes of q + 1 (halving gives floor or ceil of n / 2^t, summing to n)."""
+    q, big = divmod(n, 1 << t)
+    return q, (1 << t) - big, big
+
+
+def _tree_sizes(n, r, depth):
+    """Sizes of the HCK factors for n points, r landmarks per node and a tree of ``depth``,
+    exactly as HCKOperator lays them out (rank_i = min(r, count_i)), in O(depth) time.
+
+    Returns a dict of numbers of entries: ``sq`` (every Sigma_p, r_p^2 each: L and Sigma~),
+    ``w`` (every W_i, r_i r_p: W and W~), ``u`` (every U_i, n_i r_p), ``b`` (every leaf block,
+    n_i^2), ``ranks`` (sum of r_p, the length of the per-node vectors of solve / matvec per
+    right-hand side is 2 ``ranks`` (c) and ``ranks`` (g)), ``n_nonleaf``, ``r_max``, ``leaf_max``.
+    """
+    sizes = dict(sq=0, w=0, u=0, b=0, ranks=0, n_nonleaf=(1 << depth) - 1,
+                 r_max=min(r, n) if depth > 0 else 0)
+    for t in range(depth):
+        q, small, big = _level_counts(n, t)
+        for c, nodes in ((q, small), (q + 1, big)):
+            if nodes == 0:
+                continue
+            rc = min(r, c)
+            sizes["sq"] += nodes * rc * rc
+            sizes["ranks"] += nodes * rc
+            if t + 1 < depth:       # its children are non-leaves: W of each child
+                sizes["w"] += nodes * rc * (min(r, c // 2) + min(r, c - c // 2))
+            else:                   # its children are leaves, of c points in all: U
+                sizes["u"] += nodes * c * rc
+    q, small, big = _level_counts(n, depth)
+    sizes["b"] = small * q * q + big * (q + 1) * (q + 1)
+    sizes["leaf_max"] = q + (big > 0)
+    return sizes
+
+
+def _tree_phase_bytes(n, d):
+    """Peak of _build_tree: the centred copy and the tree-ordered copy of X, the permutation and
+    the (projection, row) items of the nodes being split (16 bytes a point)."""
+    return 8 * (2 * n * d + 3 * n)
+
+
+def _hck_fit_bytes(n, d, k, r, depth, n_threads):
+    """Estimated peak bytes of fit_hierarchical beyond its inputs (8-byte numbers).
+
+    Held from the factorisation on: the tree-ordered X (n d), perm and the squared norms (2 n),
+    the encoded targets (n k), the landmark positions (sum r_p) and the
+    factors L, Sigma~ (2 sq), W, W~ (2 w), U (u) and the leaf Cholesky factors (b).  On top, the
+    largest of: the factorisation's per-thread workspace (hck._hck.work_alloc: 2(r d + r) + 3 r^2
+    + leaf_max r + 2 (levels + 1) r^2) and the 2^(split+1) r^2 Theta blocks of the top levels;
+    the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p); the
+    prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
+    """
+    s = _tree_sizes(n, r, depth)
+    rm, split = s["r_max"], min(depth, 3)
+    base = n * d + 2 * n + n * k + s["ranks"] + 2 * s["sq"] + 2 * s["w"] + s["u"] + s["b"]
+    workspace = 2 * (rm * d + rm) + 3 * rm * rm + s["leaf_max"] * rm
+    factorize = (min(n_threads, 1 << split) * (workspace + 2 * (depth - split + 1) * rm * rm)
+                 + (2 << split) * rm * rm)
+    solve = 3 * n * k + 4 * k * s["ranks"]
+    prediction = n * k + 5 * k * s["ranks"]
+    return max(8 * (base + max(factorize, solve, prediction)), _tree_phase_bytes(n, d))
+
+
+def _independent_fit_bytes(n, d, k, depth, n_threads):
+    """Estimated peak bytes of fit_independent beyond its inputs (8-byte numbers): the
+    tree-ordered X (n d), perm and squared norms (2 n), targets and weights (2 n k) and one
+    leaf block K + lam I (leaf_max^2) per thread; the tree-building phase before them."""
+    leaf_max = -(-n // (1 << depth))
+    blocks = min(n_threads, 1 << depth) * leaf_max * leaf_max
+    return max(8 * (n * d + 2 * n + 2 * n * k + blocks), _tree_phase_bytes(n, d))
+
+
+def _fix_for_fit(leaf_size):
+    return ("choose a smaller r" + (" or leaf_size" if leaf_size is not None else "")
+            + ", or fit on a subsample")
+
+
 class _TreeModel(KernelRidgeModel):
     """What the HCK and independent models share: the tree, the centring, routing by leaf."""
 
@@ -51,24 +130,19 @@ class _TreeModel(KernelRidgeModel):
     def n_leaves_(self):
         return 1 << self.depth_
 
-    def _grouped(self, X):
+    def _grouped(self, X, n_threads):
         """Centred test points sorted by leaf, the sorting order and the leaf offsets."""
         Xc = X - self.centre_
         leaf = _tree.route(np.ascontiguousarray(Xc), self.directions_, self.thresholds_,
-                           self.depth_, self._threads())
+                           self.depth_, n_threads)
         order = np.argsort(leaf, kind="stable")
         leaf_start = np.zeros(self.n_leaves_ + 1, dtype=np.int64)
         np.cumsum(np.bincount(leaf, minlength=self.n_leaves_), out=leaf_start[1:])
         return np.ascontiguousarray(Xc[order]), order, leaf_start
 
-    def _to_tree(self, B, name="B"):
-        B = np.asarray(B, dtype=np.float64)
+    def _to_tree(self, B):
+        """A checked (n,) or (n, k) B as a C-contiguous (n, k) array in tree order."""
         n = len(self.perm_)
-        if B.ndim not in (1, 2) or B.shape[0] != n:
-            raise ValueError(f"{name} must have shape ({n},) or ({n}, k) (one row per training "
-                             f"sample); got {B.shape}")
-        if not np.isfinite(B).all():
-            raise ValueError(f"{name} contains NaN or infinity")
         return np.ascontiguousarray(B.reshape(n, -1)[self.perm_]), B.ndim == 1
 
     def _from_tree(self, Bt, vector):
@@ -120,39 +194,105 @@ class HierarchicalKRR(_TreeModel):
         self.jitter = jitter
 
     def _scores(self, X):
-        Xg, order, leaf_start = self._grouped(X)
-        with blas_threads(1):
-            Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
-                                  self._pred_offsets, self._threads())
+        with thread_budget(self.n_jobs) as n_threads:
+            Xg, order, leaf_start = self._grouped(X, n_threads)
+            with blas_threads(1):
+                Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
+                                      self._pred_offsets, n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
         return F
 
-    def matvec(self, B):
-        """(K_hier + lam I) @ B for B of shape (n,) or (n, k), training order."""
+    def _apply(self, B, inverse, n_threads):
+        """A B or A^{-1} B for a checked B in training order (no memory check)."""
         Bt, vector = self._to_tree(B)
         with blas_threads(1):
-            return self._from_tree(self._op.matvec(Bt, self._threads()), vector)
+            out = self._op.solve(Bt, n_threads) if inverse else self._op.matvec(Bt, n_threads)
+        return self._from_tree(out, vector)
 
-    def solve(self, B):
-        """(K_hier + lam I)^{-1} @ B for B of shape (n,) or (n, k), training order."""
-        Bt, vector = self._to_tree(B)
-        with blas_threads(1):
-            return self._from_tree(self._op.solve(Bt, self._threads()), vector)
+    def _operator_bytes(self, k, inverse):
+        """Peak bytes of solve (inverse) or matvec of a float64 B with k columns (8-byte
+        numbers): its tree-ordered copy, the core's output and its per-node vectors c, g / d
+        and scratch (5 k sum r_p at most), solve's n k leaf scratch or matvec's leaf block per
+        thread; then the output in training order beside the first two."""
+        n = len(self.perm_)
+        ranks = int(np.sum(np.asarray(self._op.factors()["rank"])))
+        if inverse:
+            core = 3 * n * k + 4 * k * ranks
+        else:
+            core = 2 * n * k + 5 * k * ranks + self._threads() * self._op.leaf_max ** 2
+        return 8 * max(core, 3 * n * k)
+
+    def _checked(self, B, inverse, max_memory, name="B"):
+        """B as a float64 (n,) or (n, k) array in training order, after checking it and that
+        its solve (inverse) or matvec fits in max_memory.
+
+        Complex values are refused (the operator is real: solve or multiply the real and
+        imaginary parts separately), as are NaN, infinity and |values| > 1e150; float32,
+        integer, Fortran-ordered, strided and read-only arrays are converted.  The memory check
+        comes first, from B's shape: the conversion is itself a copy of B.
+        """
+        n = len(self.perm_)
+        shape = np.shape(B)
+        if len(shape) not in (1, 2) or shape[0] != n:
+            raise ValueError(f"{name} must have shape ({n},) or ({n}, k) (one row per training "
+                             f"sample); got {shape}")
+        if np.iscomplexobj(B):
+            raise ValueError(f"{name} is complex; the kernel matrix is real, so pass the real "
+                             f"and imaginary parts separately (e.g. f({name}.real) + 1j * "
+                             f"f({name}.imag)) instead of losing the imaginary part")
+        k = shape[1] if len(shape) == 2 else 1
+        is_float64 = (isinstance(B, np.ndarray) and B.dtype == np.float64
+                      and B.flags.c_contiguous)
+        what = "solve" if inverse else "matvec"
+        check_memory(self._operator_bytes(k, inverse) + (0 if is_float64 else 8 * n * k),
+                     max_memory, what=f"{what} with n={n} and {k} right-hand side(s) in {name}",
+                     fix=f"pass {name} in blocks of fewer columns")
+        return check_targets(B, n, name)
+
+    def matvec(self, B, max_memory=None):
+        """(K_hier + lam I) @ B for B of shape (n,) or (n, k), training order.
+
+        Parameters
+        ----------
+        B : array_like (n,) or (n, k)
+            Real values (complex B is refused: apply the method to its real and imaginary parts).
+        max_memory : int or None
+            Most bytes the call may allocate (about 8 (3 n k + 5 k r n / leaf size) plus a leaf
+            block per thread); None: the memory available when the call starts.
+        """
+        B = self._checked(B, False, max_memory)
+        with thread_budget(self.n_jobs) as n_threads:
+            return self._apply(B, False, n_threads)
+
+    def solve(self, B, max_memory=None):
+        """(K_hier + lam I)^{-1} @ B for B of shape (n,) or (n, k), training order.
+
+        Parameters
+        ----------
+        B : array_like (n,) or (n, k)
+            Real values (complex B is refused: solve for its real and imaginary parts).
+        max_memory : int or None
+            Most bytes the call may allocate (about 8 (3 n k + 4 k r n / leaf size)); None: the
+            memory available when the call starts.
+        """
+        B = self._checked(B, True, max_memory)
+        with thread_budget(self.n_jobs) as n_threads:
+            return self._apply(B, True, n_threads)
 
     def logdet(self):
         """log det(K_hier + lam I)."""
         return float(self._op.logdet_value)
 
-    def log_marginal_likelihood(self, y):
+    def log_marginal_likelihood(self, y, max_memory=None):
         """GP log marginal likelihood of targets y with covariance K_hier + lam I.
 
         -1/2 y^T (K_hier + lam I)^{-1} y - 1/2 log det(K_hier + lam I) - n/2 log(2 pi), summed
-        over the columns of a 2-D y.
+        over the columns of a 2-D y.  ``max_memory`` as for :meth:`solve`.
         """
-        yt, _ = self._to_tree(y, "y")
-        with blas_threads(1):
-            alpha = self._op.solve(yt, self._threads())
+        yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
+        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+            alpha = self._op.solve(yt, n_threads)
         n, k = yt.shape
         return float(-0.5 * np.sum(yt * alpha) - 0.5 * k * self.logdet()
                      - 0.5 * k * n * math.log(2.0 * math.pi))
@@ -173,15 +313,18 @@ class HierarchicalKRR(_TreeModel):
         n_components = check_int(n_components, "n_components", low=1, high=n - 1)
         rng = check_seed(seed)
 
-        def centred_kernel(v):
-            v = np.asarray(v, dtype=np.float64).reshape(n, -1)
-            v = v - v.mean(axis=0)
-            Kv = self.matvec(v) - self.lam * v
-            return Kv - Kv.mean(axis=0)
+        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+            # ARPACK's own BLAS calls run single-threaded too: the eigenpairs are then the same
+            # bits for any n_jobs (its vector operations are O(n) against O(n r) per matvec).
+            def centred_kernel(v):
+                v = np.asarray(v, dtype=np.float64).reshape(n, -1)
+                v = v - v.mean(axis=0)
+                Kv = self._apply(v, False, n_threads) - self.lam * v
+                return Kv - Kv.mean(axis=0)
 
-        op = LinearOperator((n, n), matvec=centred_kernel, matmat=centred_kernel,
-                            dtype=np.float64)
-        values, vectors = eigsh(op, k=n_components, which="LA", v0=rng.standard_normal(n))
+            op = LinearOperator((n, n), matvec=centred_kernel, matmat=centred_kernel,
+                                dtype=np.float64)
+            values, vectors = eigsh(op, k=n_components, which="LA", v0=rng.standard_normal(n))
         order = np.argsort(values)[::-1]
         return values[order], vectors[:, order]
 
@@ -217,11 +360,12 @@ class IndependentKRR(_TreeModel):
         self._logdet = logdet
 
     def _scores(self, X):
-        Xg, order, leaf_start = self._grouped(X)
-        with blas_threads(1):
-            Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                        self._kind, self.sigma, self.dual_coef_, Xg, leaf_start,
-                                        self._threads())
+        with thread_budget(self.n_jobs) as n_threads:
+            Xg, order, leaf_start = self._grouped(X, n_threads)
+            with blas_threads(1):
+                Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count,
+                                            self.depth_, self._kind, self.sigma,
+                                            self.dual_coef_, Xg, leaf_start, n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
         return F
@@ -262,7 +406,7 @@ def _check_tree_args(n, r, leaf_size, partition):
 
 def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter=None,
                      partition="random", leaf_size=None, task="regression", seed=None,
-                     n_jobs=None):
+                     n_jobs=None, max_memory=None):
     """Kernel ridge regression with a hierarchically compositional kernel (HCK).
 
     HCK (Chen, Avron and Sindhwani) replaces the kernel matrix by K_hier: exact kernel blocks on
@@ -298,13 +442,28 @@ def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter
     seed : None, int or numpy.random.Generator
         Split directions and landmarks.
     n_jobs : int or None
-        Threads; None uses every core.  Results are bitwise identical for any value.
+        Threads (OpenMP and BLAS); None: the CPUs available, within OMP_NUM_THREADS and any
+        threadpoolctl limit.  Results are bitwise identical for any value.
+    max_memory : int or None
+        Most bytes the fit may allocate; None (default): the memory available when the call
+        starts.  The fit needs about 8 (n d + n k + n r + 4 n r^2 / leaf size + n leaf size)
+        bytes (tree-ordered data, targets, the factors U, L, Sigma~, W, W~ and the leaf blocks),
+        plus per-thread workspaces of a few r^2 + r leaf size numbers; the peak is estimated
+        from n, d, r and the tree before anything large is allocated.
 
     Returns
     -------
     HierarchicalKRR
         With ``predict``, ``decision_function``, ``matvec``, ``solve``, ``logdet``,
         ``log_marginal_likelihood``, ``kernel_pca`` and ``nbytes``.
+
+    Raises
+    ------
+    ValueError
+        For invalid input; when the estimated peak memory exceeds ``max_memory``
+        (hkern._memory.MemoryLimitError, naming r); or when the kernel is numerically
+        singular on some landmarks (repeated points or a huge sigma with jitter 0 or a jitter
+        below the rounding of the kernel values: pass a larger jitter).
 
     Notes
     -----
@@ -331,19 +490,23 @@ def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter
         raise ValueError(f"jitter must be smaller than lam={lam:g}, got {jitter:g}; the leaf "
                          "blocks are K + lam I and the jitter is part of lam")
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-
-    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-    depth = tree["depth"]
-    n_nonleaf = (1 << depth) - 1
-    uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
-    lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
-                                        n_threads)
-    with blas_threads(1):
-        op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, kind, sigma,
-                         lam, jitter, n_threads)
-        weights = op.solve(np.ascontiguousarray(Y[tree["perm"]]), n_threads)
-        pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
+    with thread_budget(n_jobs) as n_threads:
+        depth = tree_depth(n, r, leaf_size)
+        check_memory(_hck_fit_bytes(n, X.shape[1], Y.shape[1], r, depth, n_threads), max_memory,
+                     what=f"fit_hierarchical with n={n}, r={r}, d={X.shape[1]} and leaves of "
+                     f"{-(-n // (1 << depth))} points (depth {depth})",
+                     fix=_fix_for_fit(leaf_size))
+        X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
+        n_nonleaf = (1 << depth) - 1
+        uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
+        lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
+                                            n_threads)
+        del uniforms
+        with blas_threads(1):
+            op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, kind,
+                             sigma, lam, jitter, n_threads)
+            weights = op.solve(np.ascontiguousarray(Y[tree["perm"]]), n_threads)
+            pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
                            pred_offsets=pred_offsets, r=r, jitter=jitter, kernel=name,
                            kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1],
@@ -351,13 +514,15 @@ def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter
 
 
 def fit_independent(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, partition="random",
-                    leaf_size=None, task="regression", seed=None, n_jobs=None):
+                    leaf_size=None, task="regression", seed=None, n_jobs=None, max_memory=None):
     """Kernel ridge regression with the independent (block-diagonal) kernel on an HCK tree.
 
     The baseline of the HCK paper: the same partition as :func:`fit_hierarchical` with the same
     ``r``, ``leaf_size``, ``partition`` and ``seed`` (so the same leaves), the exact kernel
     inside each leaf and nothing across leaves.  Parameters as for
-    :func:`fit_hierarchical`; ``r`` only sets the leaf size.
+    :func:`fit_hierarchical`; ``r`` only sets the leaf size.  ``max_memory`` bounds the
+    estimated peak, about 8 (n d + 2 n k + n_jobs leaf size^2) bytes (tree-ordered data,
+    targets and weights, one leaf block per thread).
 
     Returns
     -------
@@ -376,12 +541,17 @@ def fit_independent(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, partiti
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-    alpha = np.ascontiguousarray(Y[tree["perm"]])
-    with blas_threads(1):
-        logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"], kind,
-                                    sigma, lam, alpha, n_threads)
+    with thread_budget(n_jobs) as n_threads:
+        depth = tree_depth(n, r, leaf_size)
+        check_memory(_independent_fit_bytes(n, X.shape[1], Y.shape[1], depth, n_threads),
+                     max_memory, what=f"fit_independent with n={n}, r={r}, d={X.shape[1]} and "
+                     f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
+                     fix=_fix_for_fit(leaf_size))
+        X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
+        alpha = np.ascontiguousarray(Y[tree["perm"]])
+        with blas_threads(1):
+            logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
+                                        kind, sigma, lam, alpha, n_threads)
     return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, kernel=name, kind=kind,
                           sigma=sigma, lam=lam, n_features=X.shape[1], encoding=encoding,
                           n_jobs=n_jobs, **tree)
