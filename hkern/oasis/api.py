@@ -6,8 +6,14 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._threads import blas_threads, thread_budget
-from .._validation import (check_array, check_choice, check_int, check_nonnegative,
-                           check_positive, check_seed)
+from .._validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+)
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
 from ._oasis import OasisCore
 
