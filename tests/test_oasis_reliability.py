@@ -215,8 +215,8 @@ def test_memory_estimate_precomputed(n, ell, method):
     """kernel="precomputed": the selection's arrays (n = 2000, l = 1500: F and W^{-1}'s
     workspaces dominate) or the validation's n x n temporary (n = 4000, l = 50).  Observed
     ratio 0.88 (glibc keeps ~9 MiB of freed heap; tracemalloc's peak equals the estimate)
-    .. 1.06 (uniform; 0.98 in another run).  One thread: the estimate does not depend on it, and 2 threads on a loaded
-    2-core machine spend most of 1500 steps in OpenMP barriers."""
+    .. 1.06 (uniform; 0.98 in another run).  One thread: the estimate does not depend on it,
+    and 2 threads on a loaded 2-core machine spend most of 1500 steps in OpenMP barriers."""
     assert_estimate_close(GRAM.format(n=n), f"hkern.select_columns(G, {ell}, method={method!r}, "
                                             "kernel='precomputed', seed=0, n_jobs=1)")
 
@@ -287,6 +287,32 @@ def test_explicit_n_jobs_bounds_blas(monkeypatch, points, method):
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         hkern.select_columns(points, 10, method=method, sigma=0.7, seed=0, n_jobs=1)
     assert seen and set(seen) == {1}
+
+
+def test_column_selection_products_run_in_its_thread_budget(monkeypatch, points):
+    """R and approximation() are BLAS products: bounded by the selection's n_jobs."""
+    sel = hkern.oasis(points, 10, sigma=0.7, seed=0, n_jobs=1)
+    assert sel.n_jobs == 1
+    seen = []
+
+    class Probe(np.ndarray):
+        def __matmul__(self, other):
+            seen.append(blas_threads_now())
+            return np.asarray(self) @ np.asarray(other)
+    sel.W_inv = sel.W_inv.view(Probe)
+    sel.C = sel.C.view(Probe)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        R = sel.R
+        G = sel.approximation()
+    assert seen and set(seen) == {1}
+    np.testing.assert_allclose(np.asarray(G), np.asarray(sel.C) @ np.asarray(R), atol=1e-12)
+
+
+def test_approximation_memory_guard(points):
+    sel = hkern.oasis(points, 10, sigma=0.7, seed=0)
+    with pytest.raises(MemoryLimitError, match="approximation with n=300.*use the factors"):
+        sel.approximation(max_memory=300 * 300 * 8)
+    assert sel.approximation(max_memory=2 * 300 * 300 * 8).shape == (300, 300)
 
 
 def test_n_jobs_none_honours_omp_num_threads():

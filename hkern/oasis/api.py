@@ -46,6 +46,8 @@ class ColumnSelection:
         Cholesky factor of the approximation, G~ = F F^T (the Nystrom features).
     method : str
         The selection rule that produced it.
+    n_jobs : int or None
+        The selection's ``n_jobs``: the thread budget of :attr:`R` and :meth:`approximation`.
 
     Examples
     --------
@@ -60,22 +62,36 @@ class ColumnSelection:
     True
     """
 
-    def __init__(self, indices, C, W_inv, scores, F, method):
+    def __init__(self, indices, C, W_inv, scores, F, method, n_jobs=None):
         self.indices = indices
         self.C = C
         self.W_inv = W_inv
         self.scores = scores
         self.F = F
         self.method = method
+        self.n_jobs = n_jobs
 
     @property
     def R(self):
         """R = W^{-1} C^T (k, n): G~ = C R."""
-        return self.W_inv @ self.C.T
+        with thread_budget(self.n_jobs):
+            return self.W_inv @ self.C.T
 
-    def approximation(self):
-        """The dense n x n matrix G~ = C W^{-1} C^T (small n only)."""
-        return self.C @ self.W_inv @ self.C.T
+    def approximation(self, max_memory=None):
+        """The dense n x n matrix G~ = C W^{-1} C^T (small n only).
+
+        Parameters
+        ----------
+        max_memory : int or None
+            Most bytes it may allocate (8 n^2 for G~ and 8 n k for C W^{-1}); None (default):
+            the memory available when the call starts.
+        """
+        n, k = self.C.shape
+        check_memory(8 * n * n + 8 * n * k, max_memory,
+                     what=f"ColumnSelection.approximation with n={n} (the dense n x n matrix)",
+                     fix="use the factors C, W_inv or F instead of the dense matrix")
+        with thread_budget(self.n_jobs):
+            return self.C @ self.W_inv @ self.C.T
 
     def nystrom(self):
         """Nystrom features F (n, k) with F F^T = G~ (F = C L^{-T}, W = L L^T)."""
@@ -301,9 +317,12 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     _check_selection_memory(n, n_columns, method, G is not None, max_memory)
     with thread_budget(n_jobs) as n_threads:
         if method == "uniform":
-            return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads)
-        return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
-                         refresh, n_threads)
+            selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads)
+        else:
+            selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol,
+                                  init, rng, refresh, n_threads)
+    selection.n_jobs = n_jobs
+    return selection
 
 
 def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads):

@@ -307,7 +307,9 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
         args = _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
         with thread_budget(args.pop("n_threads")) as n_threads:
-            return _select(MPI, state, n_threads=n_threads, **args)
+            result = _select(MPI, state, n_threads=n_threads, **args)
+    result.n_jobs = n_jobs
+    return result
 
 
 def _fill_pivot(buf, core, local, value, z):
