@@ -483,7 +483,7 @@ class TestReproducibility:
         c = hkern.select_columns(big_points, 30, seed=np.random.default_rng(9), n_jobs=2, **kw)
         assert len(a) == 30
         for other in (b, c):
-            for attr in ("indices", "C", "W_inv", "scores"):
+            for attr in ("indices", "C", "W_inv", "scores", "F"):
                 np.testing.assert_array_equal(getattr(a, attr), getattr(other, attr),
                                               err_msg=attr)
         if method in ("rpcholesky", "uniform") or init > 0:

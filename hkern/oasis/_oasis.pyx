@@ -63,11 +63,12 @@ cdef class OasisCore:
     cdef readonly Py_ssize_t n, capacity, k
     cdef readonly int kind, d, explicit
     cdef readonly double sigma
-    cdef double[:, ::1] X
-    cdef double[:, ::1] G
+    # Read-only inputs (const: memory-mapped or otherwise read-only arrays are accepted).
+    cdef const double[:, ::1] X
+    cdef const double[:, ::1] G
     cdef double[:, :, ::1] F
     cdef double[::1] delta
-    cdef double[::1] diag
+    cdef const double[::1] diag
     cdef unsigned char[::1] selected
     cdef double[::1] g
     cdef double[::1] chunk_best
@@ -180,7 +181,8 @@ cdef class OasisCore:
                     return j
         return last
 
-    def initialize(self, Py_ssize_t[::1] local_rows, double[:, ::1] init_F, int n_threads=1):
+    def initialize(self, const Py_ssize_t[::1] local_rows, const double[:, ::1] init_F,
+                   int n_threads=1):
         """Start from k0 columns: init_F (rows x k0) = G(rows, Lambda0) L0^{-T} for this block,
         with W0 = G(Lambda0, Lambda0) = L0 L0^T, and local_rows the rows of Lambda0 it owns."""
         cdef Py_ssize_t j, t, k0 = init_F.shape[1]
@@ -236,10 +238,14 @@ cdef class OasisCore:
         self.k = k + 1
 
     def F_array_rows(self, Py_ssize_t lo, Py_ssize_t hi):
-        """F[lo:hi, :k] as a plain (hi - lo) x k array."""
-        panels = np.asarray(self.F)[:, lo:hi, :]
-        return np.ascontiguousarray(
-            panels.transpose(1, 0, 2).reshape(hi - lo, -1)[:, : self.k])
+        """F[lo:hi, :k] as a plain (hi - lo) x k array (hi == lo allowed: an MPI rank may own
+        no rows).  Filled panel by panel: one copy of the result, no panel-wide temporary."""
+        panels = np.asarray(self.F)
+        out = np.empty((hi - lo, self.k))
+        for p in range((self.k + PANEL - 1) // PANEL):
+            width = min(PANEL, self.k - p * PANEL)
+            out[:, p * PANEL: p * PANEL + width] = panels[p, lo:hi, :width]
+        return out
 
     @property
     def F_array(self):

@@ -4,8 +4,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads, resolve_n_jobs
-from .._validation import check_array, check_choice, check_int, check_nonnegative, check_seed
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
+from .._validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+)
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
 from ._oasis import OasisCore
 
@@ -38,6 +46,8 @@ class ColumnSelection:
         Cholesky factor of the approximation, G~ = F F^T (the Nystrom features).
     method : str
         The selection rule that produced it.
+    n_jobs : int or None
+        The selection's ``n_jobs``: the thread budget of :attr:`R` and :meth:`approximation`.
 
     Examples
     --------
@@ -52,22 +62,36 @@ class ColumnSelection:
     True
     """
 
-    def __init__(self, indices, C, W_inv, scores, F, method):
+    def __init__(self, indices, C, W_inv, scores, F, method, n_jobs=None):
         self.indices = indices
         self.C = C
         self.W_inv = W_inv
         self.scores = scores
         self.F = F
         self.method = method
+        self.n_jobs = n_jobs
 
     @property
     def R(self):
         """R = W^{-1} C^T (k, n): G~ = C R."""
-        return self.W_inv @ self.C.T
+        with thread_budget(self.n_jobs):
+            return self.W_inv @ self.C.T
 
-    def approximation(self):
-        """The dense n x n matrix G~ = C W^{-1} C^T (small n only)."""
-        return self.C @ self.W_inv @ self.C.T
+    def approximation(self, max_memory=None):
+        """The dense n x n matrix G~ = C W^{-1} C^T (small n only).
+
+        Parameters
+        ----------
+        max_memory : int or None
+            Most bytes it may allocate (8 n^2 for G~ and 8 n k for C W^{-1}); None (default):
+            the memory available when the call starts.
+        """
+        n, k = self.C.shape
+        check_memory(8 * n * n + 8 * n * k, max_memory,
+                     what=f"ColumnSelection.approximation with n={n} (the dense n x n matrix)",
+                     fix="use the factors C, W_inv or F instead of the dense matrix")
+        with thread_budget(self.n_jobs):
+            return self.C @ self.W_inv @ self.C.T
 
     def nystrom(self):
         """Nystrom features F (n, k) with F F^T = G~ (F = C L^{-T}, W = L L^T)."""
@@ -80,6 +104,29 @@ class ColumnSelection:
         return f"ColumnSelection(method={self.method!r}, k={len(self.indices)})"
 
 
+# Rows of G per block of the symmetry check: a (block x n) temporary of at most 32 MiB.
+_SYMMETRY_BLOCK_BYTES = 32 * 2**20
+
+
+def _symmetry_block_rows(n):
+    return max(1, min(n, _SYMMETRY_BLOCK_BYTES // (8 * max(n, 1))))
+
+
+def _max_asymmetry(G):
+    """max |G - G^T|, one block of rows at a time (G - G^T whole would be two n x n
+    temporaries)."""
+    n = G.shape[0]
+    rows = _symmetry_block_rows(n)
+    buf = np.empty((rows, n))
+    worst = 0.0
+    for lo in range(0, n, rows):
+        part = buf[: min(rows, n - lo)]
+        np.subtract(G[lo: lo + rows], G[:, lo: lo + rows].T, out=part)
+        np.abs(part, out=part)
+        worst = max(worst, float(part.max()))
+    return worst
+
+
 def _prepare(X, kernel, sigma):
     """(points or None, explicit G or None, diag, kind, sigma) from the user's input."""
     if isinstance(kernel, str) and kernel == "precomputed":
@@ -88,16 +135,16 @@ def _prepare(X, kernel, sigma):
         if G.shape[1] != n:
             raise ValueError(f"with kernel='precomputed' X must be a square PSD matrix; got shape "
                              f"{G.shape}")
-        scale = max(np.abs(G).max(), 1.0)
-        if np.abs(G - G.T).max() > 1e-12 * scale:
+        scale = max(float(G.max()), -float(G.min()), 1.0)
+        asymmetry = _max_asymmetry(G)
+        if asymmetry > 1e-12 * scale:
             raise ValueError("with kernel='precomputed' X must be symmetric (max |X - X^T| = "
-                             f"{np.abs(G - G.T).max():.3g})")
-        diag = np.ascontiguousarray(np.diag(G))
+                             f"{asymmetry:.3g})")
+        diag = np.diag(G).copy()
         if (diag < 0).any():
             raise ValueError("X is not positive semidefinite: it has a negative diagonal entry "
                              f"({diag.min():.3g})")
         return None, G, diag, 0, 1.0
-    from .._validation import check_positive
     points = check_array(X, "X")
     _, kind = kernel_kind(kernel)
     sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
@@ -105,12 +152,59 @@ def _prepare(X, kernel, sigma):
     return points, None, np.ones(points.shape[0]), kind, sigma
 
 
+def _panel_columns(n_columns):
+    """Columns OasisCore allocates for F: n_columns rounded up to its 64-column panels."""
+    return 64 * ((max(n_columns, 1) + 63) // 64)
+
+
+def selection_peak_bytes(n_rows, n_columns, method="oasis", n_total=None):
+    """Estimated peak bytes a selection of ``n_columns`` = l columns allocates for ``n_rows``
+    = m rows of G (beyond its input), the figure passed to :func:`hkern._memory.check_memory`.
+
+    Adaptive methods, in doubles: the core's panels of F (m x l', l' = l rounded up to 64)
+    and the F copied out of them (m x l) live together; the panels are freed, then W^{-1}
+    needs F, L = F[idx], the identity and the solution (m l + 3 l^2), then C is formed next to
+    F and W^{-1} (2 m l + l^2).  Uniform: C, the transposed right-hand side of the triangular
+    solve and F (3 m l).  Plus the per-row vectors: the diagonal of all n_total rows, Delta
+    and the selection flags of the m rows.
+    """
+    n_total = n_rows if n_total is None else n_total
+    m, ell = n_rows, n_columns
+    if method == "uniform":
+        peak = 3 * m * ell + 2 * ell * ell
+    else:
+        peak = max(m * (_panel_columns(ell) + ell), m * ell + 3 * ell * ell,
+                   2 * m * ell + ell * ell)
+    return 8 * (peak + n_total + 2 * m)
+
+
+def _check_selection_memory(n, n_columns, method, precomputed, max_memory):
+    """check_memory for select_columns, before the selection allocates anything large.
+
+    With an explicit matrix the validation before it has already needed an n x n temporary
+    (check_array's |X| for the magnitude bound), and the symmetry check needs a block of
+    rows; the peak is the largest of those and the selection's.
+    """
+    need = selection_peak_bytes(n, n_columns, method)
+    if precomputed:
+        need = max(need, 8 * n * n, 8 * _symmetry_block_rows(n) * n + 16 * n)
+    check_memory(need, max_memory, what=f"select_columns(method={method!r}) with n={n}, "
+                                        f"n_columns={n_columns}",
+                 fix="choose a smaller n_columns")
+
+
 def _columns(points, G, kind, sigma, idx, n_threads):
     """G(:, idx) as an (n, len(idx)) array."""
     if G is not None:
-        return np.ascontiguousarray(G[:, idx])
+        return np.take(G, idx, axis=1)      # C-ordered (G[:, idx] is not, and needed a copy)
     return _kernel_matrix_trusted(kind, sigma, points, np.ascontiguousarray(points[idx]),
                                   n_threads)
+
+
+# Why random columns give a singular W: duplicate points, or a bandwidth at which the kernel
+# cannot tell the points apart (sigma far above their spread: K = ones), or a zero matrix.
+_SINGULAR_CAUSES = ("duplicate or nearly identical points, a sigma far above the spread of the "
+                    "data, or a zero matrix")
 
 
 def _cholesky_of_w(W, max_d, what):
@@ -121,21 +215,34 @@ def _cholesky_of_w(W, max_d, what):
         if np.linalg.eigvalsh(W).min() < -NEGATIVE_TOL * max(max_d, 1e-300):
             raise ValueError(f"the matrix is not positive semidefinite: its block at the {what} "
                              "has a negative eigenvalue") from None
-        raise ValueError(f"the {what} give a singular W = G(idx, idx) (duplicate or nearly "
-                         "identical points); use another seed, or an adaptive method") from None
+        raise ValueError(f"the {what} give a singular W = G(idx, idx) ({_SINGULAR_CAUSES}); use "
+                         "another seed, or an adaptive method") from None
 
 
-def _initial_columns_failed(core, G, max_d, value):
-    """Raise the error for initial columns whose W is singular or indefinite."""
+def initial_columns_error(value, max_d):
+    """The ValueError for initial columns whose W is singular or indefinite (score ``value``
+    of the column that failed; shared with oASIS-P, which raises it on every rank)."""
     if value < -NEGATIVE_TOL * max_d:
-        raise ValueError("the matrix is not positive semidefinite: its block at the initial "
-                         f"columns has a negative Schur complement ({value:.3g})")
-    raise ValueError("the initial columns give a singular W = G(init, init) (duplicate or "
-                     "nearly identical points); use init=0 or another seed")
+        return ValueError("the matrix is not positive semidefinite: its block at the initial "
+                          f"columns has a negative Schur complement ({value:.3g})")
+    return ValueError(f"the initial columns give a singular W = G(init, init) "
+                      f"({_SINGULAR_CAUSES}); use init=0 or another seed")
+
+
+def _w_inverse(L, max_d):
+    """W^{-1} = (L L^T)^{-1}, or a ValueError when it overflows (an explicit matrix with
+    entries near the smallest doubles: 1 / Delta exceeds the largest double)."""
+    with np.errstate(over="ignore"):
+        W_inv = _linalg.cho_solve(L, np.eye(L.shape[0]))
+    if not np.isfinite(W_inv).all():
+        raise ValueError(f"W^{{-1}} overflows double precision: the matrix's entries are too "
+                         f"small (largest diagonal entry {max_d:.3g}); multiply X by a common "
+                         "factor (the selection does not change)")
+    return W_inv
 
 
 def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, tol=0.0,
-                   rtol=0.0, init=1, seed=None, refresh=0, n_jobs=None):
+                   rtol=0.0, init=1, seed=None, refresh=0, n_jobs=None, max_memory=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
 
     Parameters
@@ -164,7 +271,16 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
         Every ``refresh`` steps recompute every score from the factor (Delta_j = G_jj -
         ||F_j||^2, O(n k)) instead of trusting the incremental updates; 0 (default) never.
     n_jobs : int or None
-        Threads for the per-step pass over the rows; results are identical for any value.
+        Threads for the per-step pass over the rows (and BLAS threads); results are identical
+        for any value.  None honours OMP_NUM_THREADS, threadpoolctl limits and the CPUs
+        available; -1 every CPU.
+    max_memory : int or None
+        Most bytes the selection may allocate; None (default): the memory available when the
+        call starts.  The adaptive methods need about 8 n (l + l') bytes (F, n x l, and the
+        core's panels of it, l' = l rounded up to a multiple of 64; 8 (2 n l + l^2) when l is
+        close to n), ``uniform`` 24 n l (C, F and a transposed copy), an explicit matrix at
+        least 8 n^2 (a temporary of its validation).  Checked before the selection allocates
+        anything large (see :func:`selection_peak_bytes`).
 
     Returns
     -------
@@ -175,6 +291,8 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     ValueError
         For bad arguments, or when an explicit matrix turns out not to be PSD (a score below
         -1e-8 max diag(G), which round-off cannot explain).
+    hkern._memory.MemoryLimitError
+        (a ValueError) When the estimated peak memory exceeds ``max_memory``.
 
     Examples
     --------
@@ -196,17 +314,34 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     init = check_int(init, "init", low=0, high=n_columns)
     refresh = check_int(refresh, "refresh", low=0)
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-    max_d = float(diag.max()) if n else 0.0
+    _check_selection_memory(n, n_columns, method, G is not None, max_memory)
+    with thread_budget(n_jobs) as n_threads:
+        if method == "uniform":
+            selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads)
+        else:
+            selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol,
+                                  init, rng, refresh, n_threads)
+    selection.n_jobs = n_jobs
+    return selection
 
-    if method == "uniform":
-        idx = rng.choice(n, size=n_columns, replace=False)
-        C = _columns(points, G, kind, sigma, idx, n_threads)
-        L = _cholesky_of_w(np.ascontiguousarray(C[idx]), max_d, "uniformly drawn columns")
-        F = _linalg.solve_triangular(L, C.T, lower=True).T.copy()
-        return ColumnSelection(idx, C, _linalg.cho_solve(L, np.eye(n_columns)),
-                               np.full(n_columns, np.nan), F, method)
 
+def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads):
+    """Uniform sampling without replacement; F = C L^{-T} with W = L L^T."""
+    n = diag.shape[0]
+    max_d = float(diag.max())
+    idx = rng.choice(n, size=n_columns, replace=False)
+    C = _columns(points, G, kind, sigma, idx, n_threads)
+    L = _cholesky_of_w(np.ascontiguousarray(C[idx]), max_d, "uniformly drawn columns")
+    F = _linalg.solve_triangular(L, C.T, lower=True).T.copy()
+    return ColumnSelection(idx, C, _w_inverse(L, max_d), np.full(n_columns, np.nan), F,
+                           "uniform")
+
+
+def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,
+              n_threads):
+    """The adaptive selectors (oasis, greedy, rpcholesky) through one OasisCore."""
+    n = diag.shape[0]
+    max_d = float(diag.max())
     core = OasisCore(n_columns, diag, X=points, G_rows=G, kind=kind, sigma=sigma)
     core.recompute_delta(n_threads)
     indices, scores = [], []
@@ -219,7 +354,7 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
         for i in rng.choice(n, size=k0, replace=False) if k0 else ():
             value = float(core.delta_array[i])
             if not value > NUMERICAL_FLOOR * max_d:
-                _initial_columns_failed(core, G, max_d, value)
+                raise initial_columns_error(value, max_d)
             z = points[i] if points is not None else None
             core.step(core.row(i), value, z=z, global_i=i, local_i=i, n_threads=n_threads)
             indices.append(int(i))
@@ -245,14 +380,15 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
             scores.append(float(value))
     indices = np.asarray(indices, dtype=np.intp)
     F = core.F_array
+    del core        # its panels of F: freed before C is formed (the peak selection_peak_bytes)
     # C and W^{-1} once, at the end: W = G(idx, idx) = L L^T with L = F[idx] lower triangular.
+    W_inv = _w_inverse(np.ascontiguousarray(F[indices]), max_d)
     C = _columns(points, G, kind, sigma, indices, n_threads)
-    W_inv = _linalg.cho_solve(np.ascontiguousarray(F[indices]), np.eye(len(indices)))
     return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method)
 
 
 def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1, seed=None,
-          refresh=0, n_jobs=None):
+          refresh=0, n_jobs=None, max_memory=None):
     """oASIS: adaptive Nystrom column selection (Patel, Goldstein, Dyer, Mirhoseini, Baraniuk).
 
     Each step adds the column i maximising the Schur complement Delta_i = G_ii - b_i^T W^{-1}
@@ -272,4 +408,5 @@ def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1,
     ((400, 40), (40, 40))
     """
     return select_columns(X, n_columns, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
-                          rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs)
+                          rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs,
+                          max_memory=max_memory)
