@@ -42,6 +42,18 @@ def _describe_too_large(arr, name, fix):
             f"distances overflow double precision: {fix}")
 
 
+def _check_values(arr, name, fix):
+    """NaN/inf and the magnitude bound, by two reductions: no temporary the size of ``arr``
+    (an explicit n x n kernel matrix passes through here)."""
+    if arr.size == 0:
+        return
+    hi, lo = arr.max(), arr.min()          # NaN propagates through max/min
+    if not (np.isfinite(hi) and np.isfinite(lo)):
+        raise ValueError(_describe_nonfinite(arr, name))
+    if max(hi, -lo) > MAX_MAGNITUDE:
+        raise ValueError(_describe_too_large(arr, name, fix))
+
+
 def _as_float_array(value, name):
     if np.iscomplexobj(value):
         raise ValueError(f"{name} has a complex dtype; hkern needs real numbers")
@@ -89,12 +101,8 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
     if arr.shape[0] < min_samples:
         raise ValueError(f"{name} has {arr.shape[0]} sample(s) (shape {arr.shape}); at least "
                          f"{min_samples} required")
-    if not np.isfinite(arr).all():
-        raise ValueError(_describe_nonfinite(arr, name))
-    if arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
-        raise ValueError(_describe_too_large(
-            arr, name, f"divide {name} by a common factor (and sigma by the same factor: the "
-            "kernels depend on X / sigma only), or standardise it"))
+    _check_values(arr, name, f"divide {name} by a common factor (and sigma by the same factor: "
+                  "the kernels depend on X / sigma only), or standardise it")
     return np.ascontiguousarray(arr)
 
 
@@ -124,11 +132,9 @@ def check_targets(y, n_samples, name="y", *, numeric=True):
                          "must have the same length")
     if arr.ndim == 2 and arr.shape[1] == 0:
         raise ValueError(f"{name} has 0 outputs (shape {arr.shape})")
-    if numeric and not np.isfinite(arr).all():
-        raise ValueError(_describe_nonfinite(arr, name))
-    if numeric and arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
-        raise ValueError(_describe_too_large(
-            arr, name, f"divide {name} by a common factor and multiply the predictions by it"))
+    if numeric:
+        _check_values(arr, name, f"divide {name} by a common factor and multiply the predictions "
+                      "by it")
     if not numeric and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise ValueError(_describe_nonfinite(arr, name))
     if not numeric and arr.dtype.kind == "O":
@@ -150,11 +156,7 @@ def check_rhs(B, n_rows, name="B"):
     arr = _as_float_array(B, name)
     if arr.ndim not in (1, 2) or arr.shape[0] != n_rows:
         raise ValueError(f"{name} must have shape ({n_rows},) or ({n_rows}, k); got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(_describe_nonfinite(arr, name))
-    if arr.size and np.abs(arr).max() > MAX_MAGNITUDE:
-        raise ValueError(_describe_too_large(
-            arr, name, f"divide {name} by a common factor and multiply the result by it"))
+    _check_values(arr, name, f"divide {name} by a common factor and multiply the result by it")
     return np.ascontiguousarray(arr)
 
 

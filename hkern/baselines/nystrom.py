@@ -68,32 +68,45 @@ def nystrom_feature_map(W, rcond):
     return V[:, keep] / np.sqrt(w[keep])
 
 
-def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs):
-    """Sorted landmark rows: the same set in memory order (better locality, same model)."""
-    n = X.shape[0]
+def _check_landmarks(landmarks, n):
+    """landmarks as a selector name or validated row indices (sorted)."""
     if isinstance(landmarks, str):
-        if landmarks == "uniform":
-            return np.sort(rng.choice(n, size=r, replace=False))
-        from ..oasis import SELECTORS, select_columns
+        from ..oasis import SELECTORS
         if landmarks not in SELECTORS:
             raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
                              f"got {landmarks!r}")
-        selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
-                                   n_jobs=n_jobs)
-        return np.sort(selection.indices)
+        return landmarks
     return check_row_indices(landmarks, n, "landmarks")
 
 
-def nystrom_peak_bytes(n, r, n_outputs):
-    """Peak bytes of :func:`fit_nystrom` beyond its inputs (uniform or given landmarks).
+def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs, max_memory):
+    """Sorted landmark rows: the same set in memory order (better locality, same model)."""
+    if not isinstance(landmarks, str):
+        return landmarks
+    if landmarks == "uniform":
+        return np.sort(rng.choice(X.shape[0], size=r, replace=False))
+    from ..oasis import select_columns
+    selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
+                               n_jobs=n_jobs, max_memory=max_memory)
+    return np.sort(selection.indices)
+
+
+def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
+    """Peak bytes of :func:`fit_nystrom` beyond its inputs.
 
     W (r^2) stays alive through the fit; the eigendecomposition holds a copy of W, LAPACK's
     eigenvectors and their transposed copy (3 r^2 more) and then M (r^2); the ridge phase holds W,
     M, the Gram matrix and one block's Gram product (4 r^2) and one row block of C and of C M
-    (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB each).
+    (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB each).  An adaptive landmark
+    selection (oASIS, greedy, RP-Cholesky) runs first and frees its n x r factors before the
+    fit: the peak is the larger of the two phases.
     """
     rows = block_rows(n, r)
-    return 8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs)
+    fit = 8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs)
+    if isinstance(landmarks, str) and landmarks != "uniform":
+        from ..oasis.api import selection_peak_bytes
+        return max(fit, selection_peak_bytes(n, r, landmarks))
+    return fit
 
 
 def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
@@ -163,19 +176,20 @@ def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
     """
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     n = X.shape[0]
+    landmarks = _check_landmarks(landmarks, n)
     if not isinstance(landmarks, str):
-        r = len(np.asarray(landmarks).ravel())   # the given landmarks decide r
+        r = len(landmarks)                       # the given landmarks decide r
     r = check_rank(r, n, "r")
     rcond = check_nonnegative(rcond, "rcond")
     if rcond >= 1:
         raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got {rcond}, "
                          "which would drop every eigenvalue and fit the zero function")
     rng = check_seed(seed)
-    check_memory(nystrom_peak_bytes(n, r, Y.shape[1]), max_memory,
+    check_memory(nystrom_peak_bytes(n, r, Y.shape[1], landmarks), max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     with thread_budget(n_jobs) as n_threads:
-        indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_threads)
+        indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_threads, max_memory)
         Z = np.ascontiguousarray(X[indices])
         W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
         M = nystrom_feature_map(W, rcond)

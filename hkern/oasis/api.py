@@ -181,13 +181,12 @@ def selection_peak_bytes(n_rows, n_columns, method="oasis", n_total=None):
 def _check_selection_memory(n, n_columns, method, precomputed, max_memory):
     """check_memory for select_columns, before the selection allocates anything large.
 
-    With an explicit matrix the validation before it has already needed an n x n temporary
-    (check_array's |X| for the magnitude bound), and the symmetry check needs a block of
-    rows; the peak is the largest of those and the selection's.
+    With an explicit matrix the symmetry check needs a block of rows; the peak is the larger
+    of that and the selection's.
     """
     need = selection_peak_bytes(n, n_columns, method)
     if precomputed:
-        need = max(need, 8 * n * n, 8 * _symmetry_block_rows(n) * n + 16 * n)
+        need = max(need, 8 * _symmetry_block_rows(n) * n + 16 * n)
     check_memory(need, max_memory, what=f"select_columns(method={method!r}) with n={n}, "
                                         f"n_columns={n_columns}",
                  fix="choose a smaller n_columns")
