@@ -194,11 +194,12 @@ class HierarchicalKRR(_TreeModel):
         self.jitter = jitter
 
     def _scores(self, X):
-        with thread_budget(self.n_jobs) as n_threads:
-            Xg, order, leaf_start = self._grouped(X, n_threads)
-            with blas_threads(1):
-                Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
-                                      self._pred_offsets, n_threads)
+        # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
+        n_threads = self._threads()
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
+                                  self._pred_offsets, n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
         return F
@@ -360,12 +361,13 @@ class IndependentKRR(_TreeModel):
         self._logdet = logdet
 
     def _scores(self, X):
-        with thread_budget(self.n_jobs) as n_threads:
-            Xg, order, leaf_start = self._grouped(X, n_threads)
-            with blas_threads(1):
-                Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count,
-                                            self.depth_, self._kind, self.sigma,
-                                            self.dual_coef_, Xg, leaf_start, n_threads)
+        # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
+        n_threads = self._threads()
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count, self.depth_,
+                                        self._kind, self.sigma, self.dual_coef_, Xg, leaf_start,
+                                        n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
         return F
