@@ -10,8 +10,10 @@ import time
 import numpy as np
 import pytest
 import threadpoolctl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memory_probe import assert_estimate_close
-from test_meka_reliability import record_blas_threads
+from test_meka_reliability import hostile_data, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -299,3 +301,29 @@ def test_too_small_max_memory_is_refused_before_any_work():
     assert "n=50000" in str(info.value) and "max_memory" in str(info.value)
     with pytest.raises(ValueError, match="max_memory"):
         hkern.fit_grief(X[:50], y[:50], p=5, max_memory=0)
+
+
+# ------------------------------------------------------------------ property: any input
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=hostile_data(), y_exp=st.integers(-150, 149),
+       inference=st.sampled_from(["type2", "type1"]), p=st.integers(1, 30),
+       grid_size=st.integers(2, 8))
+def test_fit_grief_gives_finite_results_or_a_value_error(data, y_exp, inference, p, grid_size):
+    X, _, rng = data
+    n = X.shape[0]
+    if n < 2:
+        return
+    y = rng.normal(size=n) * 10.0**y_exp
+    try:
+        gp = hkern.fit_grief(X, y, p=p, grid_size=grid_size, inference=inference, seed=0,
+                             maxiter=5, n_restarts=1, init_subset=30, **MALA)
+    except ValueError as exc:
+        assert "constant" in str(exc)          # the only refusal these inputs deserve
+        assert np.all(X == X[0])
+        return
+    mean, var = gp.predict(X, return_var=True)
+    assert mean.shape == var.shape == (n,)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
+    assert np.isfinite(gp.log_marginal_likelihood())

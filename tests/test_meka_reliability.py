@@ -14,6 +14,8 @@ import time
 import numpy as np
 import pytest
 import threadpoolctl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memory_probe import assert_estimate_close
 from references import dense_kernel
 
@@ -290,3 +292,45 @@ def test_too_small_max_memory_is_refused_before_any_work():
         assert "n=200000" in str(info.value) and "max_memory" in str(info.value)
     with pytest.raises(ValueError, match="max_memory"):
         hkern.meka(X[:100], 5, 2, max_memory=-1)
+
+
+# ------------------------------------------------------------------ property: any input
+
+
+@st.composite
+def hostile_data(draw):
+    """Small data of any accepted magnitude, with duplicates and constant columns."""
+    n = draw(st.integers(1, 40))
+    d = draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if draw(st.booleans()):
+        X = X[rng.integers(max(1, n // 4), size=n)]            # duplicated rows
+    if draw(st.booleans()):
+        X[:, rng.integers(d)] = 3.0                             # a constant column
+    magnitude = 10.0 ** draw(st.integers(-150, 149))
+    return X * magnitude, magnitude, rng
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=hostile_data(), sigma_exp=st.integers(-300, 300), lam_exp=st.integers(-8, 1),
+       kernel=st.sampled_from(["gaussian", "laplace", "matern32", "imq"]),
+       solver=st.sampled_from(["direct", "cg"]), policy=st.sampled_from(
+           ["uniform", "proportional", "spectral"]))
+def test_fit_meka_gives_finite_results_or_a_value_error(data, sigma_exp, lam_exp, kernel,
+                                                        solver, policy):
+    X, magnitude, rng = data
+    n = X.shape[0]
+    sigma = float(np.clip(magnitude * 10.0**sigma_exp, 1e-300, 1e300))
+    y = rng.normal(size=n)
+    rank, c = int(rng.integers(1, n + 1)), int(rng.integers(1, n + 1))
+    try:
+        model = hkern.fit_meka(X, y, rank, c, lam=10.0**lam_exp, kernel=kernel, sigma=sigma,
+                               solver=solver, rank_policy=policy, seed=0)
+    except ValueError:
+        return                      # e.g. CG not converging within maxiter is a clear error
+    pred = model.predict(X)
+    assert pred.shape == (n,) and np.all(np.isfinite(pred))
+    G = model.approximation_
+    assert np.all(np.isfinite(G.matvec(y))) and np.isfinite(G.rel_error())
