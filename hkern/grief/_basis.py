@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._threads import blas_threads
 from ..kernels import kernel_matrix
 from . import _core
 
@@ -142,8 +141,7 @@ class GriefBasis:
         from .. import _linalg
         A = np.zeros((self.p, self.p))
         r = np.zeros(self.p)
-        with blas_threads(n_threads):
-            for start, Phi in self.phi_blocks(X, n_threads):
-                A += _linalg.gram(Phi, trans=True, n_threads=n_threads)
-                r += _linalg.matvec(Phi, y[start:start + Phi.shape[0]], trans=True)
+        for start, Phi in self.phi_blocks(X, n_threads):
+            A += _linalg.gram(Phi, trans=True, n_threads=n_threads)
+            r += _linalg.matvec(Phi, y[start:start + Phi.shape[0]], trans=True)
         return A, r

@@ -32,7 +32,9 @@ def plain_lml(yy, r, A, n, w, noise, grad=True):
     """LML and (optionally) dLML/dw (p,) and dLML/dnoise for K~ = Phi diag(w) Phi' + noise I.
 
     Returns (lml, dw, dnoise, L, beta); dw and dnoise are None without ``grad``.
+    ``noise`` is taken as a NumPy float (no OverflowError from its square; see svd_lml).
     """
+    noise = np.float64(noise)
     p = r.shape[0]
     L, beta = plain_posterior(A, r, w, noise)
     rb = float(r @ beta)
@@ -65,7 +67,13 @@ def svd_transform(A, r):
 
 
 def svd_lml(yy, rho, n, w, noise, grad=True):
-    """LML (and dLML/dw, dLML/dnoise) in the SVD basis, O(p~); rho = (U'y)^2."""
+    """LML (and dLML/dw, dLML/dnoise) in the SVD basis, O(p~); rho = (U'y)^2.
+
+    ``noise`` is taken as a NumPy float: a value whose square does not fit a double (a MALA
+    proposal far in the tail) then gives an infinite or NaN result for the caller to reject,
+    where Python's float power raised OverflowError.
+    """
+    noise = np.float64(noise)
     pt = rho.shape[0]
     wn = w + noise
     lml = (-0.5 * np.sum(np.log(wn) + rho / wn)

@@ -37,10 +37,21 @@ def lognormal_params(mode, variance):
 
 
 def _log_target(z, yy, rho, n, mu, s2):
-    w, noise = np.exp(z[:-1]), float(np.exp(z[-1]))
-    lml, dw, dnoise = svd_lml(yy, rho, n, w, noise)
-    logp = lml - 0.5 * np.sum((z - mu) ** 2 / s2)
-    grad = np.concatenate([dw * w, [dnoise * noise]]) - (z - mu) / s2
+    """(log density, gradient) at z, or (-inf, None) where they do not fit a double.
+
+    A proposal can land far in the tail (a large gradient times the step): there exp(z)
+    overflows or underflows and the LML is infinite or NaN.  The log-normal priors put the
+    density there below exp(-1000) relative to the bulk, so such a proposal has acceptance
+    probability 0 to double precision and is rejected; the chain itself stays where both are
+    finite.
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        w, noise = np.exp(z[:-1]), np.exp(z[-1])
+        lml, dw, dnoise = svd_lml(yy, rho, n, w, noise)
+        logp = lml - 0.5 * np.sum((z - mu) ** 2 / s2)
+        grad = np.concatenate([dw * w, [dnoise * noise]]) - (z - mu) / s2
+    if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
+        return -np.inf, None
     return logp, grad
 
 
@@ -59,6 +70,10 @@ def mala(yy, rho, n, mu, s2, rng, n_iter=10_000, burn_in=1000, thin=50, step=Non
     """
     z = mu - s2            # the prior mode in w-space: exp(mu - s2) is the log-normal mode
     logp, grad = _log_target(z, yy, rho, n, mu, s2)
+    if grad is None:
+        raise ValueError("GRIEF type-I sampling: the log density is not finite at the prior "
+                         "mode (noise or weights beyond double precision); pass noise and "
+                         "signal_variance within a few orders of magnitude of var(y)")
     eps = step if step is not None else 0.1 / np.sqrt(z.size) ** (1 / 3)
     log_eps = np.log(eps)
     samples, accepted, counted = [], 0, 0
@@ -67,16 +82,20 @@ def mala(yy, rho, n, mu, s2, rng, n_iter=10_000, burn_in=1000, thin=50, step=Non
         mean_fwd = z + 0.5 * eps**2 * grad
         z_new = mean_fwd + eps * rng.standard_normal(z.size)
         logp_new, grad_new = _log_target(z_new, yy, rho, n, mu, s2)
-        mean_bwd = z_new + 0.5 * eps**2 * grad_new
-        log_q_fwd = -np.sum((z_new - mean_fwd) ** 2) / (2 * eps**2)
-        log_q_bwd = -np.sum((z - mean_bwd) ** 2) / (2 * eps**2)
-        log_ratio = logp_new - logp + log_q_bwd - log_q_fwd
+        if grad_new is None:
+            log_ratio = -np.inf         # outside the representable region: rejected
+        else:
+            mean_bwd = z_new + 0.5 * eps**2 * grad_new
+            log_q_fwd = -np.sum((z_new - mean_fwd) ** 2) / (2 * eps**2)
+            log_q_bwd = -np.sum((z - mean_bwd) ** 2) / (2 * eps**2)
+            log_ratio = logp_new - logp + log_q_bwd - log_q_fwd
         accept = np.isfinite(log_ratio) and np.log(rng.uniform()) < log_ratio
         if accept:
             z, logp, grad = z_new, logp_new, grad_new
         if it < burn_in:
             # Robbins-Monro on log(step) towards the target acceptance rate.
-            rate = min(1.0, np.exp(log_ratio)) if np.isfinite(log_ratio) else 0.0
+            # min(1, exp(r)) as exp(min(r, 0)): the same value, without overflowing for r > 709
+            rate = float(np.exp(min(log_ratio, 0.0))) if np.isfinite(log_ratio) else 0.0
             log_eps += (rate - TARGET_ACCEPT) / np.sqrt(it + 1.0)
         else:
             accepted += bool(accept)

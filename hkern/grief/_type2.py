@@ -47,5 +47,8 @@ def type2_lml(theta, X, y, grids, p, idx=None, grad=True, n_threads=1):
         G -= PhiPinv
         acc += basis.lengthscale_grad_rows(X[start:start + Phi.shape[0]], G, Phi, dM,
                                            n_threads).sum(axis=0)
+        # Free this block's n x p temporaries before the next block of Phi is formed (the
+        # peak is then four blocks, not six).
+        del T, PhiPinv, G
     g[:d] = acc
     return lml, g, basis, L, beta

@@ -8,7 +8,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .. import _linalg
-from .._threads import resolve_n_jobs
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
 from .._validation import (
     check_array,
     check_choice,
@@ -18,13 +19,13 @@ from .._validation import (
     check_seed,
     check_targets,
 )
-from ._basis import GriefBasis, make_grids
+from ._basis import BLOCK, GriefBasis, make_grids
 from ._init import BOUNDS, fit_exact_ard
 from ._lml import plain_lml, svd_lml, svd_transform
 from ._mala import lognormal_params, mala
 from ._type2 import type2_lml
 
-__all__ = ["GriefGP", "fit_grief"]
+__all__ = ["GriefGP", "fit_grief", "grief_peak_bytes"]
 
 # Type-II searches besides the paper's initialisation (see fit_grief, n_restarts).
 RESTARTS_DEFAULT = 2
@@ -73,7 +74,10 @@ class GriefGP:
     # -- prediction ------------------------------------------------------------------------
     def _standardise(self, X):
         X = check_n_features(X, self.n_features_in_)
-        return np.ascontiguousarray((X[:, self.active_features_] - self._x_mean) / self._x_std)
+        with np.errstate(over="ignore"):
+            # A point beyond double precision in standard deviations is infinitely far: every
+            # basis function is 0 there, and the prediction is the prior.
+            return self._x_scaler.transform(X)
 
     def predict(self, X, return_var=False, include_noise=False):
         """Predictive mean (and variance) at X.
@@ -103,8 +107,17 @@ class GriefGP:
         >>> bool(np.all(var >= 0)) and mean.shape == (5,)
         True
         """
+        for name, flag in (("return_var", return_var), ("include_noise", include_noise)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
         Xs = self._standardise(X)
-        n_threads = resolve_n_jobs(self.n_jobs)
+        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+            # BLAS calls made through NumPy run on one thread (their results can change with
+            # the thread count); the large products go through hkern's tiled kernels on
+            # n_threads OpenMP threads, which are bitwise equal for any count.
+            return self._predict(Xs, return_var, include_noise, n_threads)
+
+    def _predict(self, Xs, return_var, include_noise, n_threads):
         means, vars_ = [], []
         for _, Phi in self._basis.phi_blocks(Xs, n_threads):
             if self.inference == "type2":
@@ -113,12 +126,13 @@ class GriefGP:
                     T = _linalg.solve_triangular(self._L, Phi.T.copy(), lower=True)
                     vars_.append(self._noise_s * np.einsum("ij,ij->j", T, T))
             else:
-                Pt = (Phi @ self._V) / self._s
+                Pt = _linalg.matmul(Phi, self._V, n_threads=n_threads) / self._s
                 m = Pt @ self._coef_mean
                 means.append(m)
                 if return_var:
                     e_var = (Pt**2) @ self._var_weights
-                    spread = Pt @ self._coef_samples.T - m[:, None]
+                    spread = _linalg.matmul(Pt, self._coef_samples, trans_b=True,
+                                            n_threads=n_threads) - m[:, None]
                     vars_.append(e_var + np.mean(spread**2, axis=1))
         mean = np.concatenate(means) * self._y_std + self._y_mean
         if not return_var:
@@ -177,12 +191,15 @@ def _check_grid_size(grid_size, d):
 def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
               lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
               optimize_subset=None, init_subset=1000, n_restarts=RESTARTS_DEFAULT, n_iter=10_000,
-              burn_in=1000, thin=50, w_prior="kernel", grid_inputs=None, n_jobs=None):
+              burn_in=1000, thin=50, w_prior="kernel", grid_inputs=None, n_jobs=None,
+              max_memory=None):
     """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
 
-    Inputs and targets are standardised internally (training mean and standard deviation); the
+    Inputs and targets are standardised internally (training mean and standard deviation,
+    computed at an exact power-of-two scale so that data of any accepted magnitude, 1e-300 to
+    1e150, give the same model as the same data near 1); the
     grid of dimension i is ``linspace(min, max, grid_size[i])`` of the training column, or its
     sorted unique values when it has no more than ``grid_size[i]`` of them.  Columns that are
     constant on the training set carry no information and are ignored (see
@@ -237,6 +254,9 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         search starts from the same point with those inputs switched off.
     n_iter, burn_in, thin : int
         MALA schedule (type I); the step size adapts during burn-in towards 57.4% acceptance.
+        burn_in < n_iter, and 1 <= thin <= n_iter - burn_in (floor((n_iter - burn_in) / thin)
+        samples are kept).  With given hyperparameters, type I centres the noise prior at
+        ``noise``, which must then lie within [1e-6, 10] var(y).
     w_prior : {"kernel", "unit"}, default="kernel"
         Type I only: where the log-normal prior of the weights of the orthogonalised (SVD)
         basis is centred.  ``"kernel"``: mode s_i^2 (the squared singular values of the scaled
@@ -258,7 +278,15 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         against 4.49 with the training-range grid, housing 3.43 against 3.08, the other small
         sets within 1%; doc/results_grief.md).  None: the training inputs alone.
     n_jobs : int or None
-        Threads for the basis and the BLAS-3 work (None: all cores).
+        Threads of the basis, the Gram matrices and the triangular solves (hkern's tiled
+        kernels, OpenMP).  BLAS calls made through NumPy/SciPy in the fit and in ``predict``
+        run on one thread, so results are bitwise identical for any value.  None: the CPUs
+        available, bounded by OMP_NUM_THREADS and an enclosing threadpoolctl limit.
+    max_memory : int, float or None
+        Largest peak memory (bytes) the fit may use; None (default) is the memory available
+        now.  The peak (:func:`hkern.grief.api.grief_peak_bytes`: the standardised data, the
+        exact-GP initialisation on ``init_subset`` points, p x p matrices and blocks of 4096
+        rows of Phi) is estimated before anything large is allocated.
 
     Returns
     -------
@@ -268,8 +296,11 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     ------
     ValueError
         For p < 1, grid_size < 2, non-finite X or y, all-constant X, an unknown kernel or
-        inference, malformed hyperparameters, and grid_inputs that are non-finite or have a
+        inference, malformed hyperparameters, a MALA schedule that keeps no sample
+        (``thin > n_iter - burn_in``), and grid_inputs that are non-finite or have a
         different number of columns from X.
+    hkern._memory.MemoryLimitError
+        (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Examples
     --------
@@ -302,98 +333,240 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     n_restarts = check_int(n_restarts, "n_restarts", low=0)
     if optimize_subset is not None:
         optimize_subset = check_int(optimize_subset, "optimize_subset", low=2)
+    if not isinstance(optimize, (bool, np.bool_)):
+        raise ValueError(f"optimize must be True or False, got {optimize!r}")
     n_iter = check_int(n_iter, "n_iter", low=1)
     burn_in = check_int(burn_in, "burn_in", low=0, high=n_iter - 1,
                         hint="burn_in must leave some iterations to keep")
-    thin = check_int(thin, "thin", low=1)
+    kept = n_iter - burn_in
+    thin = check_int(thin, "thin", low=1, high=kept,
+                     hint=f"MALA keeps every thin-th of the n_iter - burn_in = {kept} iterations "
+                          "after burn-in, so thin above that keeps no sample; lower thin or "
+                          "raise n_iter")
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-
-    x_mean, x_std = X.mean(axis=0), X.std(axis=0)
-    active = np.flatnonzero(x_std > 0)
-    if active.size == 0:
-        raise ValueError("every column of X is constant on the training set; GRIEF needs at least "
-                         "one varying input")
-    def standardise(A):
-        return np.ascontiguousarray((A[:, active] - x_mean[active]) / x_std[active])
-
-    Xs = standardise(X)
-    y_mean, y_std = float(y.mean()), float(y.std())
-    y_std = y_std if y_std > 0 else 1.0
-    ys = (y - y_mean) / y_std
-    d = active.size
-    span = Xs
     if grid_inputs is not None:
-        G = check_array(grid_inputs, "grid_inputs")
-        if G.shape[1] != d_in:
-            raise ValueError(f"grid_inputs must have the {d_in} columns of X; got {G.shape[1]}")
-        span = np.vstack([Xs, standardise(G)])
-    grids = make_grids(span, sizes[active])
-    m = math.prod(int(g.size) for g in grids)
+        grid_inputs = check_array(grid_inputs, "grid_inputs")
+        if grid_inputs.shape[1] != d_in:
+            raise ValueError(f"grid_inputs must have the {d_in} columns of X; got "
+                             f"{grid_inputs.shape[1]}")
+    given = _given_hyperparameters(lengthscales, signal_variance, noise, d_in)
 
+    # NumPy/SciPy BLAS calls of the fit run on one thread: OpenBLAS's threaded dot products,
+    # eigensolvers and products change their rounding with the thread count.  The O(n p^2)
+    # work runs in hkern's tiled kernels and OpenMP loops on n_threads threads, which give
+    # the same bits for any count.
+    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+        x_scaler = _Standardiser(X)
+        if x_scaler.active.size == 0:
+            raise ValueError("every column of X is constant on the training set; GRIEF needs at "
+                             "least one varying input")
+        active = x_scaler.active
+        y_scaler = _Standardiser(y[:, None], keep_constant=True)
+        ys = y_scaler.transform(y[:, None])[:, 0]
+        y_mean, y_std = float(y_scaler.mean_[0]), float(y_scaler.std_[0])
+        Xs = x_scaler.transform(X)
+        span = Xs
+        if grid_inputs is not None:
+            with np.errstate(over="ignore"):
+                span = np.vstack([Xs, x_scaler.transform(grid_inputs)])
+        if not np.isfinite(span).all():
+            raise ValueError("grid_inputs lie too many standard deviations (of the training "
+                             "columns) from X for double precision; drop the far points")
+        grids = make_grids(span, sizes[active])
+        del span
+        m = math.prod(int(g.size) for g in grids)
+        d = active.size
+        check_memory(
+            grief_peak_bytes(n, d, min(p, m), 0 if given else min(n, init_subset),
+                             n if optimize_subset is None else min(n, optimize_subset),
+                             inference, optimize and maxiter > 0, kept // thin),
+            max_memory, what=f"fit_grief with n={n}, d={d}, p={min(p, m)}",
+            fix="choose a smaller p" + ("" if given else " or init_subset"))
+        if given:
+            theta0 = _standardised_theta(given, x_scaler, y_std)
+        else:
+            sub = np.sort(rng.choice(n, size=min(n, init_subset), replace=False))
+            theta0 = fit_exact_ard(Xs[sub], ys[sub])
+
+        state = {"inference": inference, "n_features_in_": d_in, "active_features_": active,
+                 "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_scaler": x_scaler,
+                 "_y_mean": y_mean, "_y_std": y_std}
+        if inference == "type2":
+            state.update(_type2(theta0, Xs, ys, grids, p, rng, optimize, maxiter,
+                                optimize_subset, n_restarts, n_threads))
+            theta = state["theta_"]
+            state.update(restart_lmls_=state["restart_lmls_"] - n * np.log(y_std),
+                         noise_=state["_noise_s"] * y_std**2,
+                         signal_variance_=float(np.exp(theta[d])) * y_std**2)
+        else:
+            _check_type1_noise(theta0, d, given)
+            state.update(_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in, thin, w_prior,
+                                n_threads))
+            state["noise_"] = state["_noise_s"] * y_std**2
+            state["signal_variance_"] = float(np.exp(theta0[d])) * y_std**2
+            theta = theta0
+    ls_out = np.full(d_in, np.inf)
+    ls_out[active] = np.exp(theta[:d]) * x_scaler.std_
+    state.update(lengthscales_=ls_out, p_=state["_basis"].p)
+    return GriefGP(**state)
+
+
+def grief_peak_bytes(n, d, p, init_rows, search_rows, inference, searching, n_kept):
+    """Estimated peak bytes of :func:`fit_grief` beyond X and y.
+
+    Doubles alive at the peak: the standardised inputs and targets (n d + n, and one more n d
+    for a moment while they are formed), then the largest phase:
+
+    * the exact-GP initialisation on ``init_rows`` points: its kernel matrix, the covariance,
+      its Cholesky factor, the inverse (and the identity it is solved from), and the gradient's
+      weight matrices, about 7 init_rows^2;
+    * type II, with B = min(search rows, 4096) rows of Phi at a time: A = Phi'Phi is
+      accumulated beside one product and up to two blocks of Phi (2 p^2 + 2 B p, with
+      B = min(n, 4096) for the final model on all rows); an LML
+      with gradient holds A, P, its factor, an identity and the factor's inverse (5 p^2),
+      and the gradient pass holds A and the factor beside four B x p blocks (Phi, two
+      triangular solves, the outer-product weights) and, measured, about one more that the
+      allocator keeps from the previous block; without a search only the LML's A, P
+      and factor (3 p^2); a search subset is copied (search_rows d);
+    * type I: the accumulation as above, then A, its scaled copy, the eigendecomposition's
+      copy, vectors and workspace (about 6 p^2), and the kept samples' weights, noise ratios
+      and coefficients (about 5 n_kept p).
+    """
+    B = min(search_rows, BLOCK)
+    init = 7 * init_rows * init_rows
+    gram = 2 * p * p + 2 * min(n, BLOCK) * p      # the final model is built on all rows
+    if inference == "type2" and searching:
+        fit = max(gram, 5 * p * p, 2 * p * p + 5 * B * p) + (
+            search_rows * d if search_rows < n else 0)
+    elif inference == "type2":
+        fit = max(gram, 3 * p * p)
+    else:
+        fit = max(gram, 6 * p * p) + 5 * n_kept * (p + 1)
+    return 8 * (n * d + n + max(n * d, init, fit))
+
+
+class _Standardiser:
+    """Column means and standard deviations, computed at an exact power-of-two scale.
+
+    Each column is multiplied by 2^k with its largest magnitude in [0.5, 1) when that magnitude
+    is outside [2^-100, 2^100] (k = 0 otherwise, so ordinary data are treated exactly as
+    ``(A - A.mean(0)) / A.std(0)``).  Multiplying by a power of two is exact, and it keeps the
+    squares inside the statistics from underflowing (columns near 1e-300 had std 0 and were
+    taken for constant) or overflowing.  Constant columns are found exactly (max == min): the
+    rounding of a mean could give a constant column such as 3e100 a standard deviation of 1e84.
+
+    Attributes
+    ----------
+    active : ndarray of int
+        The non-constant columns (every column with ``keep_constant``: a constant one then gets
+        k = 0 and standard deviation 1).
+    mean_, std_ : ndarray
+        Per active column, in the caller's units.
+    """
+
+    SAFE = (2.0**-100, 2.0**100)
+
+    def __init__(self, A, keep_constant=False):
+        high, low = A.max(axis=0), A.min(axis=0)
+        constant = high == low
+        self.active = np.arange(A.shape[1]) if keep_constant else np.flatnonzero(~constant)
+        top = np.maximum(high, -low)[self.active]
+        constant = constant[self.active]
+        safe = constant | ((top >= self.SAFE[0]) & (top <= self.SAFE[1]))
+        self.k = np.where(safe, 0, np.clip(-np.frexp(top)[1], -1022, 1023)).astype(np.intc)
+        # C order: A[:, active] is Fortran-ordered, and the column sums would then be taken in
+        # another order than A.mean(axis=0) takes them.
+        scaled = np.ldexp(A[:, self.active], self.k, order="C")
+        self.mean_s = scaled.mean(axis=0)
+        self.std_s = np.where(constant, 1.0, scaled.std(axis=0))
+        self.mean_ = np.ldexp(self.mean_s, -self.k)
+        self.std_ = np.ldexp(self.std_s, -self.k)
+
+    def transform(self, A):
+        """(2^k A[:, active] - mean) / std (scaled statistics), C-contiguous."""
+        Z = np.ldexp(A[:, self.active], self.k, order="C")
+        Z -= self.mean_s
+        Z /= self.std_s
+        return np.ascontiguousarray(Z)
+
+
+def _given_hyperparameters(lengthscales, signal_variance, noise, d_in):
+    """(ls (d_in,), s2, noise) in the caller's units, checked; None when none is given."""
     given = [v is not None for v in (lengthscales, signal_variance, noise)]
     if any(given) and not all(given):
         raise ValueError("give all of lengthscales, signal_variance and noise, or none of them "
                          "(then they are initialised by an exact GP on a subset)")
-    if all(given):
+    if not all(given):
+        return None
+    try:
         ls = np.broadcast_to(np.asarray(lengthscales, dtype=np.float64), (d_in,))
-        if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
-            raise ValueError(f"lengthscales must be finite and > 0, got {lengthscales!r}")
-        theta0 = np.concatenate([np.log(ls[active] / x_std[active]),
-                                 [np.log(check_positive(signal_variance, "signal_variance")
-                                         / y_std**2),
-                                  np.log(check_positive(noise, "noise") / y_std**2)]])
-    else:
-        sub = np.sort(rng.choice(n, size=min(n, init_subset), replace=False))
-        theta0 = fit_exact_ard(Xs[sub], ys[sub])
+    except (TypeError, ValueError):
+        raise ValueError(f"lengthscales must be one positive number or {d_in} (one per column "
+                         f"of X), got {lengthscales!r}") from None
+    if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+        raise ValueError(f"lengthscales must be finite and > 0, got {lengthscales!r}")
+    return (ls, check_positive(signal_variance, "signal_variance"),
+            check_positive(noise, "noise"))
 
-    state = {"inference": inference, "n_features_in_": d_in, "active_features_": active,
-                 "n_train_": n, "m_": m, "n_jobs": n_jobs, "_x_mean": x_mean[active],
-                 "_x_std": x_std[active],
-                 "_y_mean": y_mean, "_y_std": y_std}
-    if inference == "type2":
-        search = None
-        if optimize_subset is not None and optimize_subset < n:
-            search = np.sort(rng.choice(n, size=optimize_subset, replace=False))
-        Xq, yq = (Xs, ys) if search is None else (Xs[search], ys[search])
-        searching = optimize and maxiter > 0
-        starts = [theta0]
-        screened = _screened_start(theta0, grids) if searching else None
-        if screened is not None:
-            starts.append(screened)
-        # Drawn after the subsets so that n_restarts=0 reproduces the single-search stream.
-        starts += [np.concatenate([theta0[:d] + rng.standard_normal(d), theta0[d:]])
-                   for _ in range(n_restarts if searching else 0)]
-        thetas, lmls = [], []
-        for start in starts:
-            theta, lml = _optimise_type2(start, Xq, yq, grids, p, optimize, maxiter, n_threads)
-            if search is not None:
-                lml = np.nan
-            if len(starts) > 1 and not np.isfinite(lml):
-                # Compare the candidates on all training points, not on the search subset.
-                lml = type2_lml(theta, Xs, ys, grids, p, grad=False, n_threads=n_threads)[0]
-            thetas.append(theta)
-            lmls.append(float(lml))
-        best = int(np.nanargmax(lmls)) if len(starts) > 1 else 0
-        theta = thetas[best]
-        state.update(restart_lmls_=np.array(lmls) - n * np.log(y_std),
-                     restart_thetas_=np.array(thetas), restart_=best,
-                     screened_=screened is not None)
-        lml, _, basis, L, beta = type2_lml(theta, Xs, ys, grids, p, grad=False,
-                                           n_threads=n_threads)
-        state.update(_basis=basis, _L=L, _beta=beta, _noise_s=float(np.exp(theta[d + 1])),
-                     _lml_s=float(lml), noise_=float(np.exp(theta[d + 1])) * y_std**2,
-                     signal_variance_=float(np.exp(theta[d])) * y_std**2, theta_=theta)
-    else:
-        state.update(_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in, thin, w_prior,
-                                   n_threads))
-        state["noise_"] = state["_noise_s"] * y_std**2
-        state["signal_variance_"] = float(np.exp(theta0[d])) * y_std**2
-        theta = theta0
-    ls_out = np.full(d_in, np.inf)
-    ls_out[active] = np.exp(theta[:d]) * x_std[active]
-    state.update(lengthscales_=ls_out, p_=state["_basis"].p)
-    return GriefGP(**state)
+
+def _standardised_theta(given, x_scaler, y_std):
+    """theta0 = [log ls, log s2, log noise] in the units the model works in (standardised)."""
+    ls, s2, noise = given
+    active = x_scaler.active
+    var = np.float64(y_std) ** 2        # NumPy: var(y) may underflow, and s2 / 0 is then inf
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):
+        theta0 = np.concatenate([np.log(ls[active] / x_scaler.std_),
+                                 [np.log(s2 / var), np.log(noise / var)]])
+    if not np.all(np.isfinite(theta0)):
+        raise ValueError("lengthscales, signal_variance or noise are so far from the spread of X "
+                         "and y (standard deviations, and var(y) for signal_variance and noise) "
+                         "that their ratio does not fit a double; rescale X or y, or give "
+                         "hyperparameters in the units of the data")
+    return theta0
+
+
+def _check_type1_noise(theta0, d, given):
+    """Type I centres the noise prior at the initial noise: it must lie in the search box."""
+    lo, hi = BOUNDS["log_noise"]
+    if given is not None and not lo <= theta0[d + 1] <= hi:
+        raise ValueError(f"noise is {np.exp(theta0[d + 1]):.3g} var(y); inference='type1' "
+                         f"centres the noise prior there and needs it within "
+                         f"[{np.exp(lo):g}, {np.exp(hi):g}] var(y) (the box of the type-II "
+                         "search); pass a noise in that range")
+
+
+def _type2(theta0, Xs, ys, grids, p, rng, optimize, maxiter, optimize_subset, n_restarts,
+           n_threads):
+    """Type-II fit: the searches (see fit_grief, n_restarts), the best kept, the final model."""
+    n, d = Xs.shape
+    search = None
+    if optimize_subset is not None and optimize_subset < n:
+        search = np.sort(rng.choice(n, size=optimize_subset, replace=False))
+    Xq, yq = (Xs, ys) if search is None else (Xs[search], ys[search])
+    searching = optimize and maxiter > 0
+    starts = [theta0]
+    screened = _screened_start(theta0, grids) if searching else None
+    if screened is not None:
+        starts.append(screened)
+    # Drawn after the subsets so that n_restarts=0 reproduces the single-search stream.
+    starts += [np.concatenate([theta0[:d] + rng.standard_normal(d), theta0[d:]])
+               for _ in range(n_restarts if searching else 0)]
+    thetas, lmls = [], []
+    for start in starts:
+        theta, lml = _optimise_type2(start, Xq, yq, grids, p, optimize, maxiter, n_threads)
+        if search is not None:
+            lml = np.nan
+        if len(starts) > 1 and not np.isfinite(lml):
+            # Compare the candidates on all training points, not on the search subset.
+            lml = type2_lml(theta, Xs, ys, grids, p, grad=False, n_threads=n_threads)[0]
+        thetas.append(theta)
+        lmls.append(float(lml))
+    best = int(np.nanargmax(lmls)) if len(starts) > 1 else 0
+    theta = thetas[best]
+    lml, _, basis, L, beta = type2_lml(theta, Xs, ys, grids, p, grad=False, n_threads=n_threads)
+    return dict(restart_lmls_=np.array(lmls), restart_thetas_=np.array(thetas), restart_=best,
+                screened_=screened is not None, _basis=basis, _L=L, _beta=beta,
+                _noise_s=float(np.exp(theta[d + 1])), _lml_s=float(lml), theta_=theta)
 
 
 def _bounds(d):

@@ -16,6 +16,7 @@ single-threaded BLAS (the caller holds blas_threads(1)), so results are bitwise 
 any thread count.  The routines return 0, a LAPACK info, or -1000 when malloc fails.
 """
 from cython.parallel cimport prange
+from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
@@ -31,18 +32,24 @@ cdef enum:
 
 
 def assign_nearest(const double[:, ::1] X, const double[:, ::1] C, Py_ssize_t[::1] labels,
-                   int n_threads):
-    """labels[i] = argmin_s ||X[i] - C[s]||^2 (smallest s on ties), O(n d c)."""
+                   int n_threads, double scale=1.0):
+    """labels[i] = argmin_s ||scale (X[i] - C[s])||^2 (smallest s on ties), O(n d c).
+
+    ``scale`` is a power of two chosen by the caller so that the squared distances neither
+    overflow nor underflow (multiplying by a power of two is exact: the argmin is that of the
+    unscaled distances whenever those are representable).  A row whose distances are all
+    infinite or NaN still gets label 0, never an unset one.
+    """
     cdef Py_ssize_t n = X.shape[0], c = C.shape[0], d = X.shape[1], i, s, j, best
     cdef double dist, best_dist, diff
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="static"):
             best = 0
-            best_dist = 1e308
+            best_dist = INFINITY
             for s in range(c):
                 dist = 0.0
                 for j in range(d):
-                    diff = X[i, j] - C[s, j]
+                    diff = (X[i, j] - C[s, j]) * scale
                     dist = dist + diff * diff
                 if dist < best_dist:
                     best_dist = dist

@@ -1,6 +1,7 @@
 """Python face of MEKA: build the block low-rank approximation G ~ W L W^T."""
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -8,11 +9,13 @@ import warnings
 import numpy as np
 
 from .. import _linalg
-from .._threads import blas_threads, resolve_n_jobs
+from .._memory import check_memory
+from .._threads import blas_threads, resolve_n_jobs, thread_budget
 from .._validation import (
     check_array,
     check_choice,
     check_int,
+    check_n_features,
     check_nonnegative,
     check_positive,
     check_seed,
@@ -20,7 +23,7 @@ from .._validation import (
 from ..kernels._api import _centred_for_accuracy, _kernel_matrix_trusted, kernel_kind
 from . import _meka
 
-__all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation", "meka"]
+__all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation", "meka", "meka_peak_bytes"]
 
 RANK_POLICIES = ("uniform", "proportional", "spectral")
 THRESHOLD_KINDS = ("fraction", "absolute")
@@ -39,6 +42,16 @@ LINK_RCOND = 1e-2
 DENSE_LIMIT = 20_000
 # Rows of the exact kernel formed at a time by rel_error().
 ERROR_CHUNK = 256
+
+
+def within_budget(method):
+    """Run a public method inside ``thread_budget(self.n_jobs)``: the model's n_jobs bounds the
+    BLAS threads of every NumPy/SciPy call the method makes, not only the OpenMP loops."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with thread_budget(self.n_jobs):
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 def _check_status(status, what):
@@ -193,6 +206,7 @@ class MekaApproximation:
                              f"({self.n_samples}, r); got {arr.shape}")
         return arr
 
+    @within_budget
     def matvec(self, v):
         """G~ v for v of shape (n,) or (n, r), in the training points' original order.
 
@@ -213,6 +227,7 @@ class MekaApproximation:
         out[self._perm] = self._apply_sorted(np.ascontiguousarray(V))
         return out.ravel() if v.ndim == 1 else out
 
+    @within_budget
     def to_dense(self):
         """The n x n matrix G~ = P W L W^T P^T (small n only: n <= 20000).
 
@@ -253,6 +268,7 @@ class MekaApproximation:
                                         trans_b=True)
         return out
 
+    @within_budget
     def rel_error(self, n_rows=20000, seed=None):
         """Relative Frobenius error ||G - G~||_F / ||G||_F estimated on sampled rows.
 
@@ -312,6 +328,7 @@ class MekaApproximation:
             Lp[:, ks] = _linalg.matmul(Lp[:, ks], Rs[s], trans_b=True)
         return Qs, Rs, 0.5 * (Lp + Lp.T)
 
+    @within_budget
     def eigh(self, k=None):
         """Largest-k eigenpairs of G~, exactly (up to round-off), in O(n K^2 + K^3).
 
@@ -375,17 +392,17 @@ class MekaApproximation:
     # -------------------------------------------------------------- new points
     def _prepare_new(self, X):
         X = np.ascontiguousarray(X if self._shift is None else X - self._shift)
-        labels = np.empty(X.shape[0], dtype=np.intp)
-        _meka.assign_nearest(X, self.centroids_, labels, self._threads())
-        return X, labels
+        return X, _assign(X, self.centroids_, self._threads())
 
+    @within_budget
     def features(self, X):
         """Nystrom features w(x) = K(x, Z_s) F^(s) of new points, with s their nearest centroid.
 
         Returns (labels, list of per-cluster feature arrays): for a training point w(x) is its
-        row of W^(s).
+        row of W^(s).  X is checked like every other input (finite, 2-D with the training
+        number of features; float32, Fortran-ordered and read-only arrays are converted).
         """
-        X, labels = self._prepare_new(X)
+        X, labels = self._prepare_new(check_n_features(X, self._X.shape[1]))
         out = []
         for s in range(self.n_clusters_):
             sel = np.flatnonzero(labels == s)
@@ -413,26 +430,68 @@ def _drop_empty(centroids, labels):
     return np.ascontiguousarray(centroids[keep]), remap[labels]
 
 
+# Data whose largest magnitude lies outside this range are clustered after an exact rescaling
+# (see _distance_exponent); inside it, squared distances of n <= 2^40 points in d <= 2^40
+# dimensions can neither overflow nor lose their leading digits to underflow.
+DISTANCE_SAFE_RANGE = (2.0**-100, 2.0**100)
+
+
+def _distance_exponent(*arrays):
+    """k such that 2^k brings the largest magnitude of ``arrays`` into [0.5, 1), or 0 when it is
+    already inside DISTANCE_SAFE_RANGE.
+
+    k-means and nearest-centroid assignment depend only on the order of squared distances.
+    Near the input bound (1e150) those overflow: scipy's kmeans2 then divides inf by inf in
+    k-means++ and its vq step leaves labels unset when every distance is infinite, which made
+    ``update_cluster_means`` write out of bounds (the segfault of issue 16, defect 3).  Below
+    ~1e-154 they underflow to 0 and every point looks like every other.  Multiplying by a power
+    of two is exact, so the clustering of 2^k X is that of X, bit for bit, with finite
+    distances.  Normal data (k = 0) are not touched.
+    """
+    top = 0.0
+    for A in arrays:
+        if A.size:
+            top = max(top, float(A.max()), -float(A.min()))   # no |A| temporary
+    if top == 0.0 or DISTANCE_SAFE_RANGE[0] <= top <= DISTANCE_SAFE_RANGE[1]:
+        return 0
+    return max(-1022, min(1023, -math.frexp(top)[1]))      # 2^k must itself be finite
+
+
+def _assign(X, centroids, n_threads):
+    """Nearest-centroid labels of the rows of X, with distances computed at a safe scale."""
+    labels = np.empty(X.shape[0], dtype=np.intp)
+    scale = math.ldexp(1.0, _distance_exponent(X, centroids))
+    _meka.assign_nearest(X, centroids, labels, n_threads, scale)
+    return labels
+
+
 def _cluster(X, n_clusters, kmeans_sample, kmeans_iter, rng, n_threads):
     """k-means++ / Lloyd (scipy kmeans2) on a uniform subsample, then nearest-centroid labels.
 
-    Fewer distinct sample points than clusters would leave k-means++ without candidates: the
-    number of clusters is then reduced to the number of distinct points.
+    k-means runs on the sample times 2^k (see _distance_exponent), so that its squared
+    distances are finite and not underflowed for every accepted input.  Fewer distinct sample
+    points than clusters would leave k-means++ without candidates: the number of clusters is
+    then reduced to the number of distinct (scaled) points.
     """
     from scipy.cluster.vq import kmeans2
 
     n = X.shape[0]
     sample = X if n <= kmeans_sample else X[np.sort(rng.choice(n, kmeans_sample, replace=False))]
+    k = _distance_exponent(sample)
+    if k:
+        sample = np.ldexp(sample, k)
     if n_clusters > 1:
         n_clusters = min(n_clusters, len(np.unique(sample, axis=0)))
-    with warnings.catch_warnings():
-        # An empty k-means cluster only warns in kmeans2; it is dropped below.
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        # An empty k-means cluster only warns in kmeans2; it is dropped below.  Distinct points
+        # whose squared distances underflow to 0 make k-means++ divide 0 by 0: it then picks
+        # the first point again, which is harmless (an empty cluster).
         warnings.simplefilter("ignore", UserWarning)
         centroids, _ = kmeans2(sample, n_clusters, iter=kmeans_iter, minit="++", seed=rng)
     centroids = np.ascontiguousarray(centroids, dtype=np.float64)
-    labels = np.empty(n, dtype=np.intp)
-    _meka.assign_nearest(X, centroids, labels, n_threads)
-    return _drop_empty(centroids, labels)
+    if k:
+        centroids = np.ldexp(centroids, -k)
+    return _drop_empty(centroids, _assign(X, centroids, n_threads))
 
 
 def _target_ranks(rank, sizes, policy):
@@ -523,7 +582,7 @@ def _link_samples(starts, ranks, pairs, oversample, rng):
 def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
          landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
          threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
-         link_rcond=LINK_RCOND, seed=None, n_jobs=None):
+         link_rcond=LINK_RCOND, seed=None, n_jobs=None, max_memory=None):
     """MEKA approximation G~ = W L W^T of the kernel matrix of X (Si, Hsieh & Dhillon 2017).
 
     1. k-means (k-means++ start, ``kmeans_iter`` Lloyd iterations, scipy ``kmeans2``) on a
@@ -584,8 +643,13 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     seed : None, int or numpy.random.Generator
         All random steps (subsample, k-means++, landmarks, link samples).
     n_jobs : int or None
-        Threads (OpenMP over clusters and cluster pairs); results are bitwise identical for
-        any value.
+        Threads (OpenMP over clusters and cluster pairs, and BLAS); results are bitwise
+        identical for any value.  None: the CPUs available, bounded by OMP_NUM_THREADS and an
+        enclosing threadpoolctl limit.
+    max_memory : int, float or None
+        Largest peak memory (bytes) the call may use; None (default) is the memory available
+        now.  The peak is estimated from n, d, rank, n_clusters and kmeans_sample (see
+        :func:`hkern.meka.api.meka_peak_bytes`) before anything large is allocated.
 
     Returns
     -------
@@ -596,6 +660,8 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     ------
     ValueError
         For invalid arguments, e.g. ``n_clusters > n`` or ``rank < 1``.
+    hkern._memory.MemoryLimitError
+        (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Notes
     -----
@@ -614,6 +680,62 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     >>> bool(np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K) < 0.05)
     True
     """
+    args = _meka_arguments(X, rank, n_clusters, kernel=kernel, sigma=sigma, oversample=oversample,
+                           landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
+                           threshold=threshold, threshold_kind=threshold_kind, psd=psd,
+                           kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
+                           link_rcond=link_rcond)
+    rng = check_seed(seed)
+    n_threads = resolve_n_jobs(n_jobs)
+    check_memory(meka_peak_bytes(args, n_threads), max_memory, what=_describe(args, "meka"),
+                 fix="choose a smaller rank or fewer clusters")
+    with thread_budget(n_jobs) as n_threads:
+        return _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
+
+
+def meka_peak_bytes(args, n_threads):
+    """Estimated peak bytes :func:`meka` allocates beyond X, for its checked arguments.
+
+    The phases, each counting what is alive at its peak (doubles):
+
+    * clustering: two n x d temporaries while the centre of X is found, then a centred copy of
+      X (n d) beside the k-means sample (ns d, ns = min(n, kmeans_sample)), its sorted copy in
+      np.unique (2 ns d) and the k-means++ distances (c ns);
+    * bases: the cluster-sorted X (n d), W (sum n_s k_s ~ n k) and the eigenvectors of the
+      landmark blocks (sum m_s^2 <= min(c m^2, n m), m = 2 k by default);
+    * links: sorted X, W, L (K^2, K = min(n, c k)) and each thread's pair workspace (sampled
+      rows, the (1+rho) k x (1+rho) k kernel block, the least-squares factors: ~ 8 a^2);
+    * PSD fix: sorted X, W, its orthonormal copy Q (n k) and six K x K matrices (L, L', the
+      eigendecomposition's copy and vectors, the clipped product and its symmetrisation).
+    """
+    X = args["X"]
+    n, d = X.shape
+    c, k = args["n_clusters"], args["rank"]
+    m = min(n, args["landmarks_per_cluster"] or 2 * k)
+    k = min(k, m)
+    K = min(n, c * k)
+    ns = min(n, args["kmeans_sample"])
+    a = min(n, math.ceil((1.0 + args["oversample"]) * k))
+    # Finding the centre of X takes two n x d temporaries; the centred copy (when made) then
+    # lives through k-means.
+    cluster = max(2 * n * d, n * d + 3 * ns * d + c * ns)
+    bases = n * d + n * k + min(c * m * m, n * m)
+    links = n * d + n * k + K * K + (n_threads * (8 * a * a + 2 * a * d) if c > 1 else 0)
+    psd = n * d + 2 * n * k + 6 * K * K if args["psd"] else 0
+    return 8 * max(cluster, bases, links, psd)
+
+
+def _describe(args, function):
+    n, d = args["X"].shape
+    return (f"{function} with n={n}, d={d}, rank={args['rank']}, "
+            f"n_clusters={args['n_clusters']}")
+
+
+def _meka_arguments(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
+                    landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
+                    threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
+                    link_rcond=LINK_RCOND):
+    """The arguments of :func:`meka` checked and normalised, as keyword arguments of _build."""
     X = check_array(X, "X")
     n = X.shape[0]
     name, kind = kernel_kind(kernel)
@@ -642,9 +764,17 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
                          "singular value)")
     if not isinstance(psd, (bool, np.bool_)):
         raise ValueError(f"psd must be True or False, got {psd!r}")
-    rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
+    return dict(X=X, name=name, kind=kind, sigma=sigma, rank=rank, n_clusters=n_clusters,
+                oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
+                rank_policy=rank_policy, threshold=threshold, threshold_kind=threshold_kind,
+                psd=bool(psd), kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
+                link_rcond=link_rcond)
 
+
+def _build(*, X, name, kind, sigma, rank, n_clusters, oversample, landmarks_per_cluster,
+           rank_policy, threshold, threshold_kind, psd, kmeans_sample, kmeans_iter, link_rcond,
+           rng, n_jobs, n_threads):
+    """The steps of :func:`meka` on validated arguments (inside the caller's thread budget)."""
     timings = {}
     start = time.perf_counter()
     Xc, _ = _centred_for_accuracy(kind, X, X)
@@ -653,6 +783,7 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     c = centroids.shape[0]
     perm = np.argsort(labels, kind="stable")
     Xs = np.ascontiguousarray(Xc[perm])
+    del Xc      # the centred copy (if one was made) is not needed beside the sorted one
     starts = np.zeros(c + 1, dtype=np.intp)
     starts[1:] = np.cumsum(np.bincount(labels, minlength=c))
     timings["cluster"] = time.perf_counter() - start

@@ -4,12 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._validation import check_choice, check_int, check_positive
+from .._memory import check_memory
+from .._threads import resolve_n_jobs, thread_budget
+from .._validation import check_choice, check_int, check_positive, check_seed
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import _kernel_matvec_trusted
-from .api import meka
+from .api import _build, _describe, _meka_arguments, meka_peak_bytes, within_budget
 
-__all__ = ["SOLVERS", "MekaKRR", "fit_meka"]
+__all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
 SOLVERS = ("direct", "cg")
 
@@ -38,6 +40,7 @@ class MekaKRR(KernelRidgeModel):
         self.coef_ = coef
         self.n_iter_ = n_iter
 
+    @within_budget
     def _scores(self, X):
         G = self.approximation_
         Xs, labels = G._prepare_new(X)
@@ -128,7 +131,8 @@ def _solve_cg(G, Y, lam, tol, maxiter):
 
 
 def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, solver="direct",
-             tol=1e-10, maxiter=1000, task="regression", seed=None, n_jobs=None, **meka_options):
+             tol=1e-10, maxiter=1000, task="regression", seed=None, n_jobs=None,
+             max_memory=None, **meka_options):
     """Kernel ridge regression on the MEKA approximation: (G~ + lam I) alpha = y.
 
     Parameters
@@ -152,6 +156,12 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     task : {"regression", "classification"}
     seed : None, int or numpy.random.Generator
     n_jobs : int or None
+        Threads (OpenMP and BLAS); results are bitwise identical for any value.  None: the
+        CPUs available, bounded by OMP_NUM_THREADS and an enclosing threadpoolctl limit.
+    max_memory : int, float or None
+        Largest peak memory (bytes) the fit may use; None (default) is the memory available
+        now.  Estimated before anything large is allocated: the MEKA approximation (see
+        :func:`hkern.meka`) plus the K x K factorisations and a few n x k_out vectors.
     **meka_options
         Passed to :func:`hkern.meka` (``oversample``, ``landmarks_per_cluster``,
         ``rank_policy``, ``threshold``, ``threshold_kind``, ``psd``, ``kmeans_sample``,
@@ -162,6 +172,13 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     Returns
     -------
     MekaKRR
+
+    Raises
+    ------
+    ValueError
+        For invalid arguments, or when G~ + lam I is not positive definite.
+    hkern._memory.MemoryLimitError
+        (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Notes
     -----
@@ -184,8 +201,41 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     maxiter = check_int(maxiter, "maxiter", low=1)
     # KRR needs G~ + lam I positive definite: the PSD fix is on unless the caller turns it off.
     meka_options.setdefault("psd", True)
-    G = meka(X, rank, n_clusters, kernel=name, sigma=sigma, seed=seed, n_jobs=n_jobs,
-             **meka_options)
+    args = _meka_arguments(X, rank, n_clusters, kernel=name, sigma=sigma, **meka_options)
+    rng = check_seed(seed)
+    n_threads = resolve_n_jobs(n_jobs)
+    check_memory(fit_meka_peak_bytes(args, Y.shape[1], n_threads), max_memory,
+                 what=_describe(args, "fit_meka"), fix="choose a smaller rank or fewer clusters")
+    with thread_budget(n_jobs) as n_threads:
+        G = _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
+        alpha, beta, n_iter = _solve(G, Y, lam, solver, tol, maxiter)
+        coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
+                for s in range(G.n_clusters_)]
+    dual = np.empty_like(alpha)
+    dual[G._perm] = alpha
+    return MekaKRR(G, dual, coef, n_iter, kernel=name, kind=kind, sigma=sigma, lam=lam,
+                   n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
+
+
+def fit_meka_peak_bytes(args, n_outputs, n_threads):
+    """Estimated peak bytes of :func:`fit_meka` beyond X and y, for its checked arguments.
+
+    The larger of the MEKA construction (:func:`hkern.meka.api.meka_peak_bytes`) and the solve:
+    what the approximation keeps (sorted X n d, W ~ n k, L K^2), three more K x K matrices
+    (L' symmetrised, its shifted copy, the Cholesky factor), the orthonormal copy of W and L'
+    when the PSD fix is off (n k + K^2), and a handful of n x k_out vectors (sorted targets,
+    residuals, the two halves of alpha; CG: iterate, residual, direction and product).
+    """
+    n, d = args["X"].shape
+    k = min(args["rank"], n, args["landmarks_per_cluster"] or 2 * args["rank"])
+    K = min(n, args["n_clusters"] * k)
+    kept = n * d + n * k + K * K
+    solve = 3 * K * K + (0 if args["psd"] else n * k + K * K) + 6 * n * n_outputs
+    return max(meka_peak_bytes(args, n_threads), 8 * (kept + solve))
+
+
+def _solve(G, Y, lam, solver, tol, maxiter):
+    """(alpha sorted by cluster, beta = L W^T alpha, CG iterations or None) for the targets Y."""
     Q, R, Lp = G._orthonormal_basis()
     chol = _shifted_cholesky(Lp, lam)
     Ys = np.ascontiguousarray(Y[G._perm])
@@ -196,9 +246,4 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
         del Q       # CG needs only products with G~; the check above needed the factor
         alpha, n_iter = _solve_cg(G, Ys, lam, tol, maxiter)
         beta = _linalg.matmul(G.L_, G._Wt(np.ascontiguousarray(alpha)))
-    coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
-            for s in range(G.n_clusters_)]
-    dual = np.empty_like(alpha)
-    dual[G._perm] = alpha
-    return MekaKRR(G, dual, coef, n_iter, kernel=name, kind=kind, sigma=sigma, lam=lam,
-                   n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
+    return alpha, beta, n_iter
