@@ -14,7 +14,8 @@ import numpy as np
 
 __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
-    "check_nonnegative", "check_rank", "check_int", "check_seed", "check_choice",
+    "check_nonnegative", "check_bandwidth", "check_rank", "check_int", "check_seed",
+    "check_choice",
 ]
 
 
@@ -191,6 +192,25 @@ def check_positive(value, name, hint=""):
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}" + (f"; {hint}" if hint else ""))
     return value
+
+
+def check_bandwidth(sigma, *arrays):
+    """The kernel bandwidth: a finite float > 0, checked against the data it will scale.
+
+    Every sigma > 0 is computed correctly for data within the magnitude bound, with one
+    exception this refuses: data whose largest magnitude is below 1e-152 together with a sigma
+    small enough that their ratio matters.  Squared norms of such data underflow double
+    precision (from about 1e-154), so distances would read as 0 while ||x - y|| / sigma is not
+    negligible.
+    """
+    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    largest = max((max(float(a.max()), -float(a.min())) for a in arrays if a.size), default=0.0)
+    if 0.0 < largest < 1e-152 and largest / sigma > 1e-8:
+        raise ValueError(
+            f"the data's largest magnitude is {largest:.3g} with sigma={sigma:.3g}: squared "
+            "distances of values below 1e-152 underflow double precision. The kernels depend on "
+            "X / sigma only: multiply X and sigma by a common factor (e.g. 1e150)")
+    return sigma
 
 
 def check_nonnegative(value, name, hint=""):

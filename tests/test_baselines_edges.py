@@ -136,6 +136,24 @@ class TestExtremeMagnitudes:
         with pytest.raises(ValueError, match="sigma is too small next to X for random Fourier"):
             hkern.fit_rff(X, y, r=40, sigma=1e-300, seed=0)
 
+    @pytest.mark.parametrize("call", [
+        lambda X, s: hkern.kernel_matrix(X, sigma=s),
+        lambda X, s: hkern.kernel_matvec(X, X, np.ones(len(X)), sigma=s),
+        lambda X, s: hkern.fit_exact(X, X[:, 0], sigma=s),
+        lambda X, s: hkern.fit_nystrom(X, X[:, 0], r=5, sigma=s),
+        lambda X, s: hkern.oasis(X, 3, sigma=s),
+        lambda X, s: hkern.meka(X, 2, 2, sigma=s),
+        lambda X, s: hkern.fit_hierarchical(X, X[:, 0], r=4, sigma=s),
+    ], ids=["kernel_matrix", "kernel_matvec", "exact", "nystrom", "oasis", "meka", "hck"])
+    def test_data_and_sigma_both_below_1e152_refused(self, call, problem):
+        # Squared norms of data below 1e-154 underflow: at 2^-530 (3e-160) the kernel matrix
+        # was off by 0.98.  With a sigma that makes the distances negligible it is still right.
+        X = problem[0] * 2.0**-530
+        with pytest.raises(ValueError, match="squared distances of values below 1e-152 "
+                                             "underflow"):
+            call(X, 2.0**-530)
+        np.testing.assert_array_equal(hkern.kernel_matrix(X, sigma=1.0), 1.0)
+
     @pytest.mark.parametrize("name", ["X", "y"])
     def test_values_above_1e150_refused(self, name, problem):
         X, y = problem

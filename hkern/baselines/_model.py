@@ -76,12 +76,12 @@ def prepare_fit(X, y, kernel, sigma, lam, task):
     C-contiguous float64.
     """
     from .._targets import encode_targets
-    from .._validation import check_array, check_positive
+    from .._validation import check_array, check_bandwidth, check_positive
     from ..kernels import kernel_kind
 
     X = check_array(X, "X")
     Y, encoding = encode_targets(y, X.shape[0], task)
     name, kind = kernel_kind(kernel)
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    sigma = check_bandwidth(sigma, X)
     lam = check_positive(lam, "lam", "the ridge regularisation must be positive (try 1e-3 to 1)")
     return X, Y, encoding, name, kind, sigma, lam

@@ -6,7 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._threads import blas_threads, thread_budget
-from .._validation import check_array, check_positive, check_rhs
+from .._validation import check_array, check_bandwidth, check_positive, check_rhs
 from . import _kernels
 
 __all__ = ["KERNELS", "kernel_matrix", "kernel_diag", "kernel_matvec", "kernel_kind",
@@ -49,10 +49,10 @@ def _centred_for_accuracy(kind, X, Y):
     if kind == KERNELS["laplace"] or Y.shape[0] == 0:
         return X, Y     # L1 distances are computed from differences directly
     centre = Y.mean(axis=0)
-    spread = np.mean(np.einsum("ij,ij->i", Y - centre, Y - centre))
+    shifted_Y = Y - centre                  # one n x d temporary, kept if the shift is used
+    spread = np.mean(np.einsum("ij,ij->i", shifted_Y, shifted_Y))
     if centre @ centre <= spread:
         return X, Y
-    shifted_Y = np.ascontiguousarray(Y - centre)
     return (shifted_Y if X is Y else np.ascontiguousarray(X - centre)), shifted_Y
 
 
@@ -140,7 +140,7 @@ def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None, max_memo
             raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must "
                              "match")
     _, kind = kernel_kind(kernel)
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    sigma = check_bandwidth(sigma, X, Y)
     m, n, d = X.shape[0], Y.shape[0], X.shape[1]
     # The m x n result, and shifted copies of X and Y when they sit far from the origin.
     check_memory(8 * (m * n + (m + n) * d), max_memory,
@@ -217,7 +217,7 @@ def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory
         raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must match")
     B = check_rhs(B, Y.shape[0], "B")
     _, kind = kernel_kind(kernel)
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    sigma = check_bandwidth(sigma, X, Y)
     m, n, d = X.shape[0], Y.shape[0], X.shape[1]
     k = B.shape[1] if B.ndim == 2 else 1
     # One row block of K (at most 64 MiB), the m x k result, and a shifted copy of Y and of

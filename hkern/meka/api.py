@@ -13,6 +13,7 @@ from .._memory import check_memory
 from .._threads import blas_threads, resolve_n_jobs, thread_budget
 from .._validation import (
     check_array,
+    check_bandwidth,
     check_choice,
     check_int,
     check_n_features,
@@ -698,8 +699,8 @@ def meka_peak_bytes(args, n_threads):
 
     The phases, each counting what is alive at its peak (doubles):
 
-    * clustering: two n x d temporaries while the centre of X is found, then a centred copy of
-      X (n d) beside the k-means sample (ns d, ns = min(n, kmeans_sample)), its sorted copy in
+    * clustering: the centred copy of X (n d; also the temporary while its centre is found)
+      beside the k-means sample (ns d, ns = min(n, kmeans_sample)), its sorted copy in
       np.unique (2 ns d) and the k-means++ distances (c ns);
     * bases: the cluster-sorted X (n d), W (sum n_s k_s ~ n k) and the eigenvectors of the
       landmark blocks (sum m_s^2 <= min(c m^2, n m), m = 2 k by default);
@@ -716,9 +717,9 @@ def meka_peak_bytes(args, n_threads):
     K = min(n, c * k)
     ns = min(n, args["kmeans_sample"])
     a = min(n, math.ceil((1.0 + args["oversample"]) * k))
-    # Finding the centre of X takes two n x d temporaries; the centred copy (when made) then
-    # lives through k-means.
-    cluster = max(2 * n * d, n * d + 3 * ns * d + c * ns)
+    # The centred copy of X (the temporary that finds the centre, kept when the shift is
+    # used) lives through k-means.
+    cluster = n * d + 3 * ns * d + c * ns
     bases = n * d + n * k + min(c * m * m, n * m)
     links = n * d + n * k + K * K + (n_threads * (8 * a * a + 2 * a * d) if c > 1 else 0)
     psd = n * d + 2 * n * k + 6 * K * K if args["psd"] else 0
@@ -739,7 +740,7 @@ def _meka_arguments(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversampl
     X = check_array(X, "X")
     n = X.shape[0]
     name, kind = kernel_kind(kernel)
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    sigma = check_bandwidth(sigma, X)
     rank = check_int(rank, "rank", low=1, high=n,
                      hint="rank is the per-cluster rank k, at least 1 and at most n")
     n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,

@@ -8,10 +8,10 @@ from .._memory import check_memory
 from .._threads import blas_threads, thread_budget
 from .._validation import (
     check_array,
+    check_bandwidth,
     check_choice,
     check_int,
     check_nonnegative,
-    check_positive,
     check_seed,
 )
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
@@ -147,7 +147,7 @@ def _prepare(X, kernel, sigma):
         return None, G, diag, 0, 1.0
     points = check_array(X, "X")
     _, kind = kernel_kind(kernel)
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    sigma = check_bandwidth(sigma, points)
     # Every hkern kernel has k(x, x) = 1.
     return points, None, np.ones(points.shape[0]), kind, sigma
 
