@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hkern.slkl._core import SlklCore
 from memory_probe import assert_estimate_close
-from references import dense_kernel
+from references import dense_kernel, slkl_dense
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -110,6 +110,46 @@ def test_core_coefficients_at_large_weights():
     err = np.abs(C[:, act] @ beta - C[:, act] @ ref).max()
     assert err <= 10 * EPS * kappa * np.abs(y).max()
     assert err <= 1e-3 * np.std(y)
+
+
+@pytest.mark.parametrize("c", [1e3, 1e6])
+def test_kkt_at_learned_weights_in_ordinary_units(c):
+    """Run to the KKT test with y in ordinary units: the dense a_m (from the definition) satisfy
+    |lam a^2 - nu| <= kkt_tol on active and lam a^2 - nu <= kkt_tol on inactive candidates.
+    a and b of an active coordinate come from w_p / (lam mu) and (1 - G_pp / mu) / mu: the
+    general forms cancelled to noise once the weights were large."""
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(300, 3))
+    y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
+    nu, kkt_tol = 1e-2, 1e-8 * c * c
+    model = hkern.fit_slkl(X, y, n_candidates=80, nu=nu, seed=0, tol=None, kkt_tol=kkt_tol,
+                           max_iter=300_000)
+    assert model.converged_
+    C = dense_kernel(X, X[model.candidates_], 1.0)
+    a, _, _, _ = slkl_dense(C, model.weights_, y, 1.0, nu)
+    g = a ** 2 - nu
+    active = model.weights_ > 0
+    assert np.abs(g[active]).max() <= 2 * kkt_tol          # core vs dense a: rounding
+    assert (~active).sum() == 0 or g[~active].max() <= 2 * kkt_tol
+
+
+@pytest.mark.parametrize("c, nu", [(1.0, 1e-2), (1e3, 1e-2), (1e10, 1e-2), (1e32, 1.0)])
+def test_identity_kernel_has_the_closed_form(c, nu):
+    """sigma = 1e-300 makes K = I and the columns unit vectors e_m, so F separates: the
+    optimum is mu_m = lam (|y_m| / sqrt(lam nu) - 1)_+ and f(x_m) = mu_m y_m / (lam + mu_m).
+    With large weights the general a and b of an active coordinate cancelled to noise (a
+    non-finite step for c = 1e32)."""
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(40, 2))
+    y = c * rng.normal(size=40)
+    lam = 0.5
+    model = hkern.fit_slkl(X, y, n_candidates=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
+                           tol=None, kkt_tol=1e-12 * c * c, max_iter=100_000)
+    S = model.candidates_
+    mu = lam * np.maximum(np.abs(y[S]) / np.sqrt(lam * nu) - 1.0, 0.0)
+    assert np.allclose(model.weights_, mu, rtol=1e-12, atol=0)
+    pred = model.predict(X[S])
+    assert np.allclose(pred, mu * y[S] / (lam + mu), rtol=1e-12, atol=1e-300)
 
 
 @pytest.fixture(scope="module")

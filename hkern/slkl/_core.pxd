@@ -47,7 +47,8 @@ cdef class SlklCore:
     cdef double[::1] col
 
     cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil
-    cdef void _ab(self, const double* c, double yc, double cc, double* a, double* b) noexcept nogil
+    cdef void _ab(self, Py_ssize_t m, const double* c, double yc, double cc, double* a,
+                  double* b) noexcept nogil
     cdef double _new_weight(self, double mu_old, double a, double b) noexcept nogil
     cdef int _set(self, Py_ssize_t m, const double* c, double yc, double a, double b,
                   double mu_new) noexcept nogil

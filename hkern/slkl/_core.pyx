@@ -325,17 +325,36 @@ cdef class SlklCore:
         cc[0] = dot(<int>n, c, 1, c, 1)
         return c
 
-    cdef void _ab(self, const double* c, double yc, double cc, double* a, double* b) noexcept nogil:
-        """a = y^T K^{-1} c, b = c^T K^{-1} c (K = lam I + K~(mu)); leaves t = C^T c, u = G t."""
+    cdef void _ab(self, Py_ssize_t m, const double* c, double yc, double cc, double* a,
+                  double* b) noexcept nogil:
+        """a = y^T K^{-1} c, b = c^T K^{-1} c (K = lam I + K~(mu)) for candidate m's column c;
+        leaves t = C^T c, u = G t when m is inactive (case 4 needs them).
+
+        For an inactive candidate from t and u (spec section 2).  For an active one (row p of G)
+        the same quantities are a = w_p / (lam mu) and b = (1 - G_pp / mu) / mu (from
+        t = lam (G^{-1} - D^{-1}) e_p): the general forms subtract nearly equal numbers once
+        mu ||c||^2 >> lam (q_p - (q_p - w_p / mu), 1 / lam - G_pp / lam^2), losing every digit
+        for large weights, where these forms lose none.  b keeps the general form while
+        G_pp / mu > 1/2 (small weights), where it is the accurate one.
+        """
         cdef int m0 = <int>self.m0, n = <int>self.n, cap = <int>self.cap
-        cdef double il = 1.0 / self.lam
+        cdef Py_ssize_t p = self.pos[m]
+        cdef double il = 1.0 / self.lam, mu = 0.0, r = 1.0
         if m0 == 0:
             a[0] = yc * il
             b[0] = cc * il
             return
+        if p >= 0:
+            mu = self.mu[m]
+            r = self.G[p, p] / mu
+            a[0] = self.w[p] * il / mu
+            if r < 0.5:
+                b[0] = (1.0 - r) / mu          # O(1): t and u are not needed (cases 2 and 3)
+                return
         rows_times(m0, n, &self.Ct[0, 0], n, c, &self.t[0], self.n_threads)
         gemv(False, m0, m0, 1.0, &self.G[0, 0], cap, &self.t[0], 1, 0.0, &self.u[0], 1)
-        a[0] = yc * il - dot(m0, &self.w[0], 1, &self.t[0], 1) * il * il
+        if p < 0:
+            a[0] = yc * il - dot(m0, &self.w[0], 1, &self.t[0], 1) * il * il
         b[0] = cc * il - dot(m0, &self.t[0], 1, &self.u[0], 1) * il * il
 
     cdef double _new_weight(self, double mu_old, double a, double b) noexcept nogil:
@@ -463,7 +482,7 @@ cdef class SlklCore:
         if m < 0 or m >= self.M:
             return self._fail(ERR_INDEX)
         c = self._column(m, &yc, &cc)
-        self._ab(c, yc, cc, &a, &b)
+        self._ab(m, c, yc, cc, &a, &b)
         if not (isfinite(a) and isfinite(b)):
             return self._fail(ERR_NONFINITE)
         if b <= 0.0:
@@ -513,7 +532,7 @@ cdef class SlklCore:
         cdef const double* c
         for m in range(self.M):
             c = self._column(m, &yc, &cc)
-            self._ab(c, yc, cc, &a, &b)
+            self._ab(m, c, yc, cc, &a, &b)
             v = self.lam * a * a - self.nu
             if self.mu[m] > 0.0:
                 v = fabs(v)
@@ -619,7 +638,7 @@ cdef class SlklCore:
             self.grow(2 * self.cap)
         with nogil:
             c = self._column(m, &yc, &cc)
-            self._ab(c, yc, cc, &a, &b)
+            self._ab(m, c, yc, cc, &a, &b)
             rc = self._set(m, c, yc, a, b, mu_new)
         if rc < 0:
             self._raise_failure()
@@ -673,7 +692,7 @@ cdef class SlklCore:
         self._check_index(m)
         with nogil:
             c = self._column(m, &yc, &cc)
-            self._ab(c, yc, cc, &a, &b)
+            self._ab(m, c, yc, cc, &a, &b)
         return a, b
 
     def kkt_violation(self):
