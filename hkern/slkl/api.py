@@ -135,7 +135,8 @@ def scaled_penalty(nu, lam, s, y, name="nu"):
     """nu / s^2 (exact), capped where every weight is 0 anyway; ValueError where it is so small
     relative to y's scale that the weights grow without bound."""
     e = int(np.frexp(s)[1]) - 1                       # s = 2^e
-    nu_s = min(float(np.ldexp(nu, -2 * e)), _NU_CAP)
+    with np.errstate(over="ignore"):                  # inf is capped: every weight stays 0
+        nu_s = min(float(np.ldexp(nu, -2 * e)), _NU_CAP)
     if not (nu_s > 0.0 and lam / nu_s <= _LAM_OVER_NU_MAX):
         top = float(np.max(np.abs(y)))
         raise ValueError(
