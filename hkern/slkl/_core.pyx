@@ -12,10 +12,12 @@ State (spec section 2, "State and shapes"), never an n x n matrix:
     mu, pos        weights of all M candidates; pos[m] = row p of G, or -1 when mu_m = 0
     act            act[p] = candidate index in row p
 
-One coordinate step on candidate m costs O(n m0 + m0^2): t = C^T c_m, u = G t,
+One coordinate step on an inactive candidate m costs O(n m0 + m0^2): t = C^T c_m, u = G t,
 a = y^T c_m / lam - w^T t / lam^2, b = ||c_m||^2 / lam - t^T u / lam^2, then one of the four
 updates of G (Sherman-Morrison, deletion, block append) and F += -lam d a^2 / (1 + d b) + nu d
-for the change d of mu_m (Sherman-Morrison at the n x n level, O(1)).
+for the change d of mu_m (Sherman-Morrison at the n x n level, O(1)).  For an active candidate
+(row p) a = w_p / (lam mu_m) and b = (1 - G_pp / mu_m) / mu_m, the same quantities without the
+cancellation of the general forms at large weights (see _ab), in O(m0^2).
 
 Rounding drift of the rank-1 updates is bounded by recomputing G from its definition by a
 Cholesky factorisation every `refresh_every` updates, and whenever an update's pivot is not
