@@ -10,21 +10,29 @@ cdef enum RunStatus:
     RUN_DONE = 0       # every draw consumed
     RUN_STOPPED = 1    # the relative-decrease stopping rule fired
     RUN_GROW = 2       # the active set filled the capacity: grow, then call run again
-    RUN_FAILED = 3     # a refresh Cholesky failed (info in last_info)
+    RUN_FAILED = 3     # a step failed (the code in last_error, LAPACK info in last_info)
+
+cdef enum StepError:
+    # Negative return codes of _step / _set / _refresh (positive codes are the cases 1..4).
+    ERR_CHOLESKY = -1  # the Cholesky factorisation of G^{-1} failed (info in last_info)
+    ERR_NONFINITE = -2  # a, b, the new weight, F or G is not finite
+    ERR_CAPACITY = -3  # a column would be appended with m0 == cap (no room: grow first)
+    ERR_INDEX = -4     # a candidate index outside [0, M)
 
 
 cdef class SlklCore:
     cdef readonly Py_ssize_t n, M, m0, cap, n_updates, n_refreshes
-    cdef readonly int step_rule, precomputed, kind, d, refresh_every, last_info
+    cdef readonly int step_rule, precomputed, kind, d, refresh_every, last_info, last_error
     cdef readonly double lam, nu, sigma, F, yy, mu_floor
+    cdef public int n_threads
     cdef const double[::1] y
     cdef const double[:, ::1] cols
     cdef const double[:, ::1] X
     cdef const double[::1] xsq
     cdef const Py_ssize_t[::1] cand
     cdef const double[::1] scale
-    cdef const double[::1] yc_all
-    cdef const double[::1] cc_all
+    cdef double[::1] yc_all
+    cdef double[::1] cc_all
     cdef double[::1] mu
     cdef Py_ssize_t[::1] pos
     cdef Py_ssize_t[::1] act
@@ -39,11 +47,13 @@ cdef class SlklCore:
     cdef double[::1] col
 
     cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil
-    cdef void _ab(self, const double* c, double yc, double cc, double* a, double* b) noexcept nogil
+    cdef void _ab(self, Py_ssize_t m, const double* c, double yc, double cc, double* a,
+                  double* b) noexcept nogil
     cdef double _new_weight(self, double mu_old, double a, double b) noexcept nogil
     cdef int _set(self, Py_ssize_t m, const double* c, double yc, double a, double b,
                   double mu_new) noexcept nogil
     cdef int _step(self, Py_ssize_t m) noexcept nogil
     cdef int _refresh(self) noexcept nogil
+    cdef int _fail(self, int code) noexcept nogil
     cdef void _update_w(self) noexcept nogil
     cdef double _kkt(self) noexcept nogil

@@ -1,9 +1,12 @@
 """Python face of SLKL: validation, the descent driver and the fitted model."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .._threads import blas_threads, resolve_n_jobs
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
 from .._validation import check_choice, check_int, check_positive, check_seed
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import (
@@ -22,6 +25,8 @@ _RUN_DONE, _RUN_STOPPED, _RUN_GROW, _RUN_FAILED = 0, 1, 2, 3
 _DRAW_BATCH = 4096
 # Initial room for active columns; doubled when full (memory O(n m0 + m0^2), not O(n M)).
 _INITIAL_CAPACITY = 64
+# F history: room for this many steps first, doubled when full (not max_iter + 1 up front).
+_HISTORY_START = 4 * _DRAW_BATCH
 
 
 class SlklModel(KernelRidgeModel):
@@ -88,8 +93,9 @@ class SlklModel(KernelRidgeModel):
     def _scores(self, X):
         if self.m0_ == 0:
             return np.zeros((X.shape[0], self.coef_.shape[1]))
-        return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
-                                      self._threads())
+        with thread_budget(self.n_jobs) as n_threads:
+            return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
+                                          n_threads)
 
 
 def _candidate_scale(S):
@@ -97,50 +103,148 @@ def _candidate_scale(S):
     return np.ones(len(S))
 
 
-def make_cores(X, Y, S, kind, sigma, lam, nu, step_rule, precompute, refresh, n_threads):
-    """One SlklCore per column of Y, sharing the candidate columns when precomputed."""
-    scale = _candidate_scale(S)
+def check_bool(value, name):
+    """True or False (numpy booleans included); anything else is refused, not truth-tested."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Target scaling.  SLKL's objective is not scale-equivariant in y: F(mu) for c * y with nu is
+# c^2 F(mu) for y with nu / c^2, so nu is in units of y^2 (as in the paper) and hkern keeps that
+# meaning.  Internally y is divided by a power of two s near max|y| and nu by s^2: powers of two
+# scale exactly, so the weights and the predictor are bitwise those of the unscaled problem,
+# while a, b, F and q stay in range for any |y| <= 1e150.
+# ------------------------------------------------------------------------------------------------
+
+# Scaled penalties above this keep every weight at 0 for any n and lam >= n^2 / _NU_CAP: F's
+# partial derivative at mu = 0 is nu - (y^T c_m)^2 / lam with |y_i| / s < 1 and |c_m| <= 1.
+_NU_CAP = 1e300
+# lam / nu (scaled) above this: the exact step's sqrt(lam / nu) and the weights leave the range.
+_LAM_OVER_NU_MAX = 1e300
+
+
+def target_scale(y):
+    """s = 2^e with max|y| / s in [0.5, 1) (1 for y = 0): y / s is exact."""
+    top = float(np.max(np.abs(y))) if y.size else 0.0
+    return 1.0 if top == 0.0 else float(np.ldexp(1.0, int(np.frexp(top)[1])))
+
+
+def scaled_penalty(nu, lam, s, y, name="nu"):
+    """nu / s^2 (exact), capped where every weight is 0 anyway; ValueError where it is so small
+    relative to y's scale that the weights grow without bound."""
+    e = int(np.frexp(s)[1]) - 1                       # s = 2^e
+    with np.errstate(over="ignore"):                  # inf is capped: every weight stays 0
+        nu_s = min(float(np.ldexp(nu, -2 * e)), _NU_CAP)
+    if not (nu_s > 0.0 and lam / nu_s <= _LAM_OVER_NU_MAX):
+        top = float(np.max(np.abs(y)))
+        raise ValueError(
+            f"{name}={nu:g} is too small for targets up to {top:.3g} in magnitude (lam={lam:g}): "
+            f"the l1 penalty is in units of y^2 and nu / max|y|^2 = {nu / top / top:.3g} leaves "
+            f"the weights unbounded in double precision; use a larger {name} (fitting c * y "
+            f"asks for c^2 times the nu of y) or rescale y")
+    return nu_s
+
+
+# ------------------------------------------------------------------------------------------------
+# Memory.  Estimates in bytes of what a fit allocates beyond X and y; see fit_slkl's max_memory.
+# ------------------------------------------------------------------------------------------------
+
+def _active_bytes(n, cap):
+    """One core's active-set buffers at capacity cap: Ct (cap x n), G and work (cap x cap) and
+    six cap-vectors (act, q, w, t, u, g)."""
+    return 8 * (n * cap + 2 * cap * cap + 6 * cap)
+
+
+def _core_fixed_bytes(n, M, precompute):
+    """One core's other arrays: mu, pos, y^T c_m and ||c_m||^2 (M each), the scaled target (n)
+    and, without precomputed columns, the column computed on the fly (n)."""
+    return 8 * (4 * M + n + (0 if precompute else n))
+
+
+def _fit_bytes(n, d, M, k, precompute, cap):
+    """Peak of fit_slkl before the active set grows beyond cap columns (one core at a time)."""
+    need = 8 * n * k                                  # Y, the targets as an (n, k) matrix
+    need += 8 * M * k + 8 * _HISTORY_START            # weights of every output, F history
     if precompute:
-        cols = _kernel_matrix_trusted(kind, sigma, X[S], X, n_threads)
-        cols *= scale[:, None]
-        extra = {"cols": cols}
+        need += 8 * n * M                             # the M candidate columns (M x n)
+        need += 8 * (n + M) * (d + 1)                 # centred X, X[S], squared norms (kernel)
     else:
-        Xc = np.ascontiguousarray(_centred_for_accuracy(kind, X, X)[0])
-        extra = {"X": Xc, "xsq": np.einsum("ij,ij->i", Xc, Xc), "kind": kind, "sigma": sigma}
-    return [SlklCore(np.ascontiguousarray(Y[:, j]), lam, nu, step_rule, scale, S,
-                     capacity=_INITIAL_CAPACITY, refresh_every=refresh, **extra)
-            for j in range(Y.shape[1])]
+        need += 8 * n * (d + 1)                       # centred X and its squared row norms
+    return need + _core_fixed_bytes(n, M, precompute) + _active_bytes(n, cap)
 
 
-def descend(core, rng, max_iter, tol, kkt_tol):
+# ------------------------------------------------------------------------------------------------
+# The descent
+# ------------------------------------------------------------------------------------------------
+
+def candidate_columns(X, S, kind, sigma, n_threads):
+    """The columns c_m of the candidates as the rows of an (M, n) array."""
+    cols = _kernel_matrix_trusted(kind, sigma, np.ascontiguousarray(X[S]), X, n_threads)
+    cols *= _candidate_scale(S)[:, None]
+    return cols
+
+
+def column_source(X, S, kind, sigma, precompute, n_threads):
+    """Keyword arguments of SlklCore for the columns: precomputed, or X to compute them from."""
+    if precompute:
+        return {"cols": candidate_columns(X, S, kind, sigma, n_threads)}
+    Xc = np.ascontiguousarray(_centred_for_accuracy(kind, X, X)[0])
+    return {"X": Xc, "xsq": np.einsum("ij,ij->i", Xc, Xc), "kind": kind, "sigma": sigma}
+
+
+def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
     """Stochastic coordinate descent until the stopping rule (spec section 5 D) or max_iter.
 
     Stops at the first k > M with F(k - M) - F(k) < tol F(k - M); with kkt_tol, also requires
     the KKT violation (``SlklCore.kkt_violation``) <= kkt_tol, tested at most once every M
-    steps.  tol=None with kkt_tol stops on the KKT test alone.  Returns (F history, steps,
-    converged).
-    """
-    from numpy.linalg import LinAlgError
+    steps.  tol=None with kkt_tol stops on the KKT test alone.  ``grow(old_cap, new_cap)`` is
+    called before the active set's buffers grow (the memory guard).  Returns (F history,
+    steps, converged).
 
+    Raises
+    ------
+    SlklNumericalError
+        When a step fails (SlklCore.failure_message says why).
+    """
     M = core.M
-    hist = np.empty(max_iter + 1)
+    hist = np.empty(min(max_iter, _HISTORY_START) + 1)
     hist[0] = core.F
     rule = 1 if tol is not None else (2 if kkt_tol is not None else 0)
     tol_value = 0.0 if tol is None else tol
     k, min_stop, converged = 0, 0, False
     while k < max_iter and not converged:
         draws = rng.integers(0, M, size=min(_DRAW_BATCH, max_iter - k)).astype(np.intp)
+        if len(hist) < k + len(draws) + 1:
+            hist = np.concatenate([hist, np.empty(max(len(hist), len(draws)))])
         i = 0
         while i < len(draws):
             done, status = core.run(draws[i:], hist, k, rule, tol_value, M, min_stop)
             i += done
             k += done
             if status == _RUN_GROW:
-                core.grow(2 * core.cap)
+                new_cap = min(2 * core.cap, M)
+                if grow is not None:
+                    grow(core.cap, new_cap)
+                core.grow(new_cap)
             elif status == _RUN_FAILED:
-                raise LinAlgError(f"SLKL: the Cholesky refresh of G failed (info="
-                                  f"{core.last_info}) with m0={core.m0} active columns")
+                raise SlklNumericalError(f"SLKL: {core.failure_message()}: {_NUMERICAL_HINT}")
             elif status == _RUN_STOPPED:
+                # The tracked F drifts with the rank-1 updates when the weights are large
+                # (relative 1e-3 seen on ill-conditioned fits, more than tol): rebuild G, w and
+                # F from their definitions and stop only if the rule holds for the fresh F.
+                try:
+                    info = core.refresh()
+                except ValueError:                 # non-finite F or G
+                    info = -1
+                if info != 0:
+                    raise SlklNumericalError(f"SLKL: {core.failure_message()}: "
+                                             f"{_NUMERICAL_HINT}")
+                hist[k] = core.F
+                if rule == 1 and not hist[k - M] - hist[k] < tol_value * hist[k - M]:
+                    min_stop = k + M        # test next against the fresh F as window start
+                    continue
                 if kkt_tol is None or core.kkt_violation() <= kkt_tol:
                     converged = True
                     break
@@ -150,18 +254,61 @@ def descend(core, rng, max_iter, tol, kkt_tol):
     return hist[:k + 1].copy(), k, converged
 
 
-def assemble_model(cores, X, S, histories, n_iters, converged, encoding, name, kind, sigma, lam,
-                   nu, n_jobs):
-    """The fitted model from the final cores: union of active landmarks, beta per output."""
-    k = len(cores)
-    weights = np.column_stack([c.weights for c in cores])
-    used = [c.coefficients() for c in cores]
-    active_cand = np.unique(np.concatenate([a for a, _ in used])).astype(np.intp)
+@dataclass
+class OutputFit:
+    """What the model keeps of one output's fit (the core itself is released)."""
+
+    weights: np.ndarray       # mu (M,)
+    active: np.ndarray        # candidate indices with mu > 0 (m0,)
+    beta: np.ndarray          # coefficients of the active landmarks (m0,)
+    history: np.ndarray       # F after each step
+    n_iter: int
+    converged: bool
+
+
+class SlklNumericalError(ValueError):
+    """A coordinate step or the final solve failed in floating point (raised by fit_slkl with
+    the argument to change in its message)."""
+
+
+_NUMERICAL_HINT = ("the weights grew so large that the active columns are linearly dependent "
+                   "in double precision; increase nu (fewer, smaller weights) or lam")
+
+
+def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_threads):
+    """Fit one target vector: the core on y / s with nu / s^2, then beta and F in y's units.
+
+    params = (lam, nu, step rule, refresh).  The core is released on return.
+    """
+    lam, nu, step_rule, refresh = params
+    s = target_scale(y)
+    nu_s = scaled_penalty(nu, lam, s, y)
+    s2 = s * s
+    core = SlklCore(np.ascontiguousarray(y / s), lam, nu_s, step_rule, _candidate_scale(S), S,
+                    capacity=_INITIAL_CAPACITY, refresh_every=refresh, n_threads=n_threads,
+                    **source)
+    history, n_iter, converged = descend(core, rng, max_iter, tol,
+                                         None if kkt_tol is None else kkt_tol / s2, grow)
+    try:
+        active, beta = core.coefficients()
+    except ValueError as exc:              # numpy.linalg.LinAlgError included
+        raise SlklNumericalError(f"{exc}: {_NUMERICAL_HINT}") from None
+    return OutputFit(core.weights, active, beta * s, history * s2, n_iter, converged)
+
+
+def assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs):
+    """The fitted model from the outputs' fits: union of active landmarks, beta per output."""
+    k = len(fits)
+    weights = np.column_stack([f.weights for f in fits])
+    active_cand = np.unique(np.concatenate([f.active for f in fits])).astype(np.intp)
     coef = np.zeros((len(active_cand), k))
-    for j, (act, beta) in enumerate(used):
-        coef[np.searchsorted(active_cand, act), j] = beta
+    for j, f in enumerate(fits):
+        coef[np.searchsorted(active_cand, f.active), j] = f.beta
     active = S[active_cand]
     single = encoding.squeeze
+    histories = [f.history for f in fits]
+    n_iters = [f.n_iter for f in fits]
+    converged = [f.converged for f in fits]
     return SlklModel(
         S, weights[:, 0] if single else weights, active, np.ascontiguousarray(X[active]), coef,
         histories[0] if single else histories, n_iters[0] if single else n_iters,
@@ -172,7 +319,8 @@ def assemble_model(cores, X, S, histories, n_iters, converged, encoding, name, k
 
 def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=1.0,
              step="exact", tol=1e-4, max_iter=None, kkt_tol=None, precompute_columns=True,
-             refresh=1000, candidates=None, task="regression", seed=None, n_jobs=None):
+             refresh=1000, candidates=None, task="regression", seed=None, n_jobs=None,
+             max_memory=None):
     r"""Stochastic low-rank kernel learning (Machart et al.): KRR on a learned sparse kernel.
 
     The kernel is the conical combination :math:`\tilde K(\mu) = \sum_{m \in S} \mu_m c_m
@@ -196,7 +344,9 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
         given).
     nu : float
         l1 penalty, > 0; larger gives fewer active landmarks.  Only lam * nu matters
-        (spec section 3): keep lam = 1 and tune nu.
+        (spec section 3): keep lam = 1 and tune nu.  nu is in units of y^2, as in the paper:
+        y is not standardised, so fitting c * y with nu gives the weights of y with nu / c^2
+        and c times its predictor (see Notes).
     lam : float
         Ridge parameter, > 0 (the paper uses 1).
     kernel : str
@@ -223,6 +373,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     precompute_columns : bool
         True: compute the M columns once (8 n M bytes).  False: compute a column when it is
         drawn and keep only the m0 active ones (8 n m0 bytes, one kernel row per step).
+        Only True or False (numpy booleans included) are accepted.
     refresh : int
         Rebuild G = (D^{-1} + C^T C / lam)^{-1} by Cholesky every this many weight changes,
         bounding the drift of the rank-1 updates (0: only when an update's pivot fails).
@@ -232,7 +383,14 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     seed : None, int or numpy.random.Generator
         Draws S and the coordinates; the same seed gives the same model.
     n_jobs : int or None
-        BLAS threads; None uses every core.
+        Threads; None honours OMP_NUM_THREADS, the CPUs available and threadpoolctl limits.
+        The result is bitwise the same for any n_jobs.
+    max_memory : int or None
+        Most bytes the fit may allocate; None (default): the memory available when the call
+        starts.  The fit needs about 8 n M bytes with precomputed columns, plus the active
+        set's buffers, 8 (n cap + 2 cap^2) bytes for room for cap columns: cap starts at
+        min(64, M) and doubles when the active set fills it, each doubling checked against
+        ``max_memory`` before it is allocated.
 
     Returns
     -------
@@ -241,13 +399,28 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     Raises
     ------
     ValueError
-        For nu <= 0, lam <= 0, M > n, an unknown step, and the other invalid inputs.
+        For nu <= 0, lam <= 0, M > n, an unknown step, and the other invalid inputs; when nu is
+        so small relative to y^2 that the weights leave double precision (nu / max|y|^2 below
+        about 1e-300 lam); when a step or the final solve fails in floating point (the active
+        columns linearly dependent at the weights reached: increase nu or lam).
+    hkern._memory.MemoryLimitError
+        A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before the
+        allocation).
 
     Notes
     -----
     Spec: ``shared/spec/slkl.md``.  The m0 x m0 matrix :math:`G = (D^{-1} + C^TC/\lambda)^{-1}`
     is updated by Sherman-Morrison (weight change), rank-1 downdate and swap-delete (weight to
-    zero) and block inversion (new weight); F is tracked in O(1) per step.
+    zero) and block inversion (new weight); F is tracked in O(1) per step, and rebuilt from its
+    definition (with G) before the stopping rule is accepted.  The coefficients
+    :math:`\beta = G C^T y / \lambda` are solved at the end from a fresh Cholesky factorisation
+    of :math:`D^{-1} + C^TC/\lambda`, not from the updated G.
+
+    Scaling of y: F is not scale-equivariant in y, since :math:`F_{c y, \nu}(\mu) =
+    c^2 F_{y, \nu/c^2}(\mu)`; hkern keeps the paper's objective (nu in units of y^2) and does
+    not standardise y.  Internally y is divided by the smallest power of two s above max|y|
+    and nu by s^2, which changes no result (powers of two scale exactly) but keeps a, b and F in
+    range for any accepted |y| (up to 1e150).
 
     References
     ----------
@@ -275,21 +448,37 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     if kkt_tol is not None:
         kkt_tol = check_positive(kkt_tol, "kkt_tol")
     refresh = check_int(refresh, "refresh", low=0)
-    precompute_columns = bool(precompute_columns)
+    precompute_columns = check_bool(precompute_columns, "precompute_columns")
     rng = check_seed(seed)
-    n = X.shape[0]
+    (n, d), k = X.shape, Y.shape[1]
     S = draw_candidates(n, n_candidates, rng, candidates)
-    max_iter = 200 * len(S) if max_iter is None else check_int(max_iter, "max_iter", low=1)
-    n_threads = resolve_n_jobs(n_jobs)
+    M = len(S)
+    max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
+    for j in range(k):                        # refuse a hopeless nu before any work
+        scaled_penalty(nu, lam, target_scale(Y[:, j]), Y[:, j])
+    cap = min(_INITIAL_CAPACITY, M)
+    base = _fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
+    check_memory(base + _active_bytes(n, cap), max_memory,
+                 what=f"fit_slkl with n={n}, n_candidates={M}"
+                      + (" (precomputed columns: 8 n M bytes)" if precompute_columns else ""),
+                 fix=("choose a smaller n_candidates or precompute_columns=False"
+                      if precompute_columns else "fit on a subsample"))
 
-    cores = make_cores(X, Y, S, kind, sigma, lam, nu, STEPS[step], precompute_columns, refresh,
-                       n_threads)
-    histories, n_iters, converged = [], [], []
-    with blas_threads(n_threads):
-        for core in cores:
-            h, it, ok = descend(core, rng, max_iter, tol, kkt_tol)
-            histories.append(h)
-            n_iters.append(it)
-            converged.append(ok)
-    return assemble_model(cores, X, S, histories, n_iters, converged, encoding, name, kind,
-                          sigma, lam, nu, n_jobs)
+    def grow(old_cap, new_cap):
+        # max_memory=None compares the new buffers with the memory available now (which already
+        # excludes what the fit holds); an explicit max_memory bounds the whole fit.
+        extra = _active_bytes(n, new_cap)
+        check_memory(extra if max_memory is None else base + _active_bytes(n, old_cap) + extra,
+                     max_memory,
+                     what=f"fit_slkl growing its active set from {old_cap} to {new_cap} columns "
+                          f"(n={n})",
+                     fix="increase nu (fewer active landmarks) or choose a smaller n_candidates")
+
+    params = (lam, nu, STEPS[step], refresh)
+    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+        # BLAS on one thread: the core's products and the tiled routines split work over
+        # n_threads on a fixed grid, so the result is the same for any n_jobs.
+        source = column_source(X, S, kind, sigma, precompute_columns, n_threads)
+        fits = [fit_output(np.ascontiguousarray(Y[:, j]), S, source, params, rng, max_iter, tol,
+                           kkt_tol, grow, n_threads) for j in range(k)]
+    return assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs)

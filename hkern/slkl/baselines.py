@@ -5,20 +5,30 @@ KRRn, KRR on all n points, is :func:`hkern.fit_exact` with the same kernel and l
 from __future__ import annotations
 
 import numpy as np
-from numpy.linalg import LinAlgError
 
-from .._threads import blas_threads, resolve_n_jobs
+from .._memory import check_memory
+from .._threads import blas_threads, thread_budget
 from .._validation import check_positive, check_seed
 from ..baselines._model import prepare_fit
 from ..baselines.exact import fit_exact
 from ._candidates import draw_candidates
-from .api import assemble_model, make_cores
+from ._core import solve_fixed_weights
+from .api import OutputFit, _candidate_scale, assemble_model, candidate_columns, target_scale
 
 __all__ = ["fit_slkl_krrm", "fit_slkl_unif"]
 
 
+def _unif_bytes(n, d, M, k):
+    """Peak bytes of fit_slkl_unif beyond X and y."""
+    return (8 * n * k                   # Y, the targets as an (n, k) matrix
+            + 8 * n * M                 # the M candidate columns (M x n)
+            + 8 * (n + M) * (d + 1)     # centred X, X[S] and squared norms (kernel evaluation)
+            + 8 * M * M                 # D^-1 + C^T C / lam and its Cholesky factor (in place)
+            + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
+
+
 def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", sigma=1.0,
-                  candidates=None, task="regression", seed=None, n_jobs=None):
+                  candidates=None, task="regression", seed=None, n_jobs=None, max_memory=None):
     r"""The paper's "Unif" baseline: KRR with the kernel :math:`\bar\mu \sum_{m\in S} c_m c_m^T`.
 
     The same M rank-1 Nystrom kernels as :func:`hkern.fit_slkl` (the same seed gives the same
@@ -31,11 +41,30 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
         As in :func:`hkern.fit_slkl`.
     mu : float
         The common weight, > 0.
+    max_memory : int or None
+        Most bytes the fit may allocate; None (default): the memory available when the call
+        starts.  The fit needs about 8 n M + 8 M^2 bytes (the M candidate columns and the
+        M x M system).
 
     Returns
     -------
     hkern.slkl.SlklModel
-        With all M candidates active and ``objective_`` the single value F(mu).
+        With all M candidates active and ``objective_`` the single value
+        :math:`y^T (I + \tilde K/\lambda)^{-1} y`.
+
+    Raises
+    ------
+    ValueError
+        For invalid input, or when :math:`D^{-1} + C^T C/\lambda` is not positive definite
+        to working precision (mu too large for lam).
+    hkern._memory.MemoryLimitError
+        A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before
+        anything large is allocated).
+
+    Notes
+    -----
+    The coefficients solve :math:`(D^{-1} + C^T C/\lambda)\,x = C^T y`, :math:`\beta = x/\lambda`,
+    by hkern's tiled Cholesky: the same result for any ``n_jobs``.
 
     Examples
     --------
@@ -49,35 +78,58 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     mu = check_positive(mu, "mu", "the uniform weight must be positive")
     rng = check_seed(seed)
-    S = draw_candidates(X.shape[0], n_candidates, rng, candidates)
-    n_threads = resolve_n_jobs(n_jobs)
-    cores = make_cores(X, Y, S, kind, sigma, lam, 1.0, 0, True, 0, n_threads)
-    with blas_threads(n_threads):
-        for core in cores:
-            info = core.set_all(np.full(len(S), mu))
+    (n, d), k = X.shape, Y.shape[1]
+    S = draw_candidates(n, n_candidates, rng, candidates)
+    M = len(S)
+    check_memory(_unif_bytes(n, d, M, k), max_memory,
+                 what=f"fit_slkl_unif with n={n}, n_candidates={M}",
+                 fix="choose a smaller n_candidates")
+    weights = np.full(M, mu)
+    fits = []
+    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+        cols = candidate_columns(X, S, kind, sigma, n_threads)
+        for j in range(k):
+            # y / s exactly (s a power of two): no overflow in ||y||^2 for |y| up to 1e150.
+            s = target_scale(Y[:, j])
+            y_s = np.ascontiguousarray(Y[:, j] / s)
+            x, q, info = solve_fixed_weights(cols, weights, y_s, lam, n_threads)
             if info:
-                raise LinAlgError(f"fit_slkl_unif: Cholesky of D^-1 + C^T C / lam failed "
-                                  f"(info={info})")
-    # objective_ reports F with nu = 0: the data-fit term y^T (I + K~/lam)^{-1} y.
-    histories = [np.array([core.F - core.nu * mu * len(S)]) for core in cores]
-    k = len(cores)
-    return assemble_model(cores, X, S, histories, [0] * k, [True] * k, encoding, name, kind,
-                          sigma, lam, 0.0, n_jobs)
+                raise ValueError(
+                    f"fit_slkl_unif: D^-1 + C^T C / lam (M={M}) is not positive definite to "
+                    f"working precision (LAPACK info={info}): mu={mu:g} is too large for "
+                    f"lam={lam:g} with these nearly dependent columns; use a smaller mu or a "
+                    "larger lam")
+            # objective_ reports F with nu = 0: the data-fit term y^T (I + K~/lam)^{-1} y.
+            F = (float(y_s @ y_s) - float(q @ x) / lam) * s * s
+            fits.append(OutputFit(weights.copy(), np.arange(M), x / lam * _candidate_scale(S) * s,
+                                  np.array([F]), 0, True))
+    return assemble_model(fits, X, S, encoding, name, kind, sigma, lam, 0.0, n_jobs)
 
 
 def fit_slkl_krrm(X, y, n_candidates=256, lam=1.0, kernel="gaussian", sigma=1.0,
-                  candidates=None, task="regression", seed=None, n_jobs=None):
+                  candidates=None, task="regression", seed=None, n_jobs=None, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
 
     Parameters
     ----------
     X, y, n_candidates, lam, kernel, sigma, candidates, task, seed, n_jobs
         As in :func:`hkern.fit_slkl` (the same seed gives the same S).
+    max_memory : int or None
+        Most bytes the fit may allocate; None (default): the memory available when the call
+        starts.  The fit needs about 8 M^2 bytes (the M x M kernel matrix).
 
     Returns
     -------
     hkern.baselines.exact.ExactKRR
         With an extra attribute ``candidates_`` (the rows of X used).
+
+    Raises
+    ------
+    ValueError
+        For invalid input.
+    hkern._memory.MemoryLimitError
+        A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before
+        anything large is allocated).
 
     Examples
     --------
@@ -88,11 +140,19 @@ def fit_slkl_krrm(X, y, n_candidates=256, lam=1.0, kernel="gaussian", sigma=1.0,
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
-    X, _, _, name, _, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    X, Y, _, name, _, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     rng = check_seed(seed)
-    S = draw_candidates(X.shape[0], n_candidates, rng, candidates)
-    y_arr = np.asarray(y)
-    model = fit_exact(X[S], y_arr[S], kernel=name, sigma=sigma, lam=lam, task=task,
-                      n_jobs=n_jobs)
+    (n, d), k = X.shape, Y.shape[1]
+    S = draw_candidates(n, n_candidates, rng, candidates)
+    M = len(S)
+    # X[S] and y[S] (8 M (d + k)), then fit_exact's kernel matrix, factorised in place, and
+    # its dual coefficients (8 M^2 + 16 M k).
+    check_memory(8 * M * (d + k) + 8 * M * M + 16 * M * k, max_memory,
+                 what=f"fit_slkl_krrm with n_candidates={M} (the M x M kernel matrix)",
+                 fix="choose a smaller n_candidates")
+    y_rows = np.asarray(y)[S]
+    with thread_budget(n_jobs):
+        model = fit_exact(X[S], y_rows, kernel=name, sigma=sigma, lam=lam, task=task,
+                          max_memory=max_memory, n_jobs=n_jobs)
     model.candidates_ = S
     return model

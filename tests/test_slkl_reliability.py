@@ -1,0 +1,577 @@
+"""SLKL reliability (issue 16): targets in ordinary units, NaN in the core, n_jobs, read-only
+and pandas inputs, extreme magnitudes, the memory guard, boolean flags and thread budgets.
+
+References are built from the definitions with NumPy at the learned weights:
+beta = D C^T (lam I + C D C^T)^{-1} y and f(x) = sum_m beta_m k(x_m, x).
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from hkern.slkl._core import SlklCore
+from memory_probe import assert_estimate_close
+from references import dense_kernel, slkl_dense
+
+import hkern
+from hkern._memory import MemoryLimitError
+
+EPS = np.finfo(float).eps
+KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
+
+
+def reference_beta(C, mu, y, lam):
+    """beta = D C^T (lam I + C D C^T)^{-1} y from its definition (n x n solve) and the
+    condition number kappa = 1 + ||C D C^T||_2 / lam that bounds its accuracy."""
+    K_tilde = (C * mu) @ C.T
+    n = C.shape[0]
+    beta = mu * (C.T @ np.linalg.solve(lam * np.eye(n) + K_tilde, y))
+    return beta, 1.0 + np.linalg.norm(K_tilde, 2) / lam
+
+
+def check_against_reference(model, X, y, Xt, lam, sigma=1.0, factor=10.0):
+    """Predictions on Xt equal the dense reference at the learned weights to
+    factor * eps * kappa * max|y| (the accuracy of the n x n reference itself); returns the
+    tolerance."""
+    mu, S = model.weights_, model.candidates_
+    active = mu > 0
+    C = dense_kernel(X, X[S[active]], sigma)
+    beta, kappa = reference_beta(C, mu[active], y, lam)
+    ref = dense_kernel(Xt, X[S[active]], sigma) @ beta
+    tol = factor * EPS * kappa * np.abs(y).max()
+    err = np.abs(model.predict(Xt) - ref).max()
+    assert err <= tol, (err, tol, kappa)
+    return tol
+
+
+def relative_train_error(model, X, y):
+    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)) / np.std(y))
+
+
+def run_python(code, timeout=120):
+    """Run code in a fresh interpreter (crash-prone paths); returns the CompletedProcess."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, cwd=os.path.dirname(__file__))
+
+
+# ------------------------------------------------------------- defect 1: targets in their units
+
+@pytest.fixture(scope="module")
+def ordinary_units():
+    """The issue's reproducer: y = 1000 (sin x_1 + noise), n = 1000, d = 3."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3))
+    y = 1000 * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=1000))
+    return X, y, rng.normal(size=(200, 3))
+
+
+@pytest.mark.parametrize("precompute", [True, False])
+def test_reproducer_predicts_in_ordinary_units(ordinary_units, precompute):
+    """Training RMSE was 18.5 x std(y) (706 x on the fly) with converged_ True."""
+    X, y, Xt = ordinary_units
+    model = hkern.fit_slkl(X, y, sigma=1.0, seed=0, precompute_columns=precompute)
+    assert model.converged_
+    assert relative_train_error(model, X, y) < 0.2          # noise level 0.1 / std(sin) ~ 0.14
+    tol = check_against_reference(model, X, y, np.vstack([X[:200], Xt]), lam=1.0)
+    assert tol < 1e-3 * np.std(y)                            # the comparison is meaningful
+
+
+@pytest.mark.parametrize("nu, c", [(1e-6, 20.0), (1e-3, 300.0), (1e-2, 1e3), (1.0, 1e4),
+                                   (1e-4, 5e3), (1e-6, 1e4)])
+def test_prediction_equals_reference_over_target_scales(nu, c):
+    """The issue's sweep (lam = 1, nu in [1e-6, 1], y scale 20..1e4) at n = 300."""
+    rng = np.random.default_rng(int(c))
+    X = rng.normal(size=(300, 3))
+    y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
+    model = hkern.fit_slkl(X, y, n_candidates=100, nu=nu, sigma=1.0, seed=1)
+    tol = check_against_reference(model, X, y, X, lam=1.0)
+    assert tol < 1e-2 * np.std(y)                            # far below the old 3..8870 x
+    assert relative_train_error(model, X, y) < 0.3
+
+
+def test_core_coefficients_at_large_weights():
+    """SlklCore.coefficients() at weights up to 1e7 against the dense definition (the old
+    mu * C^T (y / lam - C w / lam^2) lost every digit there)."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(80, 2))
+    y = 1e3 * np.sin(X[:, 0])
+    S = np.arange(0, 80, 3, dtype=np.intp)
+    C = dense_kernel(X, X[S], 1.0)
+    core = SlklCore(y, 1.0, 1e-2, 0, np.ones(len(S)), S, cols=np.ascontiguousarray(C.T),
+                    capacity=4, refresh_every=0)
+    for m, mu in zip(range(0, len(S), 2), np.logspace(2, 7, 14)):
+        core.set_weight(m, float(mu))
+    act, beta = core.coefficients()
+    ref, kappa = reference_beta(C[:, act], core.weights[act], y, 1.0)
+    # compare predictions at the training points (beta itself is ill-determined)
+    err = np.abs(C[:, act] @ beta - C[:, act] @ ref).max()
+    assert err <= 10 * EPS * kappa * np.abs(y).max()
+    assert err <= 1e-3 * np.std(y)
+
+
+@pytest.mark.parametrize("c", [1e3, 1e6])
+def test_kkt_at_learned_weights_in_ordinary_units(c):
+    """Run to the KKT test with y in ordinary units: the dense a_m (from the definition) satisfy
+    |lam a^2 - nu| <= kkt_tol on active and lam a^2 - nu <= kkt_tol on inactive candidates.
+    a and b of an active coordinate come from w_p / (lam mu) and (1 - G_pp / mu) / mu: the
+    general forms cancelled to noise once the weights were large."""
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(300, 3))
+    y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
+    nu, kkt_tol = 1e-2, 1e-8 * c * c
+    model = hkern.fit_slkl(X, y, n_candidates=80, nu=nu, seed=0, tol=None, kkt_tol=kkt_tol,
+                           max_iter=300_000)
+    assert model.converged_
+    C = dense_kernel(X, X[model.candidates_], 1.0)
+    a, _, _, _ = slkl_dense(C, model.weights_, y, 1.0, nu)
+    g = a ** 2 - nu
+    active = model.weights_ > 0
+    assert np.abs(g[active]).max() <= 2 * kkt_tol          # core vs dense a: rounding
+    assert (~active).sum() == 0 or g[~active].max() <= 2 * kkt_tol
+
+
+@pytest.mark.parametrize("c, nu", [(1.0, 1e-2), (1e3, 1e-2), (1e10, 1e-2), (1e32, 1.0)])
+def test_identity_kernel_has_the_closed_form(c, nu):
+    """sigma = 1e-300 makes K = I and the columns unit vectors e_m, so F separates: the
+    optimum is mu_m = lam (|y_m| / sqrt(lam nu) - 1)_+ and f(x_m) = mu_m y_m / (lam + mu_m).
+    With large weights the general a and b of an active coordinate cancelled to noise (a
+    non-finite step for c = 1e32)."""
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(40, 2))
+    y = c * rng.normal(size=40)
+    lam = 0.5
+    model = hkern.fit_slkl(X, y, n_candidates=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
+                           tol=None, kkt_tol=1e-12 * c * c, max_iter=100_000)
+    S = model.candidates_
+    mu = lam * np.maximum(np.abs(y[S]) / np.sqrt(lam * nu) - 1.0, 0.0)
+    assert np.allclose(model.weights_, mu, rtol=1e-12, atol=0)
+    pred = model.predict(X[S])
+    assert np.allclose(pred, mu * y[S] / (lam + mu), rtol=1e-12, atol=1e-300)
+
+
+@pytest.fixture(scope="module")
+def scale_problem():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    return X, np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+
+
+SCALES = [1e-3, 1e-1, 1.0, 1e1, 1e3, 1e6, 1e10]
+
+
+def test_scale_default_settings(scale_problem):
+    """Fitting c y: the training error relative to std(y) does not grow with c (nu is in units
+    of y^2, so larger c means relatively less penalty and a closer fit).  The descent stops
+    at a relative decrease tol = 1e-4 per M steps; 2% covers where it stops."""
+    X, y0 = scale_problem
+    errors = []
+    for c in SCALES:
+        model = hkern.fit_slkl(X, c * y0, n_candidates=50, sigma=1.0, seed=0)
+        assert np.all(np.isfinite(model.predict(X)))
+        errors.append(relative_train_error(model, X, c * y0))
+    assert errors[0] <= np.sqrt(np.mean(y0 ** 2)) / np.std(y0) + 1e-12     # at most y itself
+    for small, large in zip(errors, errors[1:]):
+        assert large <= small * 1.02, errors
+
+
+def test_scale_converged_objective_monotone(scale_problem):
+    """Run to the KKT test (scaled with c^2): the data-fit term y^T (I + K~/lam)^{-1} y / ||y||^2
+    at the learned weights (dense, from the definition) is non-increasing in c, as it is at
+    the exact optimum for a decreasing relative penalty nu / c^2."""
+    X, y0 = scale_problem
+    fits = []
+    for c in [1e-1, 1.0, 1e1, 1e3, 1e6]:
+        y = c * y0
+        model = hkern.fit_slkl(X, y, n_candidates=50, sigma=1.0, seed=0, tol=None,
+                               kkt_tol=1e-10 * c * c, max_iter=400_000)
+        assert model.converged_
+        C = dense_kernel(X, X[model.candidates_], 1.0)
+        K_tilde = (C * model.weights_) @ C.T
+        fit = y @ np.linalg.solve(np.eye(len(y)) + K_tilde, y) / (y @ y)
+        # objective_ ends on F rebuilt from its definition: it matches the dense F
+        F = fit * (y @ y) + model.nu * model.weights_.sum()
+        assert abs(model.objective_[-1] - F) <= 1e-6 * F
+        fits.append(fit)
+    assert all(b <= a * (1 + 1e-6) for a, b in zip(fits, fits[1:])), fits
+
+
+def test_scale_power_of_two_is_exact(scale_problem):
+    """y 2^k with nu 4^k: the same weights and 2^k times the predictor, bitwise."""
+    X, y0 = scale_problem
+    a = hkern.fit_slkl(X, y0, n_candidates=50, nu=1e-2, seed=0)
+    b = hkern.fit_slkl(X, y0 * 2.0 ** 30, n_candidates=50, nu=1e-2 * 2.0 ** 60, seed=0)
+    assert np.array_equal(a.weights_, b.weights_)
+    assert np.array_equal(a.coef_ * 2.0 ** 30, b.coef_)
+    assert np.array_equal(a.objective_ * 2.0 ** 60, b.objective_)
+
+
+def test_targets_near_the_bound(scale_problem):
+    """|y| up to 1e150: finite and correct, or a ValueError naming nu when nu / max|y|^2
+    leaves double precision."""
+    X, y0 = scale_problem
+    y = 1e100 * y0
+    model = hkern.fit_slkl(X, y, n_candidates=50, seed=0)
+    assert np.all(np.isfinite(model.objective_)) and np.all(np.isfinite(model.coef_))
+    assert relative_train_error(model, X, y) < 0.3
+    big = y0 / np.abs(y0).max() * 1e150
+    with pytest.raises(ValueError, match="nu=0.01 is too small for targets"):
+        hkern.fit_slkl(X, big, n_candidates=50, seed=0)
+    model = hkern.fit_slkl(X, big, n_candidates=50, nu=1e290, seed=0)
+    assert np.all(np.isfinite(model.predict(X)))
+    # tiny targets: the penalty dominates, every weight is 0 (the exact optimum)
+    model = hkern.fit_slkl(X, y0 * 1e-150, n_candidates=50, seed=0)
+    assert model.m0_ == 0 and np.all(model.predict(X) == 0)
+
+
+# ------------------------------------------------------------- defect 2: NaN in the core
+
+def test_issue_reproducer_sigma_tiny_in_subprocess():
+    out = run_python("""
+        import numpy as np, hkern
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(100, 3))
+        m = hkern.fit_slkl(X, X[:, 0], n_candidates=20, sigma=1e-300, seed=0)
+        assert 0 < m.m0_ <= 20 and np.all(np.isfinite(m.predict(X)))
+        print("ok", m.m0_)
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ok")
+
+
+def test_nan_columns_end_in_an_error_not_corruption():
+    """A NaN kernel value made an active weight NaN; NaN > 0 is false, so the column was
+    appended again on its next draw until m0 passed M and the core wrote past its buffers
+    (heap corruption, abort).  Now the step fails with a clear message and nothing is written."""
+    out = run_python("""
+        import numpy as np, hkern
+        from hkern.slkl._core import SlklCore
+        rng = np.random.default_rng(0)
+        n, M = 50, 6
+        X = rng.normal(size=(n, 2)); y = rng.normal(size=n)
+        S = np.arange(M, dtype=np.intp)
+        cols = hkern.kernel_matrix(X[S], X, sigma=1.0)
+        cols[2, 5] = np.nan
+        core = SlklCore(y, 1.0, 1e-3, 0, np.ones(M), S, cols=cols, capacity=2)
+        hist = np.empty(10001)
+        statuses = []
+        for _ in range(5):
+            draws = rng.integers(0, M, size=2000).astype(np.intp)
+            done, status = core.run(draws, hist, 0, 0, 0.0, M, 0)
+            statuses.append(status)
+            assert core.m0 <= core.cap <= core.M
+            if status == 2:
+                core.grow(2 * core.cap)
+        assert 3 in statuses and "non-finite" in core.failure_message()
+        assert np.all(np.isfinite(core.weights)) and not np.isnan(core.weights).any()
+        print("ok", statuses)
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ok")
+
+
+@pytest.fixture
+def tiny_core():
+    rng = np.random.default_rng(4)
+    X, y = rng.normal(size=(30, 2)), rng.normal(size=30)
+    S = np.arange(0, 30, 3, dtype=np.intp)
+    cols = hkern.kernel_matrix(X[S], X, sigma=1.0)
+    return lambda **kw: SlklCore(y, 1.0, 1e-3, 0, np.ones(len(S)), S, cols=cols, **kw)
+
+
+def test_core_refuses_bad_calls(tiny_core):
+    core = tiny_core(capacity=10)
+    hist = np.empty(5)
+    with pytest.raises(ValueError, match="hist needs"):
+        core.run(np.zeros(10, dtype=np.intp), hist, 0, 0, 0.0, 10, 0)
+    with pytest.raises(IndexError):
+        core.set_weight(10, 1.0)
+    with pytest.raises(IndexError):
+        core.step(-1)
+    with pytest.raises(ValueError, match="finite"):
+        core.set_weight(0, np.inf)
+    with pytest.raises(ValueError, match="finite"):
+        core.set_weight(0, np.nan)
+    # a draw outside [0, M) ends the run, the core refuses to continue
+    done, status = core.run(np.array([0, 1, 99], dtype=np.intp), np.empty(4), 0, 0, 0.0, 10, 0)
+    assert (done, status) == (2, 3) and "outside" in core.failure_message()
+    with pytest.raises(ValueError, match="failed earlier"):
+        core.step(0)
+
+
+def test_core_refuses_inconsistent_construction(tiny_core):
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=30)
+    S = np.arange(5, dtype=np.intp)
+    with pytest.raises(ValueError, match="cols must have shape"):
+        SlklCore(y, 1.0, 1e-3, 0, np.ones(5), S, cols=np.zeros((4, 30)))
+    with pytest.raises(ValueError, match="scale has"):
+        SlklCore(y, 1.0, 1e-3, 0, np.ones(4), S, cols=np.zeros((5, 30)))
+    with pytest.raises(ValueError, match="nu must be finite"):
+        SlklCore(y, 1.0, np.nan, 0, np.ones(5), S, cols=np.zeros((5, 30)))
+    X = rng.normal(size=(30, 2))
+    with pytest.raises(ValueError, match="cand must index rows"):
+        SlklCore(y, 1.0, 1e-3, 0, np.ones(5), S + 26, X=X, xsq=np.einsum("ij,ij->i", X, X))
+
+
+def test_full_active_set_is_never_overrun(tiny_core):
+    """m0 == cap < M: run asks to grow; _set refuses an append without room."""
+    core = tiny_core(capacity=1)
+    hist = np.empty(200)
+    done, status = core.run(np.arange(10, dtype=np.intp), hist, 0, 0, 0.0, 10, 0)
+    assert status == 2 and core.m0 == core.cap == 1
+
+
+# ------------------------------------------------------------- defect 8: n_jobs
+
+@pytest.fixture(scope="module")
+def determinism_data():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(3000, 5))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=3000)
+    return X, y
+
+
+def assert_same_model(a, b):
+    for name in ("weights_", "coef_", "active_", "candidates_"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    histories_a = a.objective_ if isinstance(a.objective_, list) else [a.objective_]
+    histories_b = b.objective_ if isinstance(b.objective_, list) else [b.objective_]
+    assert len(histories_a) == len(histories_b)
+    for ha, hb in zip(histories_a, histories_b):
+        assert np.array_equal(ha, hb)
+
+
+@pytest.mark.parametrize("precompute", [True, False])
+def test_fit_slkl_bitwise_for_any_n_jobs(determinism_data, precompute):
+    X, y = determinism_data
+    kw = {"n_candidates": 300, "nu": 1e-3, "seed": 0, "precompute_columns": precompute,
+          "refresh": 50, "max_iter": 800}
+    a = hkern.fit_slkl(X, y, n_jobs=1, **kw)
+    b = hkern.fit_slkl(X, y, n_jobs=2, **kw)
+    assert a.m0_ > 100            # large enough for the parallel row blocks of t = C^T c
+    assert_same_model(a, b)
+    assert np.array_equal(a.predict(X), b.predict(X))
+
+
+def test_fit_slkl_classification_bitwise_for_any_n_jobs(determinism_data):
+    X, y = determinism_data
+    labels = np.digitize(y, [-0.5, 0.5])
+    kw = {"n_candidates": 200, "nu": 1e-2, "seed": 1, "task": "classification",
+          "max_iter": 1000}
+    assert_same_model(hkern.fit_slkl(X, labels, n_jobs=1, **kw),
+                      hkern.fit_slkl(X, labels, n_jobs=2, **kw))
+
+
+@pytest.fixture
+def always_parallel():
+    """Spread every row-block product and kernel column over the threads, however small."""
+    from hkern.slkl import _core
+    old = _core._set_parallel_work(0)
+    yield
+    _core._set_parallel_work(old)
+
+
+@pytest.mark.parametrize("precompute", [True, False])
+def test_parallel_branches_bitwise(determinism_data, always_parallel, precompute):
+    """The OpenMP branches (t = C^T c in row blocks, y^T c_m and ||c_m||^2, kernel columns,
+    the tiled refresh) give the serial result bitwise."""
+    X, y = determinism_data
+    kw = {"n_candidates": 100, "nu": 1e-3, "seed": 2, "precompute_columns": precompute,
+          "refresh": 20, "max_iter": 600}
+    a = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=1, **kw)
+    b = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=2, **kw)
+    assert a.m0_ > 40
+    assert_same_model(a, b)
+    a = hkern.fit_slkl_unif(X[:1000], y[:1000], n_candidates=100, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_unif(X[:1000], y[:1000], n_candidates=100, seed=0, n_jobs=2)
+    assert_same_model(a, b)
+
+
+def test_baselines_bitwise_for_any_n_jobs(determinism_data):
+    X, y = determinism_data
+    a = hkern.fit_slkl_unif(X, y, n_candidates=600, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_unif(X, y, n_candidates=600, seed=0, n_jobs=2)
+    assert_same_model(a, b)
+    assert np.array_equal(a.predict(X), b.predict(X))
+    a = hkern.fit_slkl_krrm(X, y, n_candidates=600, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_krrm(X, y, n_candidates=600, seed=0, n_jobs=2)
+    assert np.array_equal(a.predict(X), b.predict(X))
+
+
+# ------------------------------------------------------------- defect 6: read-only, pandas
+
+def test_read_only_and_pandas_inputs(tmp_path):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(150, 3))
+    y = np.sin(X[:, 0])
+    np.save(tmp_path / "X.npy", X)
+    X_ro = np.load(tmp_path / "X.npy", mmap_mode="r")
+    y_ro = y.copy()
+    y_ro.flags.writeable = False
+    series = pd.Series(y)
+    for fit, kw in [(hkern.fit_slkl, {"precompute_columns": True}),
+                    (hkern.fit_slkl, {"precompute_columns": False}),
+                    (hkern.fit_slkl_unif, {}), (hkern.fit_slkl_krrm, {})]:
+        ref = fit(X, y, n_candidates=40, seed=0, **kw).predict(X)
+        for Xi, yi in [(X_ro, y_ro), (X_ro, series), (X, series)]:
+            assert np.array_equal(fit(Xi, yi, n_candidates=40, seed=0, **kw).predict(X_ro), ref)
+    labels = pd.Series(np.where(y > 0, "pos", "neg"))
+    model = hkern.fit_slkl(X_ro, labels, n_candidates=40, seed=0, task="classification")
+    assert np.mean(model.predict(X) == labels.to_numpy()) > 0.9
+
+
+def test_core_accepts_read_only_arrays():
+    rng = np.random.default_rng(8)
+    X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    S = np.arange(0, 40, 4, dtype=np.intp)
+    cols = hkern.kernel_matrix(X[S], X, sigma=1.0)
+    xsq = np.einsum("ij,ij->i", X, X)
+    for arr in (X, y, S, cols, xsq):
+        arr.flags.writeable = False
+    for extra in ({"cols": cols}, {"X": X, "xsq": xsq}):
+        core = SlklCore(y, 1.0, 1e-3, 0, np.ones(len(S)), S, **extra)
+        core.step(3)
+        assert core.m0 == 1
+
+
+# ------------------------------------------------------------- defect 9: extreme magnitudes
+
+@pytest.fixture(scope="module")
+def extreme_data():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(60, 2))
+    return X, np.sin(X[:, 0])
+
+
+def reference_kernel(X, Y, kernel, sigma_case):
+    """The kernel from its dependence on distance / sigma: K = I for sigma -> 0, all ones for
+    sigma -> infinity, else the kernel of the unscaled data with sigma = 1."""
+    if sigma_case == "tiny":
+        return (np.abs(X[:, None, :] - Y[None, :, :]).sum(-1) == 0).astype(float)
+    if sigma_case == "huge":
+        return np.ones((len(X), len(Y)))
+    return hkern.kernel_matrix(X, Y, kernel=kernel, sigma=1.0)
+
+
+EXTREMES = [("tiny", 1.0, 1e-300), ("huge", 1.0, 1e300), ("scaled", 1e149, 1e149),
+            ("scaled", 1e-150, 1e-150)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case, x_scale, sigma", EXTREMES)
+def test_extreme_magnitudes(extreme_data, kernel, case, x_scale, sigma):
+    X0, y = extreme_data
+    X = X0 * x_scale
+    lam = 0.5
+    slkl = hkern.fit_slkl(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma, seed=0)
+    unif = hkern.fit_slkl_unif(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma,
+                               seed=0)
+    krrm = hkern.fit_slkl_krrm(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma,
+                               seed=0)
+    S = slkl.candidates_
+    K_all = reference_kernel(X0, X0[S], kernel, case)
+    for model, mu in ((slkl, slkl.weights_), (unif, unif.weights_)):
+        pred = model.predict(X)
+        assert np.all(np.isfinite(pred))
+        active = mu > 0
+        beta, kappa = reference_beta(K_all[:, active], mu[active], y, lam)
+        ref = K_all[:, active] @ beta
+        assert np.abs(pred - ref).max() <= 100 * EPS * kappa * max(1.0, np.abs(y).max())
+    Kss = reference_kernel(X0[S], X0[S], kernel, case)
+    ref = K_all @ np.linalg.solve(Kss + lam * np.eye(len(S)), y[S])
+    assert np.abs(krrm.predict(X) - ref).max() <= 1e-9
+
+
+# ------------------------------------------------------------- defect 11: memory
+
+PROBE_SETUP = """
+rng = np.random.default_rng(0)
+X = rng.normal(size=({n}, 3)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size={n})
+"""
+
+
+@pytest.mark.parametrize("n, call", [
+    # 8 n M = 240 MB of precomputed columns
+    (20000, "hkern.fit_slkl(X, y, n_candidates=1500, seed=0, max_iter=60)"),
+    # columns on the fly: the 64-column active buffers, 8 n 64 = 154 MB (m0 <= 60 < 64)
+    (300000, "hkern.fit_slkl(X, y, n_candidates=200, seed=0, max_iter=60, "
+             "precompute_columns=False)"),
+    (20000, "hkern.fit_slkl_unif(X, y, n_candidates=1500, seed=0)"),
+    (20000, "hkern.fit_slkl_krrm(X, y, n_candidates=4000, seed=0)"),
+])
+def test_memory_estimate_matches_peak(n, call):
+    assert_estimate_close(PROBE_SETUP.format(n=n), call)
+
+
+@pytest.mark.parametrize("fit, kw, argument", [
+    (hkern.fit_slkl, {"n_candidates": 20000}, "n_candidates"),
+    (hkern.fit_slkl, {"n_candidates": 20000, "precompute_columns": False}, "subsample"),
+    (hkern.fit_slkl_unif, {"n_candidates": 20000}, "n_candidates"),
+    (hkern.fit_slkl_krrm, {"n_candidates": 20000}, "n_candidates"),
+])
+def test_memory_limit_refused_before_allocating(fit, kw, argument):
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(200_000, 1))
+    y = X[:, 0].copy()
+    start = time.perf_counter()
+    with pytest.raises(MemoryLimitError, match=argument):
+        fit(X, y, seed=0, max_memory=2**20, **kw)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_memory_guard_on_growth():
+    """Room for 64 active columns passes; doubling beyond max_memory is refused, naming nu."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20000)
+    kw = {"n_candidates": 300, "nu": 1e-4, "seed": 0, "precompute_columns": False}
+    model = hkern.fit_slkl(X, y, max_iter=50, max_memory=30 * 2**20, **kw)
+    assert model.m0_ <= 50
+    with pytest.raises(MemoryLimitError, match="growing its active set.*increase nu"):
+        hkern.fit_slkl(X, y, max_iter=2000, max_memory=30 * 2**20, **kw)
+
+
+# ------------------------------------------------------------- defect 12 and thread budgets
+
+@pytest.mark.parametrize("value", ["no", "False", 0, 1, None, 1.0, [True]])
+def test_precompute_columns_must_be_boolean(value):
+    X = np.random.default_rng(12).normal(size=(30, 2))
+    with pytest.raises(ValueError, match="precompute_columns must be True or False"):
+        hkern.fit_slkl(X, X[:, 0], n_candidates=5, precompute_columns=value)
+
+
+def test_precompute_columns_numpy_bool():
+    X = np.random.default_rng(13).normal(size=(30, 2))
+    a = hkern.fit_slkl(X, X[:, 0], n_candidates=5, seed=0, precompute_columns=np.False_)
+    b = hkern.fit_slkl(X, X[:, 0], n_candidates=5, seed=0, precompute_columns=False)
+    assert np.array_equal(a.weights_, b.weights_)
+
+
+def test_public_calls_run_inside_thread_budget(monkeypatch):
+    """fit_slkl, fit_slkl_unif, fit_slkl_krrm and predict each enter thread_budget(n_jobs)."""
+    import hkern.slkl.api as api
+    import hkern.slkl.baselines as baselines
+    seen = []
+    real = api.thread_budget
+
+    def recording(n_jobs):
+        seen.append(n_jobs)
+        return real(n_jobs)
+
+    monkeypatch.setattr(api, "thread_budget", recording)
+    monkeypatch.setattr(baselines, "thread_budget", recording)
+    X = np.random.default_rng(14).normal(size=(40, 2))
+    for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
+        seen.clear()
+        model = fit(X, X[:, 0], n_candidates=10, seed=0, n_jobs=1)
+        assert seen == [1], fit.__name__
+        if fit is not hkern.fit_slkl_krrm:      # ExactKRR's predict belongs to fit_exact
+            seen.clear()
+            model.predict(X)
+            assert seen == [1]
+    with pytest.raises(ValueError, match="n_jobs"):
+        hkern.fit_slkl(X, X[:, 0], n_candidates=10, n_jobs=0)
