@@ -15,7 +15,7 @@ import numpy as np
 __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
     "check_nonnegative", "check_bandwidth", "check_rank", "check_int", "check_seed",
-    "check_choice",
+    "check_choice", "check_bool",
 ]
 
 
@@ -271,6 +271,14 @@ def check_seed(seed, name="seed"):
         return np.random.default_rng(int(seed))
     raise ValueError(f"{name} must be None, a non-negative int or a numpy.random.Generator, "
                      f"got {seed!r}")
+
+
+def check_bool(value, name):
+    """True or False (numpy booleans included); anything else is refused, not truth-tested
+    (``"no"`` would be true)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 def check_choice(value, name, choices):

@@ -12,6 +12,7 @@ from .._memory import check_memory
 from .._threads import blas_threads, thread_budget
 from .._validation import (
     check_array,
+    check_bool,
     check_choice,
     check_int,
     check_n_features,
@@ -107,9 +108,8 @@ class GriefGP:
         >>> bool(np.all(var >= 0)) and mean.shape == (5,)
         True
         """
-        for name, flag in (("return_var", return_var), ("include_noise", include_noise)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {flag!r}")
+        return_var = check_bool(return_var, "return_var")
+        include_noise = check_bool(include_noise, "include_noise")
         Xs = self._standardise(X)
         with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
             # BLAS calls made through NumPy run on one thread (their results can change with
@@ -299,7 +299,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         inference, malformed hyperparameters, a MALA schedule that keeps no sample
         (``thin > n_iter - burn_in``), and grid_inputs that are non-finite or have a
         different number of columns from X.
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Examples
@@ -333,8 +333,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     n_restarts = check_int(n_restarts, "n_restarts", low=0)
     if optimize_subset is not None:
         optimize_subset = check_int(optimize_subset, "optimize_subset", low=2)
-    if not isinstance(optimize, (bool, np.bool_)):
-        raise ValueError(f"optimize must be True or False, got {optimize!r}")
+    optimize = check_bool(optimize, "optimize")
     n_iter = check_int(n_iter, "n_iter", low=1)
     burn_in = check_int(burn_in, "burn_in", low=0, high=n_iter - 1,
                         hint="burn_in must leave some iterations to keep")

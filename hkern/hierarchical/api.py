@@ -463,7 +463,7 @@ def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter
     ------
     ValueError
         For invalid input; when the estimated peak memory exceeds ``max_memory``
-        (hkern._memory.MemoryLimitError, naming r); or when the kernel is numerically
+        (hkern.MemoryLimitError, naming r); or when the kernel is numerically
         singular on some landmarks (repeated points or a huge sigma with jitter 0 or a jitter
         below the rounding of the kernel values: pass a larger jitter).
 

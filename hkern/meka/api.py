@@ -14,6 +14,7 @@ from .._threads import blas_threads, resolve_n_jobs, thread_budget
 from .._validation import (
     check_array,
     check_bandwidth,
+    check_bool,
     check_choice,
     check_int,
     check_n_features,
@@ -661,7 +662,7 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     ------
     ValueError
         For invalid arguments, e.g. ``n_clusters > n`` or ``rank < 1``.
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Notes
@@ -763,8 +764,7 @@ def _meka_arguments(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversampl
     if link_rcond >= 1.0:
         raise ValueError(f"link_rcond={link_rcond} must be < 1 (a fraction of the largest "
                          "singular value)")
-    if not isinstance(psd, (bool, np.bool_)):
-        raise ValueError(f"psd must be True or False, got {psd!r}")
+    psd = check_bool(psd, "psd")
     return dict(X=X, name=name, kind=kind, sigma=sigma, rank=rank, n_clusters=n_clusters,
                 oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
                 rank_policy=rank_policy, threshold=threshold, threshold_kind=threshold_kind,

@@ -177,7 +177,7 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     ------
     ValueError
         For invalid arguments, or when G~ + lam I is not positive definite.
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
     Notes

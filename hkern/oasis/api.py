@@ -290,7 +290,7 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     ValueError
         For bad arguments, or when an explicit matrix turns out not to be PSD (a score below
         -1e-8 max diag(G), which round-off cannot explain).
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         (a ValueError) When the estimated peak memory exceeds ``max_memory``.
 
     Examples

@@ -39,7 +39,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._threads import resolve_n_jobs, thread_budget
-from .._validation import check_int, check_nonnegative, check_seed
+from .._validation import check_bool, check_int, check_nonnegative, check_seed
 from ..kernels._api import _kernel_matrix_trusted
 from ._oasis import OasisCore
 from .api import (
@@ -203,26 +203,26 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
         t, rt = check_nonnegative(tol, "tol"), check_nonnegative(rtol, "rtol")
         k0 = check_int(init, "init", low=0, high=ell)
         ref = check_int(refresh, "refresh", low=0)
-        if not isinstance(gather, (bool, np.bool_)):
-            raise ValueError(f"gather must be True or False, got {gather!r}")
+        gathered = check_bool(gather, "gather")
         n_threads = resolve_n_jobs(n_jobs)
         offsets = block_layout(n, state.size)
         lo, hi = int(offsets[state.rank]), int(offsets[state.rank + 1])
-        check_memory(mpi_peak_bytes(n, hi - lo, ell, gather and state.rank == 0), max_memory,
+        check_memory(mpi_peak_bytes(n, hi - lo, ell, gathered and state.rank == 0), max_memory,
                      what=f"oasis_mpi on rank {state.rank} of {state.size} with n={n}, "
-                          f"{hi - lo} rows, n_columns={ell}" + (", gather=True" if gather else ""),
+                          f"{hi - lo} rows, n_columns={ell}"
+                          + (", gather=True" if gathered else ""),
                      fix="choose a smaller n_columns, use more ranks" +
-                         (", or gather=False" if gather and state.rank == 0 else ""))
+                         (", or gather=False" if gathered and state.rank == 0 else ""))
         # The initial columns are drawn on every rank (each advances its own generator, as
         # serial oasis does); with seed=None rank 0 draws the seed after the agreement.
         initial = None if seed is None else \
             [int(i) for i in (check_seed(seed).choice(n, size=k0, replace=False) if k0 else ())]
         entropy = int(np.random.SeedSequence().entropy % 2**63) \
             if seed is None and state.rank == 0 else None
-        fingerprint = _fingerprint(points, kind, sig, ell, t, rt, k0, ref, bool(gather),
+        fingerprint = _fingerprint(points, kind, sig, ell, t, rt, k0, ref, gathered,
                                    "None" if seed is None else initial)
         return dict(points=points, diag=diag, kind=kind, sigma=sig, n_columns=ell, tol=t,
-                    rtol=rt, init=k0, refresh=ref, gather=bool(gather), n_threads=n_threads,
+                    rtol=rt, init=k0, refresh=ref, gather=gathered, n_threads=n_threads,
                     offsets=offsets, lo=lo, hi=hi, initial=initial), (fingerprint, entropy)
 
     out = state.run(local)
@@ -283,7 +283,7 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     ValueError
         On every rank, when any rank is given bad arguments or data, or the ranks are given
         different ones (the message names the rank).
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         On every rank, when the estimated peak of any rank exceeds its ``max_memory``.
 
     Examples

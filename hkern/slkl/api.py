@@ -7,7 +7,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._threads import blas_threads, thread_budget
-from .._validation import check_choice, check_int, check_positive, check_seed
+from .._validation import check_bool, check_choice, check_int, check_positive, check_seed
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import (
     _centred_for_accuracy,
@@ -101,13 +101,6 @@ class SlklModel(KernelRidgeModel):
 def _candidate_scale(S):
     """1 / sqrt(k(x_m, x_m)); every hkern kernel has k(x, x) = 1 (kernels/_kernels.pxd)."""
     return np.ones(len(S))
-
-
-def check_bool(value, name):
-    """True or False (numpy booleans included); anything else is refused, not truth-tested."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -403,7 +396,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
         so small relative to y^2 that the weights leave double precision (nu / max|y|^2 below
         about 1e-300 lam); when a step or the final solve fails in floating point (the active
         columns linearly dependent at the weights reached: increase nu or lam).
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before the
         allocation).
 

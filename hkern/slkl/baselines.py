@@ -57,7 +57,7 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
     ValueError
         For invalid input, or when :math:`D^{-1} + C^T C/\lambda` is not positive definite
         to working precision (mu too large for lam).
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before
         anything large is allocated).
 
@@ -127,7 +127,7 @@ def fit_slkl_krrm(X, y, n_candidates=256, lam=1.0, kernel="gaussian", sigma=1.0,
     ------
     ValueError
         For invalid input.
-    hkern._memory.MemoryLimitError
+    hkern.MemoryLimitError
         A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before
         anything large is allocated).
 
