@@ -15,11 +15,12 @@ inside an OpenMP ``prange`` runs under ``blas_threads(1)``; large single BLAS ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import operator
 import os
 
-__all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "available_cpus"]
+__all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "within_budget", "available_cpus"]
 
 _controller = None
 
@@ -122,3 +123,14 @@ def thread_budget(n_jobs):
     n_threads = resolve_n_jobs(n_jobs)
     with blas_threads(n_threads):
         yield n_threads
+
+
+def within_budget(method):
+    """Decorator: run a method inside ``thread_budget(self.n_jobs)``, so the object's n_jobs
+    bounds the BLAS threads of every NumPy/SciPy call the method makes, not only the OpenMP
+    loops."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with thread_budget(self.n_jobs):
+            return method(self, *args, **kwargs)
+    return wrapper

@@ -552,7 +552,9 @@ def test_precompute_columns_numpy_bool():
 
 
 def test_public_calls_run_inside_thread_budget(monkeypatch):
-    """fit_slkl, fit_slkl_unif, fit_slkl_krrm and predict each enter thread_budget(n_jobs)."""
+    """fit_slkl, fit_slkl_unif, fit_slkl_krrm and predict each enter thread_budget(n_jobs)
+    (predict through the models' shared base, hkern.baselines._model)."""
+    import hkern.baselines._model as model_base
     import hkern.slkl.api as api
     import hkern.slkl.baselines as baselines
     seen = []
@@ -564,14 +566,14 @@ def test_public_calls_run_inside_thread_budget(monkeypatch):
 
     monkeypatch.setattr(api, "thread_budget", recording)
     monkeypatch.setattr(baselines, "thread_budget", recording)
+    monkeypatch.setattr(model_base, "thread_budget", recording)
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()
         model = fit(X, X[:, 0], n_candidates=10, seed=0, n_jobs=1)
         assert seen == [1], fit.__name__
-        if fit is not hkern.fit_slkl_krrm:      # ExactKRR's predict belongs to fit_exact
-            seen.clear()
-            model.predict(X)
-            assert seen == [1]
+        seen.clear()
+        model.predict(X)
+        assert seen == [1]
     with pytest.raises(ValueError, match="n_jobs"):
         hkern.fit_slkl(X, X[:, 0], n_candidates=10, n_jobs=0)

@@ -1,7 +1,6 @@
 """Python face of MEKA: build the block low-rank approximation G ~ W L W^T."""
 from __future__ import annotations
 
-import functools
 import math
 import time
 import warnings
@@ -10,7 +9,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._threads import blas_threads, resolve_n_jobs, thread_budget
+from .._threads import blas_threads, resolve_n_jobs, thread_budget, within_budget
 from .._validation import (
     check_array,
     check_bandwidth,
@@ -44,16 +43,6 @@ LINK_RCOND = 1e-2
 DENSE_LIMIT = 20_000
 # Rows of the exact kernel formed at a time by rel_error().
 ERROR_CHUNK = 256
-
-
-def within_budget(method):
-    """Run a public method inside ``thread_budget(self.n_jobs)``: the model's n_jobs bounds the
-    BLAS threads of every NumPy/SciPy call the method makes, not only the OpenMP loops."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with thread_budget(self.n_jobs):
-            return method(self, *args, **kwargs)
-    return wrapper
 
 
 def _check_status(status, what):

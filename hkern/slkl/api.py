@@ -93,9 +93,9 @@ class SlklModel(KernelRidgeModel):
     def _scores(self, X):
         if self.m0_ == 0:
             return np.zeros((X.shape[0], self.coef_.shape[1]))
-        with thread_budget(self.n_jobs) as n_threads:
-            return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
-                                          n_threads)
+        # Runs inside the model's thread budget (KernelRidgeModel._checked_scores).
+        return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
+                                      self._threads())
 
 
 def _candidate_scale(S):
