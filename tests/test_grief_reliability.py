@@ -13,7 +13,7 @@ import threadpoolctl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_probe import assert_estimate_close
-from test_meka_reliability import hostile_data, record_blas_threads
+from reliability_helpers import hostile_data, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError

@@ -9,14 +9,13 @@
 * Every public computation runs inside thread_budget(n_jobs): BLAS, OpenMP and ARPACK threads
   follow n_jobs and OMP_NUM_THREADS, and results are bitwise identical for any n_jobs.
 """
-import os
 import pickle
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from fresh_python import run_python
+from reliability_helpers import blas_threads_now
 
 import hkern
 
@@ -185,11 +184,6 @@ def test_n_jobs_bitwise_identical_everywhere():
                 assert np.array_equal(v1, v2) and np.array_equal(V1, V2)
 
 
-def _blas_threads_now():
-    from threadpoolctl import threadpool_info
-    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
-
-
 @pytest.mark.parametrize("n_jobs", [1, 2, None])
 def test_kernel_pca_runs_arpack_with_one_blas_thread(fitted, monkeypatch, n_jobs):
     # ARPACK's vector operations were left to every BLAS thread whatever n_jobs; they run on
@@ -202,7 +196,7 @@ def test_kernel_pca_runs_arpack_with_one_blas_thread(fitted, monkeypatch, n_jobs
     real_eigsh = scipy.sparse.linalg.eigsh
 
     def eigsh(*args, **kwargs):
-        seen.append(_blas_threads_now())
+        seen.append(blas_threads_now())
         return real_eigsh(*args, **kwargs)
 
     monkeypatch.setattr(scipy.sparse.linalg, "eigsh", eigsh)
@@ -250,10 +244,8 @@ def test_n_jobs_none_honours_omp_num_threads():
         hkern.fit_independent(X, y, r=256, seed=0).predict(X)
         print((time.process_time() - c) / (time.perf_counter() - w))
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("OPENBLAS_NUM_THREADS", None)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=300)
+    out = run_python(code, env={"OMP_NUM_THREADS": "1"}, drop_env=("OPENBLAS_NUM_THREADS",),
+                     timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     ratio = float(out.stdout.strip().splitlines()[-1])
     assert ratio < 1.25, f"CPU / wall time {ratio:.2f} under OMP_NUM_THREADS=1"

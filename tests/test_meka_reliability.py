@@ -5,19 +5,17 @@ References are the mathematical definitions: the kernel matrix is I for sigma ->
 points), all ones for sigma -> infinity, and depends on X / sigma only; a MEKA approximation of
 full rank (every point a landmark, every link block fitted on all its rows) equals it.
 """
-import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
 import threadpoolctl
+from fresh_python import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_probe import assert_estimate_close
 from references import dense_kernel
+from reliability_helpers import hostile_data, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -31,33 +29,6 @@ def blobs(n=300, d=3, seed=0):
     return C[rng.integers(4, size=n)] + 0.6 * rng.normal(size=(n, d))
 
 
-def run_python(code, timeout=120):
-    """Run code in a fresh interpreter (a crash there fails the test instead of killing it)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, cwd=os.path.dirname(__file__))
-
-
-def blas_threads_now():
-    return max(lib["num_threads"] for lib in threadpoolctl.threadpool_info()
-               if lib["user_api"] == "blas")
-
-
-def record_blas_threads(monkeypatch, targets):
-    """Wrap each (module, name) so that the BLAS thread limit in force at every call is logged.
-
-    This reads the limit where the work happens, so it does not depend on the machine's load
-    (a CPU-time / wall-time ratio does: on a busy shared machine a 2-thread run can show a
-    ratio near 1).
-    """
-    seen = []
-    for module, name in targets:
-        original = getattr(module, name)
-
-        def wrapper(*args, __original=original, **kwargs):
-            seen.append(blas_threads_now())
-            return __original(*args, **kwargs)
-        monkeypatch.setattr(module, name, wrapper)
-    return seen
 
 
 # ------------------------------------------------------------------ defect 3: k-means
@@ -297,20 +268,6 @@ def test_too_small_max_memory_is_refused_before_any_work():
 # ------------------------------------------------------------------ property: any input
 
 
-@st.composite
-def hostile_data(draw):
-    """Small data of any accepted magnitude, with duplicates and constant columns."""
-    n = draw(st.integers(1, 40))
-    d = draw(st.integers(1, 4))
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    if draw(st.booleans()):
-        X = X[rng.integers(max(1, n // 4), size=n)]            # duplicated rows
-    if draw(st.booleans()):
-        X[:, rng.integers(d)] = 3.0                             # a constant column
-    magnitude = 10.0 ** draw(st.integers(-150, 149))
-    return X * magnitude, magnitude, rng
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,16 +1,15 @@
 """oASIS and the column selectors on hard inputs (issue 16): read-only and memory-mapped
 arrays (defect 6), extreme but accepted magnitudes (defect 9), the memory guard (defect 11),
 thread budgets and determinism for any n_jobs (defects 5, 7, 8)."""
-import os
-import subprocess
-import sys
 import textwrap
 import time
 
 import numpy as np
 import pytest
 import threadpoolctl
+from fresh_python import run_python
 from memory_probe import assert_estimate_close
+from reliability_helpers import blas_threads_now
 
 import hkern
 from hkern._memory import MemoryLimitError, peak_memory
@@ -268,11 +267,6 @@ def test_max_memory_is_the_last_parameter():
 # ------------------------------------------------------------------ threads (defects 5, 7, 8)
 
 
-def blas_threads_now():
-    return max(lib["num_threads"] for lib in threadpoolctl.threadpool_info()
-               if lib["user_api"] == "blas")
-
-
 @pytest.mark.parametrize("method", METHODS)
 def test_explicit_n_jobs_bounds_blas(monkeypatch, points, method):
     """Every selector runs inside thread_budget(n_jobs): BLAS calls made while it computes
@@ -333,9 +327,7 @@ def test_n_jobs_none_honours_omp_num_threads():
                 if lib["user_api"] == "blas"]
         print(sorted(set(threads)), max(blas))
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env=env)
+    out = run_python(code, env={"OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["[1]", "1"]
 

@@ -2,8 +2,8 @@
 
 A crash (segfault, abort) inside a compiled core would otherwise end the whole test run without
 a report; in a subprocess it fails this test, with the suite's output and the falsifying example
-hypothesis printed.  The suite's size is bounded for CI (HKERN_HYPOTHESIS_EXAMPLES, default 25
-examples per property, a few minutes in all).
+hypothesis printed.  The suite's size is bounded for CI (HKERN_HYPOTHESIS_EXAMPLES, default 100
+examples per property, about a minute in all).
 """
 import os
 import subprocess

@@ -4,14 +4,11 @@ and pandas inputs, extreme magnitudes, the memory guard, boolean flags and threa
 References are built from the definitions with NumPy at the learned weights:
 beta = D C^T (lam I + C D C^T)^{-1} y and f(x) = sum_m beta_m k(x_m, x).
 """
-import os
-import subprocess
-import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
+from fresh_python import run_python
 from hkern.slkl._core import SlklCore
 from memory_probe import assert_estimate_close
 from references import dense_kernel, slkl_dense
@@ -49,12 +46,6 @@ def check_against_reference(model, X, y, Xt, lam, sigma=1.0, factor=10.0):
 
 def relative_train_error(model, X, y):
     return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)) / np.std(y))
-
-
-def run_python(code, timeout=120):
-    """Run code in a fresh interpreter (crash-prone paths); returns the CompletedProcess."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, cwd=os.path.dirname(__file__))
 
 
 # ------------------------------------------------------------- defect 1: targets in their units

@@ -5,13 +5,11 @@ threadpoolctl.threadpool_limits(1).  Thread use is measured as CPU time / wall t
 that takes about a second, in a fresh interpreter (environment variables are read at start-up).
 """
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from fresh_python import run_python
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import hkern
@@ -51,11 +49,8 @@ def run():
 def _cpu_per_wall(n_jobs="None", body="print(json.dumps(run()))", env=None):
     """[CPU time / wall time, threads that worked >= 0.1 s] of an exact fit at n = 6000."""
     code = _PROBE.format(n_jobs=n_jobs, body=textwrap.dedent(body))
-    full_env = {k: v for k, v in os.environ.items()
-                if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    full_env.update(env or {})
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env=full_env, cwd=os.path.dirname(__file__))
+    out = run_python(code, env=env, drop_env=("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
+                     timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
