@@ -393,8 +393,8 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     ------
     ValueError
         For nu <= 0, lam <= 0, M > n, an unknown step, and the other invalid inputs; when nu is
-        so small relative to y^2 that the weights leave double precision (nu / max|y|^2 below
-        about 1e-300 lam); when a step or the final solve fails in floating point (the active
+        so small relative to y^2 that the weights leave double precision (:math:`\nu / \max|y|^2`
+        below about 1e-300 lam); when a step or the final solve fails in floating point (the active
         columns linearly dependent at the weights reached: increase nu or lam).
     hkern.MemoryLimitError
         A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before the
@@ -411,9 +411,9 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
 
     Scaling of y: F is not scale-equivariant in y, since :math:`F_{c y, \nu}(\mu) =
     c^2 F_{y, \nu/c^2}(\mu)`; hkern keeps the paper's objective (nu in units of y^2) and does
-    not standardise y.  Internally y is divided by the smallest power of two s above max|y|
-    and nu by s^2, which changes no result (powers of two scale exactly) but keeps a, b and F in
-    range for any accepted |y| (up to 1e150).
+    not standardise y.  Internally y is divided by the smallest power of two s above
+    :math:`\max|y|` and nu by s^2, which changes no result (powers of two scale exactly) but
+    keeps a, b and F in range for any accepted :math:`|y|` (up to 1e150).
 
     References
     ----------
