@@ -100,7 +100,7 @@ def _meka(X, y, r, sigma, lam, seed, n_jobs):
     gamma = 1 / (2 sigma^2) if that is what the function takes."""
     fit_meka = hkern.fit_meka
     params = inspect.signature(fit_meka).parameters
-    kw = dict(rank=r, n_clusters=MEKA_CLUSTERS, lam=lam, seed=seed)
+    kw = dict(r=r, n_clusters=MEKA_CLUSTERS, lam=lam, seed=seed)
     kw.update({"sigma": sigma} if "sigma" in params else {"gamma": 1.0 / (2.0 * sigma**2)})
     if "n_jobs" in params:
         kw["n_jobs"] = n_jobs

@@ -82,7 +82,7 @@ def _rmse_per_start(gp, X, y, Xt, yt, p, grid_inputs=None):
     for theta in gp.restart_thetas_:
         ls = np.ones(X.shape[1])
         ls[gp.active_features_] = np.exp(theta[:-2]) * xs[gp.active_features_]
-        m = hkern.fit_grief(X, y, p=p, grid_size=10, lengthscales=ls,
+        m = hkern.fit_grief(X, y, r=p, grid_size=10, lengthscales=ls,
                             signal_variance=np.exp(theta[-2]) * ys**2,
                             noise=np.exp(theta[-1]) * ys**2, optimize=False,
                             grid_inputs=grid_inputs, n_jobs=1)
@@ -97,7 +97,7 @@ def table(args):
             X, y, Xt, yt = load_uci(name, split)
             cover = Xt if args.grid_covers_test else None
             start = time.perf_counter()
-            gp = hkern.fit_grief(X, y, p=p, grid_size=10, seed=split, maxiter=args.maxiter,
+            gp = hkern.fit_grief(X, y, r=p, grid_size=10, seed=split, max_iter=args.maxiter,
                                  optimize_subset=args.optimize_subset,
                                  n_restarts=args.n_restarts, grid_inputs=cover,
                                  n_jobs=args.n_jobs)
@@ -198,7 +198,7 @@ def leaky_init(args):
             d = int(act.sum())
             ls = np.ones(X.shape[1])
             ls[act] = np.exp(theta[:d]) * xs[act]
-            gp = hkern.fit_grief(X, y, p=p, grid_size=10, seed=split, lengthscales=ls,
+            gp = hkern.fit_grief(X, y, r=p, grid_size=10, seed=split, lengthscales=ls,
                                  signal_variance=np.exp(theta[d]) * ysd**2,
                                  noise=np.exp(theta[d + 1]) * ysd**2, n_restarts=args.n_restarts,
                                  n_jobs=args.n_jobs)
@@ -212,7 +212,7 @@ def type1(args):
         for split in args.splits:
             X, y, Xt, yt = load_uci(name, split)
             start = time.perf_counter()
-            gp = hkern.fit_grief(X, y, p=1000, grid_size=10, inference="type1", seed=split,
+            gp = hkern.fit_grief(X, y, r=1000, grid_size=10, inference="type1", seed=split,
                                  w_prior=args.w_prior, n_jobs=args.n_jobs)
             seconds = time.perf_counter() - start
             record({"kind": "type1", "data": name, "split": split, "n": len(y), "p": gp.p_,
@@ -263,7 +263,7 @@ def highdim(args):
     f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
     y = f + 0.1 * rng.normal(size=n)
     start = time.perf_counter()
-    gp = hkern.fit_grief(X, y, p=500, grid_size=10, seed=0, maxiter=args.maxiter,
+    gp = hkern.fit_grief(X, y, r=500, grid_size=10, seed=0, max_iter=args.maxiter,
                          n_jobs=args.n_jobs)
     seconds = time.perf_counter() - start
     Xt = rng.uniform(-np.sqrt(3), np.sqrt(3), (1000, d))

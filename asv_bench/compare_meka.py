@@ -47,7 +47,7 @@ def table7(c=10, k=64, sigmas=(1.0, 2.0), n_rows=2000):
         X = uci_standardised(name)[0]
         n, d = X.shape
         for sigma in sigmas:
-            G, t = meka_time(X, rank=k, n_clusters=c, sigma=sigma, seed=0)
+            G, t = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
             e_meka = G.rel_error(n_rows, seed=1)
             r = round(G.n_stored / n)
             N = uniform_nystrom(X, r, sigma, seed=0)
@@ -82,7 +82,7 @@ def synthetic(n, target=0.10, n_rows=500):
     for label, X, sigma in cases:
         found = {}
         for c, k in meka_ladder:
-            G, t = meka_time(X, rank=k, n_clusters=c, sigma=sigma, seed=0)
+            G, t = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
             e = G.rel_error(n_rows, seed=1)
             mib = G.n_stored * 8 / 2**20
             print(f"| {label} | {sigma:g} | MEKA | c={c}, k={k} | {e:.4f} | {t:.2f} | "
@@ -133,11 +133,11 @@ def krr(c=10, k=64, sets=("kin40k", "protein", "elevators")):
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for name in sets:
         X, y, Xt, yt = uci_standardised(name)
-        G = hkern.meka(X, rank=k, n_clusters=c, sigma=1.0, seed=0)
+        G = hkern.meka(X, r=k, n_clusters=c, sigma=1.0, seed=0)
         r = round(G.n_stored / X.shape[0])
         del G
         fits = [("MEKA", f"c={c}, k={k}", hkern.fit_meka,
-                 {"rank": k, "n_clusters": c, "seed": 0}),
+                 {"r": k, "n_clusters": c, "seed": 0}),
                 ("Nystrom", f"r={r}", hkern.fit_nystrom, {"r": r, "seed": 0})]
         for label, setting, fit, kw in fits:
             (sigma, lam), scores = _validate(fit, X, y, grid, **kw)

@@ -71,7 +71,7 @@ def pick_nu(X, y, M, sigma, grid):
     va, tr = perm[:n_val], perm[n_val:]
     scores = {}
     for nu in grid:
-        model = hkern.fit_slkl(X[tr], y[tr], n_candidates=min(M, len(tr)), nu=nu, sigma=sigma,
+        model = hkern.fit_slkl(X[tr], y[tr], r=min(M, len(tr)), nu=nu, sigma=sigma,
                                seed=0, n_jobs=1)
         scores[nu] = mse(model.predict(X[va]), y[va])
     return min(scores, key=scores.get), scores
@@ -90,10 +90,10 @@ def table_two(name, X, y, Xt, targets, sigma, Ms, grid, paper):
         m0s[M], iters[M], secs[M] = [], [], []
         for run in range(RUNS):
             t0 = time.perf_counter()
-            s = hkern.fit_slkl(X, y, n_candidates=M, nu=nu, sigma=sigma, seed=run, n_jobs=1)
+            s = hkern.fit_slkl(X, y, r=M, nu=nu, sigma=sigma, seed=run, n_jobs=1)
             secs[M].append(time.perf_counter() - t0)
-            u = hkern.fit_slkl_unif(X, y, n_candidates=M, sigma=sigma, seed=run, n_jobs=1)
-            k = hkern.fit_slkl_krrm(X, y, n_candidates=M, sigma=sigma, seed=run, n_jobs=1)
+            u = hkern.fit_slkl_unif(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
+            k = hkern.fit_slkl_krrm(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
             preds = {"SLKL": s.predict(Xt), "Unif": u.predict(Xt), "KRRM": k.predict(Xt)}
             for t, yt in targets.items():
                 for key, p in preds.items():

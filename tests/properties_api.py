@@ -194,19 +194,19 @@ def _fit_independent(X, y, r, seed, **kw):
 
 
 def _fit_meka(X, y, r, seed, **kw):
-    return hkern.fit_meka(X, y, r, min(2, n_rows(X)), seed=seed, **kw)
+    return hkern.fit_meka(X, y, r, n_clusters=min(2, n_rows(X)), seed=seed, **kw)
 
 
 def _fit_slkl(X, y, r, seed, **kw):
-    return hkern.fit_slkl(X, y, n_candidates=r, nu=1e-2, seed=seed, max_iter=200, **kw)
+    return hkern.fit_slkl(X, y, r=r, nu=1e-2, seed=seed, max_iter=200, **kw)
 
 
 def _fit_slkl_unif(X, y, r, seed, **kw):
-    return hkern.fit_slkl_unif(X, y, n_candidates=r, seed=seed, **kw)
+    return hkern.fit_slkl_unif(X, y, r=r, seed=seed, **kw)
 
 
 def _fit_slkl_krrm(X, y, r, seed, **kw):
-    return hkern.fit_slkl_krrm(X, y, n_candidates=r, seed=seed, **kw)
+    return hkern.fit_slkl_krrm(X, y, r=r, seed=seed, **kw)
 
 
 RIDGE_FITS = {
@@ -298,8 +298,8 @@ def test_select_columns(data, kernel, sigma, n_columns, method, seed, jobs):
        n_clusters=st.integers(1, 3), seed=st.integers(0, 2**31), psd=st.booleans())
 def test_meka(data, kernel, sigma, rank, n_clusters, seed, psd):
     X = data.draw(arrays())
-    approx = returns_or_refuses(hkern.meka, X, rank, n_clusters, kernel=kernel, sigma=sigma,
-                                seed=seed, psd=psd)
+    approx = returns_or_refuses(hkern.meka, X, rank, n_clusters=n_clusters, kernel=kernel,
+                                sigma=sigma, seed=seed, psd=psd)
     if approx is None:
         return
     v = np.ones(n_rows(X))
@@ -321,8 +321,8 @@ def test_meka(data, kernel, sigma, rank, n_clusters, seed, psd):
 def test_grief(data, p, grid_size, inference, seed):
     X = data.draw(arrays(min_n=2, max_n=20, max_d=3))
     y = data.draw(targets(n_rows(X)))
-    extra = dict(n_iter=60, burn_in=10, thin=5) if inference == "type1" else dict(maxiter=15)
-    model = returns_or_refuses(hkern.fit_grief, X, y, p=p, grid_size=grid_size,
+    extra = dict(n_iter=60, burn_in=10, thin=5) if inference == "type1" else dict(max_iter=15)
+    model = returns_or_refuses(hkern.fit_grief, X, y, r=p, grid_size=grid_size,
                                inference=inference, seed=seed, init_subset=50, n_restarts=0,
                                **extra)
     if model is None:

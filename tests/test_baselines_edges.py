@@ -142,7 +142,7 @@ class TestExtremeMagnitudes:
         lambda X, s: hkern.fit_exact(X, X[:, 0], sigma=s),
         lambda X, s: hkern.fit_nystrom(X, X[:, 0], r=5, sigma=s),
         lambda X, s: hkern.oasis(X, 3, sigma=s),
-        lambda X, s: hkern.meka(X, 2, 2, sigma=s),
+        lambda X, s: hkern.meka(X, 2, n_clusters=2, sigma=s),
         lambda X, s: hkern.fit_hierarchical(X, X[:, 0], r=4, sigma=s),
     ], ids=["kernel_matrix", "kernel_matvec", "exact", "nystrom", "oasis", "meka", "hck"])
     def test_data_and_sigma_both_below_1e152_refused(self, call, problem):

@@ -36,18 +36,18 @@ FITS = {
                                                               task=t, n_jobs=j),
     "independent": lambda X, y, j, t: hkern.fit_independent(X, y, r=64, sigma=1.0, seed=1,
                                                             task=t, n_jobs=j),
-    "meka_direct": lambda X, y, j, t: hkern.fit_meka(X, y, 16, 4, sigma=1.0, seed=1, task=t,
-                                                     n_jobs=j),
-    "meka_cg": lambda X, y, j, t: hkern.fit_meka(X, y, 16, 4, sigma=1.0, seed=1, task=t,
+    "meka_direct": lambda X, y, j, t: hkern.fit_meka(X, y, 16, n_clusters=4, sigma=1.0, seed=1,
+                                                     task=t, n_jobs=j),
+    "meka_cg": lambda X, y, j, t: hkern.fit_meka(X, y, 16, n_clusters=4, sigma=1.0, seed=1, task=t,
                                                  solver="cg", n_jobs=j),
-    "slkl": lambda X, y, j, t: hkern.fit_slkl(X, y, n_candidates=120, nu=1e-3, sigma=1.0,
+    "slkl": lambda X, y, j, t: hkern.fit_slkl(X, y, r=120, nu=1e-3, sigma=1.0,
                                               seed=1, task=t, n_jobs=j),
     "slkl_lazy_columns": lambda X, y, j, t: hkern.fit_slkl(
-        X, y, n_candidates=120, nu=1e-3, sigma=1.0, seed=1, task=t, precompute_columns=False,
+        X, y, r=120, nu=1e-3, sigma=1.0, seed=1, task=t, precompute_columns=False,
         n_jobs=j),
-    "slkl_unif": lambda X, y, j, t: hkern.fit_slkl_unif(X, y, n_candidates=120, sigma=1.0,
+    "slkl_unif": lambda X, y, j, t: hkern.fit_slkl_unif(X, y, r=120, sigma=1.0,
                                                         seed=1, task=t, n_jobs=j),
-    "slkl_krrm": lambda X, y, j, t: hkern.fit_slkl_krrm(X, y, n_candidates=120, sigma=1.0,
+    "slkl_krrm": lambda X, y, j, t: hkern.fit_slkl_krrm(X, y, r=120, sigma=1.0,
                                                         seed=1, task=t, n_jobs=j),
 }
 
@@ -75,9 +75,9 @@ def test_fit_and_predict_do_not_depend_on_n_jobs(name, task, data):
 @pytest.mark.parametrize("inference", ["type2", "type1"])
 def test_grief_does_not_depend_on_n_jobs(inference, data):
     X, y, _ = data
-    kw = dict(p=60, grid_size=6, seed=3, inference=inference)
+    kw = dict(r=60, grid_size=6, seed=3, inference=inference)
     kw.update(dict(n_iter=300, burn_in=50, thin=10) if inference == "type1" else
-              dict(maxiter=20, n_restarts=0, init_subset=300))
+              dict(max_iter=20, n_restarts=0, init_subset=300))
     one = hkern.fit_grief(X[:600], y[:600], n_jobs=1, **kw)
     two = hkern.fit_grief(X[:600], y[:600], n_jobs=2, **kw)
     m1, v1 = one.predict(X[600:800], return_var=True)
@@ -107,8 +107,8 @@ def test_column_selection_does_not_depend_on_n_jobs(method, data):
 
 def test_meka_approximation_does_not_depend_on_n_jobs(data):
     X, _, _ = data
-    one = hkern.meka(X, 16, 4, sigma=1.0, seed=2, n_jobs=1)
-    two = hkern.meka(X, 16, 4, sigma=1.0, seed=2, n_jobs=2)
+    one = hkern.meka(X, 16, n_clusters=4, sigma=1.0, seed=2, n_jobs=1)
+    two = hkern.meka(X, 16, n_clusters=4, sigma=1.0, seed=2, n_jobs=2)
     v = np.cos(np.arange(N))
     _same(one.matvec(v), two.matvec(v))
     labels_one, blocks_one = one.features(X[:50])

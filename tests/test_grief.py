@@ -97,7 +97,7 @@ def test_d100_no_overflow():
     assert np.isfinite(Phi).all() and np.isfinite(basis.log_eigenvalues).all()
     diag = np.einsum("ij,ij->i", Phi, Phi)
     assert np.all(diag > 0) and np.all(diag <= 1 + 1e-8)
-    gp = hkern.fit_grief(X, X[:, 0], p=100, grid_size=10, lengthscales=3.0, signal_variance=1.0,
+    gp = hkern.fit_grief(X, X[:, 0], r=100, grid_size=10, lengthscales=3.0, signal_variance=1.0,
                          noise=0.1, optimize=False)
     assert gp.m_ == 10**100 and np.isfinite(gp.predict(X[:5])).all()
 
@@ -182,7 +182,7 @@ def test_type2_gradient_blocks_and_threads(small, monkeypatch):
 def test_type2_predict_matches_dense_gp(small):
     X, y, _, _ = small
     y = 3.0 * y + 5.0
-    gp = hkern.fit_grief(X, y, p=25, grid_size=[5, 4, 3], lengthscales=[0.8, 1.3, 0.6],
+    gp = hkern.fit_grief(X, y, r=25, grid_size=[5, 4, 3], lengthscales=[0.8, 1.3, 0.6],
                          signal_variance=2.0, noise=0.3, optimize=False)
     rng = np.random.default_rng(2)
     Xt = rng.uniform(-1.5, 1.5, (10, 3))
@@ -207,12 +207,12 @@ def test_type2_fit_improves_lml_and_is_deterministic():
     rng = np.random.default_rng(4)
     X = rng.uniform(-2, 2, (150, 2))
     y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.05 * rng.normal(size=150)
-    gp0 = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, optimize=False)
-    gp = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, maxiter=30)
+    gp0 = hkern.fit_grief(X, y, r=40, grid_size=8, seed=1, optimize=False)
+    gp = hkern.fit_grief(X, y, r=40, grid_size=8, seed=1, max_iter=30)
     assert gp.log_marginal_likelihood() >= gp0.log_marginal_likelihood()
     truth = np.sin(2 * X[:, 0]) * np.cos(X[:, 1])
     assert np.sqrt(np.mean((gp.predict(X) - truth) ** 2)) < 0.05
-    gp_b = hkern.fit_grief(X, y, p=40, grid_size=8, seed=1, maxiter=30, n_jobs=2)
+    gp_b = hkern.fit_grief(X, y, r=40, grid_size=8, seed=1, max_iter=30, n_jobs=2)
     np.testing.assert_array_equal(gp.predict(X), gp_b.predict(X))
 
 
@@ -235,7 +235,7 @@ def _lml_at(X, y, theta, **kw):
 def test_type2_restarts_keep_the_best_lml_and_are_deterministic():
     X, y = _restart_data()
     # Few iterations, so the searches end at different points and the selection matters.
-    kw = {"p": 30, "grid_size": 6, "seed": 5, "maxiter": 4}
+    kw = {"r": 30, "grid_size": 6, "seed": 5, "max_iter": 4}
     gp = hkern.fit_grief(X, y, n_restarts=3, **kw)
     lmls = gp.restart_lmls_
     assert lmls.shape == (4,) and gp.restart_thetas_.shape == (4, 5)
@@ -245,7 +245,7 @@ def test_type2_restarts_keep_the_best_lml_and_are_deterministic():
     # Recorded LMLs are the LMLs of the models at the recorded parameters (1e-10 relative),
     # and the kept model is the best one.
     for theta, lml in zip(gp.restart_thetas_, lmls):
-        assert abs(_lml_at(X, y, theta, p=30, grid_size=6) - lml) < RTOL * abs(lml)
+        assert abs(_lml_at(X, y, theta, r=30, grid_size=6) - lml) < RTOL * abs(lml)
     assert abs(gp.log_marginal_likelihood() - lmls.max()) < RTOL * abs(lmls.max())
     again = hkern.fit_grief(X, y, n_restarts=3, **kw)
     np.testing.assert_array_equal(again.restart_thetas_, gp.restart_thetas_)
@@ -258,10 +258,10 @@ def test_type2_restarts_keep_the_best_lml_and_are_deterministic():
 
 def test_type2_restarts_with_search_subset_compare_on_all_points():
     X, y = _restart_data()
-    kw = {"p": 30, "grid_size": 6, "seed": 2, "maxiter": 15, "optimize_subset": 60}
+    kw = {"r": 30, "grid_size": 6, "seed": 2, "max_iter": 15, "optimize_subset": 60}
     gp = hkern.fit_grief(X, y, n_restarts=2, **kw)
     for theta, lml in zip(gp.restart_thetas_, gp.restart_lmls_):
-        assert abs(_lml_at(X, y, theta, p=30, grid_size=6) - lml) < RTOL * abs(lml)
+        assert abs(_lml_at(X, y, theta, r=30, grid_size=6) - lml) < RTOL * abs(lml)
     assert gp.restart_ == int(np.argmax(gp.restart_lmls_))
     assert np.isnan(hkern.fit_grief(X, y, n_restarts=0, **kw).restart_lmls_[0])
 
@@ -272,7 +272,7 @@ def test_type1_mala():
     rng = np.random.default_rng(8)
     X = rng.uniform(-2, 2, (120, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=120)
-    kw = {"p": 30, "grid_size": 8, "inference": "type1", "lengthscales": [1.0, 1.0],
+    kw = {"r": 30, "grid_size": 8, "inference": "type1", "lengthscales": [1.0, 1.0],
           "signal_variance": 1.0,
               "noise": 0.02, "n_iter": 1500, "burn_in": 500, "thin": 10}
     gp = hkern.fit_grief(X, y, seed=3, **kw)
@@ -307,8 +307,8 @@ def test_type1_mala():
 
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs,match", [
-    ({"p": 0}, "p must be >= 1"),
-    ({"p": 2.5}, "p must be an integer"),
+    ({"r": 0}, "r must be >= 1"),
+    ({"r": 2.5}, "r must be an integer"),
     ({"grid_size": 1}, "grid_size must be >= 2"),
     ({"grid_size": [10, 1]}, r"grid_size\[1\] must be >= 2"),
     ({"grid_size": [10, 10, 10]}, "grid_size has 3 entries"),
@@ -338,7 +338,7 @@ def test_bad_data():
         hkern.fit_grief(X, y)
     with pytest.raises(ValueError, match="every column of X is constant"):
         hkern.fit_grief(np.ones((20, 2)), X[:, 0])
-    gp = hkern.fit_grief(X, X[:, 0], p=10, grid_size=4, seed=0, maxiter=3)
+    gp = hkern.fit_grief(X, X[:, 0], r=10, grid_size=4, seed=0, max_iter=3)
     with pytest.raises(ValueError, match="features"):
         gp.predict(np.ones((3, 5)))
 
@@ -348,7 +348,7 @@ def test_constant_column_is_ignored():
     X = rng.normal(size=(60, 2))
     y = np.sin(X[:, 0]) + X[:, 1]
     X3 = np.column_stack([X[:, 0], np.full(60, 4.0), X[:, 1]])
-    kw = {"p": 20, "grid_size": 6, "signal_variance": 1.0, "noise": 0.1, "optimize": False}
+    kw = {"r": 20, "grid_size": 6, "signal_variance": 1.0, "noise": 0.1, "optimize": False}
     gp3 = hkern.fit_grief(X3, y, lengthscales=[1.0, 1.0, 1.0], **kw)
     gp2 = hkern.fit_grief(X, y, lengthscales=[1.0, 1.0], **kw)
     np.testing.assert_array_equal(gp3.active_features_, [0, 2])
@@ -363,7 +363,7 @@ def test_few_unique_values_cap_the_grid():
     grids = make_grids(X, [10, 10])
     np.testing.assert_array_equal(grids[0], [0.0, 1.0, 2.0])
     assert grids[1].size == 10
-    gp = hkern.fit_grief(X, X[:, 1], p=1000, grid_size=10, lengthscales=1.0, signal_variance=1.0,
+    gp = hkern.fit_grief(X, X[:, 1], r=1000, grid_size=10, lengthscales=1.0, signal_variance=1.0,
                          noise=0.1, optimize=False)
     assert gp.m_ == 30 and gp.p_ == 30                                 # p capped at m
 
@@ -375,7 +375,7 @@ def test_grid_inputs_widen_the_grid_and_nothing_else():
     X = rng.uniform(0, 1, (50, 2))
     y = np.sin(3 * X[:, 0]) + X[:, 1]
     Xt = rng.uniform(-1, 2, (20, 2))
-    kw = {"p": 30, "grid_size": 7, "lengthscales": 0.5, "signal_variance": 1.0, "noise": 0.01,
+    kw = {"r": 30, "grid_size": 7, "lengthscales": 0.5, "signal_variance": 1.0, "noise": 0.01,
           "optimize": False}
     gp = hkern.fit_grief(X, y, **kw)
     wide = hkern.fit_grief(X, y, grid_inputs=Xt, **kw)
@@ -471,7 +471,7 @@ def test_unresolved_inputs_add_a_switched_off_search():
     off = api._screened_start(theta0, grids)
     np.testing.assert_array_equal(off, [0.0, BOUNDS["log_ls"][1], 0.0, np.log(0.1)])
     assert api._screened_start(np.array([0.0, np.log(50.0), 0.0, np.log(0.1)]), grids) is None
-    kw = dict(p=20, grid_size=10, signal_variance=1.0, noise=0.01, n_restarts=0, maxiter=30,
+    kw = dict(r=20, grid_size=10, signal_variance=1.0, noise=0.01, n_restarts=0, max_iter=30,
               seed=0)
     gp = hkern.fit_grief(X, y, lengthscales=[1.0, 0.5 * X[:, 1].std()], **kw)
     assert gp.screened_ and len(gp.restart_lmls_) == 2

@@ -20,7 +20,7 @@ from hkern._memory import MemoryLimitError
 from hkern.grief import _mala
 from hkern.grief._lml import plain_lml, svd_lml
 
-FAST = {"p": 20, "grid_size": 6, "maxiter": 5, "n_restarts": 0, "seed": 0}
+FAST = {"r": 20, "grid_size": 6, "max_iter": 5, "n_restarts": 0, "seed": 0}
 MALA = {"n_iter": 400, "burn_in": 100, "thin": 10}
 
 
@@ -50,7 +50,7 @@ def test_type1_on_small_problems_gives_finite_results(seed):
     # the prior mode is large); the square of exp(log noise) raised OverflowError in svd_lml.
     # Such a proposal has zero acceptance probability and must simply be rejected.
     X, y, p, grid_size = small_problem(seed)
-    gp = hkern.fit_grief(X, y, p=p, grid_size=grid_size, inference="type1", seed=seed,
+    gp = hkern.fit_grief(X, y, r=p, grid_size=grid_size, inference="type1", seed=seed,
                          n_iter=500, burn_in=100, thin=10)
     mean, var = gp.predict(X, return_var=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
@@ -79,24 +79,24 @@ def test_likelihoods_do_not_raise_when_the_noise_overflows():
 def test_mala_schedule_is_checked_up_front():
     X, y = data(30)
     with pytest.raises(ValueError, match="thin"):
-        hkern.fit_grief(X, y, p=5, inference="type1", n_iter=200, burn_in=100, thin=500)
+        hkern.fit_grief(X, y, r=5, inference="type1", n_iter=200, burn_in=100, thin=500)
     with pytest.raises(ValueError, match="burn_in"):
-        hkern.fit_grief(X, y, p=5, inference="type1", n_iter=200, burn_in=200)
+        hkern.fit_grief(X, y, r=5, inference="type1", n_iter=200, burn_in=200)
     with pytest.raises(ValueError, match="n_iter"):
-        hkern.fit_grief(X, y, p=5, inference="type1", n_iter=0)
+        hkern.fit_grief(X, y, r=5, inference="type1", n_iter=0)
     with pytest.raises(ValueError, match="thin"):
-        hkern.fit_grief(X, y, p=5, inference="type1", thin=0)
+        hkern.fit_grief(X, y, r=5, inference="type1", thin=0)
     with pytest.raises(ValueError, match="optimize"):
-        hkern.fit_grief(X, y, p=5, optimize="no")
+        hkern.fit_grief(X, y, r=5, optimize="no")
     # thin = n_iter - burn_in keeps exactly one sample
-    gp = hkern.fit_grief(X, y, p=5, inference="type1", n_iter=200, burn_in=100, thin=100,
+    gp = hkern.fit_grief(X, y, r=5, inference="type1", n_iter=200, burn_in=100, thin=100,
                          seed=0)
     assert gp.samples_.shape[0] == 1 and np.all(np.isfinite(gp.predict(X)))
 
 
 def test_type1_noise_outside_the_search_box_is_refused():
     X, y = data(30)
-    kw = {"p": 5, "inference": "type1", "lengthscales": 1.0, "signal_variance": 1.0, **MALA}
+    kw = {"r": 5, "inference": "type1", "lengthscales": 1.0, "signal_variance": 1.0, **MALA}
     for noise in (1e-300, 1e30):
         with pytest.raises(ValueError, match="noise"):
             hkern.fit_grief(X, y, noise=noise * y.var(), **kw)
@@ -112,11 +112,11 @@ def test_given_hyperparameters_beyond_double_precision_are_refused():
     # passed (it was divided by an underflowed 0, or std(y) = 0 was replaced by 1 silently).
     X, y = data()
     with pytest.raises(ValueError, match="signal_variance or noise"):
-        hkern.fit_grief(X, y * 1e-200, p=10, lengthscales=1.0, signal_variance=1e-300,
+        hkern.fit_grief(X, y * 1e-200, r=10, lengthscales=1.0, signal_variance=1e-300,
                         noise=1e-302, optimize=False)
-    gp = hkern.fit_grief(X, y * 1e-100, p=10, lengthscales=1.0, signal_variance=1e-200,
+    gp = hkern.fit_grief(X, y * 1e-100, r=10, lengthscales=1.0, signal_variance=1e-200,
                          noise=1e-202, optimize=False)
-    ref = hkern.fit_grief(X, y, p=10, lengthscales=1.0, signal_variance=1.0, noise=0.01,
+    ref = hkern.fit_grief(X, y, r=10, lengthscales=1.0, signal_variance=1.0, noise=0.01,
                           optimize=False)
     np.testing.assert_allclose(gp.predict(X) * 1e100, ref.predict(X), rtol=1e-12, atol=1e-12)
 
@@ -154,7 +154,7 @@ def test_targets_scaled_by_a_power_of_two_scale_the_predictions(k):
 def test_inputs_at_the_bounds_of_the_accepted_range(scale):
     # Not a power of two: the standardised inputs differ from those of X by rounding only.
     X, y = data()
-    kw = {"p": 20, "grid_size": 6, "lengthscales": [0.8, 1.2], "signal_variance": 1.0,
+    kw = {"r": 20, "grid_size": 6, "lengthscales": [0.8, 1.2], "signal_variance": 1.0,
           "noise": 0.01, "optimize": False}
     ref = hkern.fit_grief(X, y, **kw)
     gp = hkern.fit_grief(X * scale, y, **{**kw, "lengthscales": [0.8 * scale, 1.2 * scale]})
@@ -244,8 +244,8 @@ def test_n_jobs_bounds_blas_threads_in_fit_and_predict(monkeypatch):
         (_lml, "svd_transform"), (api, "type2_lml"), (_mala, "svd_lml")])
     assert scipy.optimize.minimize is not api.minimize
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        gp2 = hkern.fit_grief(X, y, p=40, grid_size=8, seed=0, maxiter=3, n_jobs=1)
-        gp1 = hkern.fit_grief(X, y, p=40, grid_size=8, seed=0, inference="type1", n_jobs=1,
+        gp2 = hkern.fit_grief(X, y, r=40, grid_size=8, seed=0, max_iter=3, n_jobs=1)
+        gp1 = hkern.fit_grief(X, y, r=40, grid_size=8, seed=0, inference="type1", n_jobs=1,
                               **MALA)
         n_fit = len(seen)
         gp2.predict(X, return_var=True)
@@ -260,10 +260,10 @@ def test_fits_are_bitwise_identical_for_any_n_jobs():
     # Large enough for OpenBLAS to split its work between threads (two blocks of Phi, a
     # 300 x 300 eigendecomposition for type I).
     X, y = data(4500, 3, noise=0.1)
-    kw = {"p": 300, "grid_size": 10, "seed": 0, "init_subset": 200}
+    kw = {"r": 300, "grid_size": 10, "seed": 0, "init_subset": 200}
     runs = {}
     for n_jobs in (1, 2):
-        a = hkern.fit_grief(X, y, maxiter=2, n_restarts=0, n_jobs=n_jobs, **kw)
+        a = hkern.fit_grief(X, y, max_iter=2, n_restarts=0, n_jobs=n_jobs, **kw)
         b = hkern.fit_grief(X, y, inference="type1", n_iter=200, burn_in=100, thin=10,
                             n_jobs=n_jobs, **kw)
         runs[n_jobs] = [a.theta_, *a.predict(X, return_var=True), b.samples_,
@@ -283,9 +283,9 @@ HYPER = dict(lengthscales=1.0, signal_variance=1.0, noise=0.1)
 
 
 @pytest.mark.parametrize("n, call", [
-    (3000, "hkern.fit_grief(X, y, p=1000, grid_size=12, maxiter=1, n_restarts=0, **HYPER)"),
-    (8000, "hkern.fit_grief(X, y, p=1500, grid_size=12, optimize=False, **HYPER)"),
-    (8000, "hkern.fit_grief(X, y, p=1500, grid_size=12, inference='type1', n_iter=200, "
+    (3000, "hkern.fit_grief(X, y, r=1000, grid_size=12, max_iter=1, n_restarts=0, **HYPER)"),
+    (8000, "hkern.fit_grief(X, y, r=1500, grid_size=12, optimize=False, **HYPER)"),
+    (8000, "hkern.fit_grief(X, y, r=1500, grid_size=12, inference='type1', n_iter=200, "
            "burn_in=100, thin=1, **HYPER)"),
 ])
 def test_fit_grief_memory_estimate_matches_peak_rss(n, call):
@@ -295,12 +295,12 @@ def test_fit_grief_memory_estimate_matches_peak_rss(n, call):
 def test_too_small_max_memory_is_refused_before_any_work():
     X, y = data(50_000, 3)
     start = time.perf_counter()
-    with pytest.raises(MemoryLimitError, match="smaller p") as info:
-        hkern.fit_grief(X, y, p=5000, grid_size=20, max_memory=100 * 2**20)
+    with pytest.raises(MemoryLimitError, match="smaller r") as info:
+        hkern.fit_grief(X, y, r=5000, grid_size=20, max_memory=100 * 2**20)
     assert time.perf_counter() - start < 1.0
     assert "n=50000" in str(info.value) and "max_memory" in str(info.value)
     with pytest.raises(ValueError, match="max_memory"):
-        hkern.fit_grief(X[:50], y[:50], p=5, max_memory=0)
+        hkern.fit_grief(X[:50], y[:50], r=5, max_memory=0)
 
 
 # ------------------------------------------------------------------ property: any input
@@ -317,8 +317,8 @@ def test_fit_grief_gives_finite_results_or_a_value_error(data, y_exp, inference,
         return
     y = rng.normal(size=n) * 10.0**y_exp
     try:
-        gp = hkern.fit_grief(X, y, p=p, grid_size=grid_size, inference=inference, seed=0,
-                             maxiter=5, n_restarts=1, init_subset=30, **MALA)
+        gp = hkern.fit_grief(X, y, r=p, grid_size=grid_size, inference=inference, seed=0,
+                             max_iter=5, n_restarts=1, init_subset=30, **MALA)
     except ValueError as exc:
         assert "constant" in str(exc)          # the only refusal these inputs deserve
         assert np.all(X == X[0])

@@ -328,8 +328,8 @@ def test_matern12_is_exponential_and_laplace_in_1d():
     rng = np.random.default_rng(34)
     X = rng.standard_normal((50, 1))
     Y = rng.standard_normal((70, 1))
-    assert_allclose(hkern.kernel_matrix(X, Y, "matern12", 0.6),
-                    hkern.kernel_matrix(X, Y, "laplace", 0.6), rtol=1e-12, atol=0)
+    assert_allclose(hkern.kernel_matrix(X, Y, kernel="matern12", sigma=0.6),
+                    hkern.kernel_matrix(X, Y, kernel="laplace", sigma=0.6), rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("kernel", ALL_KERNELS + ["rbf"])
@@ -597,8 +597,8 @@ def test_data_far_from_the_origin_keep_full_accuracy(kernel, sigma):
     Y = rng.normal(size=(150, 30)) + 30.0
     ref = reference(X, Y, kernel, sigma)
     normal = ref > np.finfo(float).tiny
-    assert_allclose(hkern.kernel_matrix(X, Y, kernel, sigma)[normal], ref[normal], rtol=1e-12,
-                    atol=0)
+    assert_allclose(hkern.kernel_matrix(X, Y, kernel=kernel, sigma=sigma)[normal], ref[normal],
+                    rtol=1e-12, atol=0)
     K = hkern.kernel_matrix(X, kernel=kernel, sigma=sigma)
     ref = reference(X, X, kernel, sigma)
     normal = ref > np.finfo(float).tiny

@@ -67,7 +67,7 @@ def test_linalg_qr_rejects_wide():
 
 def test_dense_equals_W_L_Wt_and_bases_follow_definition():
     X = blobs()
-    G = hkern.meka(X, rank=12, n_clusters=4, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, r=12, n_clusters=4, sigma=SIGMA, seed=0)
     D = G.to_dense()
     ref, _ = dense_from_parts(G)
     assert np.abs(D - ref).max() <= 1e-12 * np.abs(ref).max()
@@ -88,7 +88,7 @@ def test_dense_equals_W_L_Wt_and_bases_follow_definition():
 
 def test_links_with_all_entries_equal_exact_least_squares():
     X = blobs(n=300, d=2, centres=3)
-    G = hkern.meka(X, rank=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6)
+    G = hkern.meka(X, r=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6)
     K = dense_kernel(X, X, SIGMA)
     for s in range(3):
         for t in range(s + 1, 3):
@@ -116,7 +116,7 @@ def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
     monkeypatch.setattr(meka_api, "_link_samples", recording)
     X = blobs(n=800, d=3)
     rank, rho = 5, 1.0
-    G = hkern.meka(X, rank=rank, n_clusters=4, sigma=SIGMA, seed=3, oversample=rho)
+    G = hkern.meka(X, r=rank, n_clusters=4, sigma=SIGMA, seed=3, oversample=rho)
     Xs = X[G._perm]
     assert len(seen["pairs"]) == 6
     for (s, t), (o, a, b) in zip(seen["pairs"], seen["offsets"], strict=True):
@@ -137,7 +137,7 @@ def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
 
 def test_matvec_equals_dense():
     X = blobs()
-    G = hkern.meka(X, rank=10, n_clusters=5, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, r=10, n_clusters=5, sigma=SIGMA, seed=0)
     D = G.to_dense()
     V = np.random.default_rng(0).normal(size=(X.shape[0], 3))
     assert np.abs(G.matvec(V) - D @ V).max() <= 1e-12 * np.abs(D @ V).max()
@@ -148,7 +148,7 @@ def test_matvec_equals_dense():
 
 def test_rel_error_equals_dense_frobenius_ratio():
     X = blobs()
-    G = hkern.meka(X, rank=10, n_clusters=4, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, r=10, n_clusters=4, sigma=SIGMA, seed=0)
     K = dense_kernel(X, X, SIGMA)
     exact = np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K)
     assert abs(G.rel_error() - exact) <= 1e-10 * exact
@@ -160,7 +160,7 @@ def test_rel_error_equals_dense_frobenius_ratio():
 
 def test_eigh_equals_dense_spectrum():
     X = blobs(n=400)
-    G = hkern.meka(X, rank=8, n_clusters=4, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, r=8, n_clusters=4, sigma=SIGMA, seed=0)
     D = G.to_dense()
     w_ref = np.linalg.eigvalsh(D)[::-1]
     w, V = G.eigh(10)
@@ -174,10 +174,10 @@ def test_eigh_equals_dense_spectrum():
 def test_psd_fix_gives_psd_matrix_close_to_the_original():
     # small oversampling at a large bandwidth makes the sampled links indefinite
     X = blobs(n=600, d=3, spread=1.5)
-    G = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
+    G = hkern.meka(X, r=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
     w_raw = np.linalg.eigvalsh(G.to_dense())
     assert w_raw[0] < -1e-6 * w_raw[-1], "test set-up: the raw approximation should be indefinite"
-    P = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2, psd=True)
+    P = hkern.meka(X, r=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2, psd=True)
     D = P.to_dense()
     w = np.linalg.eigvalsh(D)
     assert w[0] >= -1e-10 * np.linalg.norm(D, 2)
@@ -193,7 +193,7 @@ def test_psd_fix_gives_psd_matrix_close_to_the_original():
 def test_threshold_fraction_and_absolute():
     X = blobs(n=600, centres=5)
     c = 5
-    G = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=0.3)
+    G = hkern.meka(X, r=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=0.3)
     P = c * (c - 1) // 2
     assert len(G.zeroed_pairs_) == int(np.ceil(0.3 * P))
     Dmu = dense_kernel(G.centroids_, G.centroids_, SIGMA)
@@ -206,13 +206,13 @@ def test_threshold_fraction_and_absolute():
     assert G.n_stored == G._W.size + G.L_.size - sum(
         2 * G.ranks_[s] * G.ranks_[t] for s, t in G.zeroed_pairs_)
     eps = float(np.median(Dmu[iu]))
-    A = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=eps,
+    A = hkern.meka(X, r=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=eps,
                    threshold_kind="absolute")
     Da = dense_kernel(A.centroids_, A.centroids_, SIGMA)
     expected = {(s, t) for s, t in zip(*iu, strict=True) if Da[s, t] <= eps}
     assert {tuple(p) for p in A.zeroed_pairs_} == expected
     # threshold=1 as a fraction zeroes every link: block-diagonal (low-rank BKA)
-    B = hkern.meka(X, rank=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=1.0)
+    B = hkern.meka(X, r=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=1.0)
     assert np.array_equal(B.L_, np.eye(B.L_.shape[0]))
 
 
@@ -221,7 +221,7 @@ def test_rank_policies(policy):
     X = blobs(n=900, centres=3)
     rng = np.random.default_rng(0)
     X = np.vstack([X, rng.normal(size=(100, 3)) * 0.3 + 20.0])     # one small cluster
-    G = hkern.meka(X, rank=10, n_clusters=4, sigma=SIGMA, seed=0, rank_policy=policy)
+    G = hkern.meka(X, r=10, n_clusters=4, sigma=SIGMA, seed=0, rank_policy=policy)
     k = G.ranks_
     assert np.all(k >= 1)
     if policy == "uniform":
@@ -246,16 +246,16 @@ def test_rank_policies(policy):
 
 def test_landmarks_per_cluster_caps_rank():
     X = blobs(n=400)
-    G = hkern.meka(X, rank=20, n_clusters=2, sigma=SIGMA, seed=0, landmarks_per_cluster=8)
+    G = hkern.meka(X, r=20, n_clusters=2, sigma=SIGMA, seed=0, landmarks_per_cluster=8)
     assert np.all(G.ranks_ <= 8)
     assert all(G.landmarks(s).shape[0] == 8 for s in range(G.n_clusters_))
 
 
 def test_same_seed_same_result_and_thread_count_invariance():
     X = blobs(n=700)
-    a = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=1)
-    b = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=2)
-    c = hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=np.random.default_rng(4),
+    a = hkern.meka(X, r=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=1)
+    b = hkern.meka(X, r=8, n_clusters=5, sigma=SIGMA, seed=4, n_jobs=2)
+    c = hkern.meka(X, r=8, n_clusters=5, sigma=SIGMA, seed=np.random.default_rng(4),
                    n_jobs=1)
     for other in (b, c):
         assert np.array_equal(a._W, other._W)
@@ -263,20 +263,20 @@ def test_same_seed_same_result_and_thread_count_invariance():
         assert np.array_equal(a.labels_, other.labels_)
     v = np.arange(700, dtype=float)
     b.n_jobs = 1
-    assert np.array_equal(a.matvec(v), hkern.meka(X, rank=8, n_clusters=5, sigma=SIGMA, seed=4,
+    assert np.array_equal(a.matvec(v), hkern.meka(X, r=8, n_clusters=5, sigma=SIGMA, seed=4,
                                                   n_jobs=2).matvec(v))
 
 
 def test_data_far_from_origin_give_the_same_approximation():
     X = blobs(n=400)
-    a = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
-    b = hkern.meka(X + 1e4, rank=8, n_clusters=3, sigma=SIGMA, seed=0)
+    a = hkern.meka(X, r=8, n_clusters=3, sigma=SIGMA, seed=0)
+    b = hkern.meka(X + 1e4, r=8, n_clusters=3, sigma=SIGMA, seed=0)
     assert np.array_equal(a.labels_, b.labels_)
     Da, Db = a.to_dense(), b.to_dense()
     assert np.abs(Da - Db).max() <= 1e-6
     y = np.sin(X[:, 0])
-    ma = hkern.fit_meka(X, y, rank=8, n_clusters=3, lam=1e-2, seed=0)
-    mb = hkern.fit_meka(X + 1e4, y, rank=8, n_clusters=3, lam=1e-2, seed=0)
+    ma = hkern.fit_meka(X, y, r=8, n_clusters=3, lam=1e-2, seed=0)
+    mb = hkern.fit_meka(X + 1e4, y, r=8, n_clusters=3, lam=1e-2, seed=0)
     assert np.abs(ma.predict(X[:50]) - mb.predict(X[:50] + 1e4)).max() <= 1e-5
 
 
@@ -287,7 +287,7 @@ def test_krr_direct_equals_dense_solve_and_predictions_match_on_training_points(
     X = blobs(n=500)
     y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
     lam = 1e-2
-    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=lam, sigma=SIGMA, seed=0,
+    model = hkern.fit_meka(X, y, r=10, n_clusters=4, lam=lam, sigma=SIGMA, seed=0,
                            psd=True)
     D = model.approximation_.to_dense()
     A = D + lam * np.eye(len(y))
@@ -311,7 +311,7 @@ def test_krr_direct_is_accurate_when_lam_is_tiny(psd):
     lam = 1e-6
     # Without the PSD fix sampled links make G~ indefinite; one cluster (G~ = W W^T, L = I)
     # keeps it PSD and still takes the non-orthonormal W = Q R path.
-    model = hkern.fit_meka(X, y, rank=40, n_clusters=5 if psd else 1, lam=lam, sigma=5.0,
+    model = hkern.fit_meka(X, y, r=40, n_clusters=5 if psd else 1, lam=lam, sigma=5.0,
                            seed=0, psd=psd)
     D = model.approximation_.to_dense()
     w = np.linalg.eigvalsh(D)
@@ -329,7 +329,7 @@ def test_krr_direct_handles_singular_L():
     X = blobs(n=500)
     y = np.cos(X[:, 1])
     lam = 0.5
-    model = hkern.fit_meka(X, y, rank=10, n_clusters=5, lam=lam, sigma=2.0, seed=0,
+    model = hkern.fit_meka(X, y, r=10, n_clusters=5, lam=lam, sigma=2.0, seed=0,
                            oversample=0.2, threshold=0.4)
     L = model.approximation_.L_
     assert np.linalg.matrix_rank(L) < L.shape[0]
@@ -344,9 +344,9 @@ def test_krr_direct_handles_singular_L():
 def test_krr_cg_matches_direct():
     X = blobs(n=500)
     Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
-    kw = {"rank": 10, "n_clusters": 4, "lam": 1e-2, "sigma": SIGMA, "seed": 0, "psd": True}
+    kw = {"r": 10, "n_clusters": 4, "lam": 1e-2, "sigma": SIGMA, "seed": 0, "psd": True}
     direct = hkern.fit_meka(X, Y, **kw)
-    cg = hkern.fit_meka(X, Y, solver="cg", tol=1e-12, maxiter=2000, **kw)
+    cg = hkern.fit_meka(X, Y, solver="cg", tol=1e-12, max_iter=2000, **kw)
     assert cg.n_iter_ is not None and cg.n_iter_ > 1
     scale = np.abs(direct.dual_coef_).max()
     assert np.abs(cg.dual_coef_ - direct.dual_coef_).max() <= 1e-8 * scale
@@ -356,17 +356,17 @@ def test_krr_cg_matches_direct():
 def test_indefinite_system_is_rejected_not_solved(solver):
     """psd=False with G~ + lam I indefinite: a clear error, never a silently wrong solution."""
     X = blobs(n=600, d=3, spread=1.5)
-    G = hkern.meka(X, rank=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
+    G = hkern.meka(X, r=15, n_clusters=6, sigma=2.0, seed=2, oversample=0.2)
     lam_small = 1e-8
     assert np.linalg.eigvalsh(G.to_dense())[0] < -1e3 * lam_small
     with pytest.raises(ValueError, match="not positive definite.*psd=True"):
-        hkern.fit_meka(X, np.ones(600), rank=15, n_clusters=6, sigma=2.0, seed=2,
+        hkern.fit_meka(X, np.ones(600), r=15, n_clusters=6, sigma=2.0, seed=2,
                        oversample=0.2, lam=lam_small, solver=solver, psd=False)
 
 
 def test_krr_applies_the_psd_fix_by_default():
     X = blobs(n=600, d=3, spread=1.5)
-    model = hkern.fit_meka(X, np.ones(600), rank=15, n_clusters=6, sigma=2.0, seed=2,
+    model = hkern.fit_meka(X, np.ones(600), r=15, n_clusters=6, sigma=2.0, seed=2,
                            oversample=0.2, lam=1e-8)
     G = model.approximation_
     assert G.psd
@@ -379,7 +379,7 @@ def test_out_of_sample_features_equal_training_rows(psd):
     """The feature map of new points reproduces the stored basis rows at training points, with
     and without the PSD fix (which re-bases every cluster by a QR)."""
     X = blobs(n=400)
-    G = hkern.meka(X, rank=8, n_clusters=3, sigma=SIGMA, seed=0, psd=psd)
+    G = hkern.meka(X, r=8, n_clusters=3, sigma=SIGMA, seed=0, psd=psd)
     labels, blocks = G.features(X)
     assert np.array_equal(labels, G.labels_)
     for s, (sel, Wx) in enumerate(blocks):
@@ -392,7 +392,7 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
     y = np.sin(X[:, 0])
     # psd=False keeps the Nystrom bases the reference below is written for; this G~ has
     # lambda_min = -0.48, so lam = 1 keeps G~ + lam I positive definite.
-    model = hkern.fit_meka(X, y, rank=10, n_clusters=4, lam=1.0, seed=0, psd=False)
+    model = hkern.fit_meka(X, y, r=10, n_clusters=4, lam=1.0, seed=0, psd=False)
     G = model.approximation_
     Xt = blobs(n=60, seed=9)
     labels = np.argmin(((Xt[:, None, :] - G.centroids_[None]) ** 2).sum(-1), axis=1)
@@ -415,7 +415,7 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
 def test_multi_output_equals_separate_fits_and_classification():
     X = blobs(n=500)
     Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])])
-    kw = {"rank": 8, "n_clusters": 4, "lam": 1e-2, "seed": 0}
+    kw = {"r": 8, "n_clusters": 4, "lam": 1e-2, "seed": 0}
     both = hkern.fit_meka(X, Y, **kw)
     for j in range(2):
         one = hkern.fit_meka(X, Y[:, j], **kw)
@@ -432,24 +432,24 @@ def test_multi_output_equals_separate_fits_and_classification():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"rank": 5, "n_clusters": 101}, "n_clusters"),
-    ({"rank": 0, "n_clusters": 2}, "rank"),
-    ({"rank": -3, "n_clusters": 2}, "rank"),
-    ({"rank": 2.5, "n_clusters": 2}, "rank"),
-    ({"rank": 5, "n_clusters": 0}, "n_clusters"),
-    ({"rank": 5, "n_clusters": 2, "threshold": 1.5}, "threshold"),
-    ({"rank": 5, "n_clusters": 2, "threshold": -0.1}, "threshold"),
-    ({"rank": 5, "n_clusters": 2, "threshold_kind": "relative"}, "threshold_kind"),
-    ({"rank": 5, "n_clusters": 2, "rank_policy": "greedy"}, "rank_policy"),
-    ({"rank": 5, "n_clusters": 2, "oversample": -1}, "oversample"),
-    ({"rank": 5, "n_clusters": 2, "landmarks_per_cluster": 0}, "landmarks_per_cluster"),
-    ({"rank": 5, "n_clusters": 8, "kmeans_sample": 5}, "kmeans_sample"),
-    ({"rank": 5, "n_clusters": 2, "sigma": 0.0}, "sigma"),
-    ({"rank": 5, "n_clusters": 2, "kernel": "cosine"}, "kernel"),
-    ({"rank": 5, "n_clusters": 2, "psd": "yes"}, "psd"),
-    ({"rank": 5, "n_clusters": 2, "seed": -1}, "seed"),
-    ({"rank": 5, "n_clusters": 2, "link_rcond": 0.0}, "link_rcond"),
-    ({"rank": 5, "n_clusters": 2, "link_rcond": 1.0}, "link_rcond"),
+    ({"r": 5, "n_clusters": 101}, "n_clusters"),
+    ({"r": 0, "n_clusters": 2}, r"\br must be"),
+    ({"r": -3, "n_clusters": 2}, r"\br must be"),
+    ({"r": 2.5, "n_clusters": 2}, r"\br must be"),
+    ({"r": 5, "n_clusters": 0}, "n_clusters"),
+    ({"r": 5, "n_clusters": 2, "threshold": 1.5}, "threshold"),
+    ({"r": 5, "n_clusters": 2, "threshold": -0.1}, "threshold"),
+    ({"r": 5, "n_clusters": 2, "threshold_kind": "relative"}, "threshold_kind"),
+    ({"r": 5, "n_clusters": 2, "rank_policy": "greedy"}, "rank_policy"),
+    ({"r": 5, "n_clusters": 2, "oversample": -1}, "oversample"),
+    ({"r": 5, "n_clusters": 2, "landmarks_per_cluster": 0}, "landmarks_per_cluster"),
+    ({"r": 5, "n_clusters": 8, "kmeans_sample": 5}, "kmeans_sample"),
+    ({"r": 5, "n_clusters": 2, "sigma": 0.0}, "sigma"),
+    ({"r": 5, "n_clusters": 2, "kernel": "cosine"}, "kernel"),
+    ({"r": 5, "n_clusters": 2, "psd": "yes"}, "psd"),
+    ({"r": 5, "n_clusters": 2, "seed": -1}, "seed"),
+    ({"r": 5, "n_clusters": 2, "link_rcond": 0.0}, "link_rcond"),
+    ({"r": 5, "n_clusters": 2, "link_rcond": 1.0}, "link_rcond"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, match):
     X = blobs(n=100)
@@ -461,14 +461,14 @@ def test_bad_fit_arguments():
     X = blobs(n=100)
     y = np.ones(100)
     with pytest.raises(ValueError, match="solver"):
-        hkern.fit_meka(X, y, rank=5, n_clusters=2, solver="lu")
+        hkern.fit_meka(X, y, r=5, n_clusters=2, solver="lu")
     with pytest.raises(ValueError, match="lam"):
-        hkern.fit_meka(X, y, rank=5, n_clusters=2, lam=0.0)
+        hkern.fit_meka(X, y, r=5, n_clusters=2, lam=0.0)
     with pytest.raises(ValueError, match="y has 99 rows"):
-        hkern.fit_meka(X, y[:99], rank=5, n_clusters=2)
+        hkern.fit_meka(X, y[:99], r=5, n_clusters=2)
     with pytest.raises(ValueError, match="NaN"):
-        hkern.meka(np.where(X == X[3, 1], np.nan, X), rank=5, n_clusters=2)
-    model = hkern.fit_meka(X, y, rank=5, n_clusters=2, seed=0)
+        hkern.meka(np.where(X == X[3, 1], np.nan, X), r=5, n_clusters=2)
+    model = hkern.fit_meka(X, y, r=5, n_clusters=2, seed=0)
     with pytest.raises(ValueError, match="features"):
         model.predict(np.ones((3, 5)))
     G = model.approximation_
@@ -481,7 +481,7 @@ def test_bad_fit_arguments():
 def test_empty_and_duplicate_clusters_are_handled():
     # two distinct points: at most two clusters can be non-empty
     X = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 50, axis=0)
-    G = hkern.meka(X, rank=2, n_clusters=4, seed=0)
+    G = hkern.meka(X, r=2, n_clusters=4, seed=0)
     assert G.n_clusters_ == 2
     assert np.abs(G.to_dense() - dense_kernel(X, X, SIGMA)).max() <= 1e-12
     # an empty cluster after the assignment of all points is dropped and labels renumbered
@@ -494,7 +494,7 @@ def test_empty_and_duplicate_clusters_are_handled():
 
 def test_single_cluster_is_plain_nystrom():
     X = blobs(n=300)
-    G = hkern.meka(X, rank=20, n_clusters=1, sigma=SIGMA, seed=0)
+    G = hkern.meka(X, r=20, n_clusters=1, sigma=SIGMA, seed=0)
     Z = G.landmarks(0)
     C = dense_kernel(X, Z, SIGMA)
     w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
@@ -505,7 +505,7 @@ def test_single_cluster_is_plain_nystrom():
 
 def test_to_dense_refuses_large_n(monkeypatch):
     X = blobs(n=200)
-    G = hkern.meka(X, rank=4, n_clusters=2, seed=0)
+    G = hkern.meka(X, r=4, n_clusters=2, seed=0)
     monkeypatch.setattr(meka_api, "DENSE_LIMIT", 100)
     with pytest.raises(ValueError, match="exceeds 100"):
         G.to_dense()
@@ -514,7 +514,7 @@ def test_to_dense_refuses_large_n(monkeypatch):
 def test_link_rcond_truncates_like_pinv():
     X = blobs(n=300, d=2, centres=3)
     rc = 0.3
-    G = hkern.meka(X, rank=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6, link_rcond=rc)
+    G = hkern.meka(X, r=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6, link_rcond=rc)
     K = dense_kernel(X, X, SIGMA)
     Ws, Wt = G.basis(0), G.basis(1)
     sv = np.linalg.svd(Ws, compute_uv=False)
@@ -539,17 +539,17 @@ def test_exact_links_with_identity_diagonal_can_be_indefinite():
     Nystrom diagonal blocks, as the paper and the code do) it is not: psd=True is still
     needed.  Whole blocks here (oversample 1e6), sigma = 1."""
     X = np.random.default_rng(0).normal(size=(1500, 3))
-    G = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6)
+    G = hkern.meka(X, r=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6)
     w = np.linalg.eigvalsh(G.to_dense())
     assert w[0] < -1e-3 * w[-1]
-    P = hkern.meka(X, rank=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6, psd=True)
+    P = hkern.meka(X, r=15, n_clusters=6, sigma=1.0, seed=0, oversample=1e6, psd=True)
     assert np.linalg.eigvalsh(P.to_dense())[0] >= -1e-10 * w[-1]
 
 
 @pytest.mark.parametrize("kernel", ["laplace", "matern32", "imq"])
 def test_other_kernels_follow_the_definition(kernel):
     X = blobs(n=300)
-    G = hkern.meka(X, rank=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
+    G = hkern.meka(X, r=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
     ref, _W = dense_from_parts(G)
     assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
     K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)

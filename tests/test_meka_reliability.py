@@ -60,8 +60,8 @@ def test_meka_at_extreme_magnitudes_equals_meka_at_unit_scale(k):
     # X * 2^495 (~1e149) with sigma 2^495, and X * 2^-500 (~3e-151) with sigma 2^-500: the
     # kernel depends on X / sigma only and the factor is exact, so the approximation is the same.
     X = blobs()
-    a = hkern.meka(X, rank=10, n_clusters=4, seed=0)
-    b = hkern.meka(X * 2.0**k, rank=10, n_clusters=4, sigma=2.0**k, seed=0)
+    a = hkern.meka(X, r=10, n_clusters=4, seed=0)
+    b = hkern.meka(X * 2.0**k, r=10, n_clusters=4, sigma=2.0**k, seed=0)
     assert np.array_equal(a.labels_, b.labels_)
     assert np.array_equal(a.to_dense(), b.to_dense())
 
@@ -70,8 +70,8 @@ def test_tiny_data_keep_their_clusters():
     # Data near 1e-169 (squared distances underflow): k-means used to see one point and put
     # everything in one cluster.  sigma = 1 makes K = ones, which MEKA must reproduce.
     X = blobs()
-    a = hkern.meka(X, rank=10, n_clusters=4, seed=0)
-    b = hkern.meka(X * 2.0**-560, rank=10, n_clusters=4, seed=0)
+    a = hkern.meka(X, r=10, n_clusters=4, seed=0)
+    b = hkern.meka(X * 2.0**-560, r=10, n_clusters=4, seed=0)
     assert b.n_clusters_ == a.n_clusters_ == 4
     assert np.array_equal(a.labels_, b.labels_)
     assert np.abs(b.to_dense() - 1.0).max() <= 1e-12
@@ -83,7 +83,7 @@ def test_duplicates_constant_columns_and_few_distinct_points(scale):
     # full-rank approximation is the kernel matrix itself.
     rows = np.array([[0.0, 5.0, 1.0], [2.0, 5.0, -1.0], [0.5, 5.0, 3.0]])
     X = rows[np.random.default_rng(0).integers(3, size=60)] * scale
-    G = hkern.meka(X, rank=60, n_clusters=8, sigma=scale, seed=0, **FULL_RANK)
+    G = hkern.meka(X, r=60, n_clusters=8, sigma=scale, seed=0, **FULL_RANK)
     assert 1 <= G.n_clusters_ <= 3
     assert np.abs(G.to_dense() - dense_kernel(X / scale, X / scale, 1.0)).max() <= 1e-12
 
@@ -102,9 +102,9 @@ def test_fit_meka_at_extreme_sigma_equals_dense_krr(sigma, K_ref, solver):
     lam = 0.1
     K = K_ref((60, 60)) if K_ref is np.ones else K_ref(60)
     ref = K @ np.linalg.solve(K + lam * np.eye(60), y)
-    G = hkern.meka(X, rank=60, n_clusters=3, sigma=sigma, seed=0, **FULL_RANK)
+    G = hkern.meka(X, r=60, n_clusters=3, sigma=sigma, seed=0, **FULL_RANK)
     assert np.abs(G.to_dense() - K).max() <= 1e-12
-    model = hkern.fit_meka(X, y, rank=60, n_clusters=3, lam=lam, sigma=sigma, seed=0,
+    model = hkern.fit_meka(X, y, r=60, n_clusters=3, lam=lam, sigma=sigma, seed=0,
                            solver=solver, **FULL_RANK)
     assert np.abs(model.predict(X) - ref).max() <= 1e-9
 
@@ -117,8 +117,8 @@ def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.sin(X[:, 0])
-    ref = hkern.fit_meka(X, y, rank=10, n_clusters=4, seed=0, solver=solver)
-    model = hkern.fit_meka(X * scale, y, rank=10, n_clusters=4, sigma=scale, seed=0,
+    ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, solver=solver)
+    model = hkern.fit_meka(X * scale, y, r=10, n_clusters=4, sigma=scale, seed=0,
                            solver=solver)
     assert np.array_equal(model.approximation_.labels_, ref.approximation_.labels_)
     assert np.abs(model.predict(X * scale) - ref.predict(X)).max() <= 1e-8
@@ -131,7 +131,7 @@ def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver
 def fitted():
     X = blobs()
     y = np.sin(X[:, 0])
-    return X, y, hkern.fit_meka(X, y, rank=10, n_clusters=4, seed=0)
+    return X, y, hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0)
 
 
 def _read_only(A, tmp_path, name):
@@ -185,16 +185,16 @@ def test_read_only_and_pandas_inputs_are_accepted(fitted, tmp_path):
     X, y, model = fitted
     Xr, yr = _read_only(X, tmp_path, "X"), _read_only(y, tmp_path, "y")
     for kernel in ("gaussian", "laplace"):
-        ref = hkern.fit_meka(X, y, rank=10, n_clusters=4, seed=0, kernel=kernel)
+        ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, kernel=kernel)
         for Xa, ya in ((Xr, yr), (X, pd.Series(y)), (pd.DataFrame(X), y)):
-            other = hkern.fit_meka(Xa, ya, rank=10, n_clusters=4, seed=0, kernel=kernel)
+            other = hkern.fit_meka(Xa, ya, r=10, n_clusters=4, seed=0, kernel=kernel)
             assert np.array_equal(other.dual_coef_, ref.dual_coef_)
             assert np.array_equal(other.predict(Xr), ref.predict(X))
     G = model.approximation_
     assert np.array_equal(G.matvec(yr), G.matvec(y))
     assert np.array_equal(G.matvec(pd.Series(y)), G.matvec(y))
-    assert np.array_equal(hkern.meka(Xr, rank=10, n_clusters=4, seed=0).to_dense(),
-                          hkern.meka(X, rank=10, n_clusters=4, seed=0).to_dense())
+    assert np.array_equal(hkern.meka(Xr, r=10, n_clusters=4, seed=0).to_dense(),
+                          hkern.meka(X, r=10, n_clusters=4, seed=0).to_dense())
 
 
 # ------------------------------------------------------------------ defect 7: thread limits
@@ -211,9 +211,9 @@ def test_n_jobs_bounds_blas_threads_in_every_method(monkeypatch):
         (api.MekaApproximation, "_orthonormal_form"), (api.MekaApproximation, "_rows_sorted")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         for solver in ("direct", "cg"):
-            model = hkern.fit_meka(X, y, rank=8, n_clusters=3, seed=0, solver=solver, n_jobs=1)
+            model = hkern.fit_meka(X, y, r=8, n_clusters=3, seed=0, solver=solver, n_jobs=1)
         model.predict(X)
-        G = hkern.meka(X, rank=8, n_clusters=3, seed=0, n_jobs=1)
+        G = hkern.meka(X, r=8, n_clusters=3, seed=0, n_jobs=1)
         G.matvec(y), G.to_dense(), G.rel_error(), G.eigh(3), G.features(X[:5])
     assert len(seen) > 10 and set(seen) == {1}, seen
 
@@ -226,8 +226,8 @@ def test_fit_meka_is_bitwise_identical_for_any_n_jobs(solver):
     rng = np.random.default_rng(3)
     X = rng.uniform(-2, 2, (3000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=3000)
-    a = hkern.fit_meka(X, y, rank=30, n_clusters=6, seed=1, solver=solver, n_jobs=1)
-    b = hkern.fit_meka(X, y, rank=30, n_clusters=6, seed=1, solver=solver, n_jobs=2)
+    a = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=1)
+    b = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=2)
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
     assert np.array_equal(a.predict(X), b.predict(X))
     b.n_jobs = 1
@@ -244,25 +244,26 @@ y = np.sin(X[:, 0])
 
 
 def test_meka_memory_estimate_matches_peak_rss():
-    assert_estimate_close(SETUP.format(n=200_000), "hkern.meka(X, 100, 10, seed=0)")
+    assert_estimate_close(SETUP.format(n=200_000), "hkern.meka(X, 100, n_clusters=10, seed=0)")
 
 
 def test_fit_meka_memory_estimate_matches_peak_rss():
-    assert_estimate_close(SETUP.format(n=100_000), "hkern.fit_meka(X, y, 100, 10, seed=0)")
+    assert_estimate_close(SETUP.format(n=100_000),
+                          "hkern.fit_meka(X, y, 100, n_clusters=10, seed=0)")
 
 
 def test_too_small_max_memory_is_refused_before_any_work():
     X = np.random.default_rng(0).normal(size=(200_000, 5))
     y = X[:, 0]
-    for call in (lambda: hkern.meka(X, 2000, 100, max_memory=2**30),
-                 lambda: hkern.fit_meka(X, y, 2000, 100, max_memory=2**30)):
+    for call in (lambda: hkern.meka(X, 2000, n_clusters=100, max_memory=2**30),
+                 lambda: hkern.fit_meka(X, y, 2000, n_clusters=100, max_memory=2**30)):
         start = time.perf_counter()
-        with pytest.raises(MemoryLimitError, match="rank") as info:
+        with pytest.raises(MemoryLimitError, match="smaller r") as info:
             call()
         assert time.perf_counter() - start < 1.0
         assert "n=200000" in str(info.value) and "max_memory" in str(info.value)
     with pytest.raises(ValueError, match="max_memory"):
-        hkern.meka(X[:100], 5, 2, max_memory=-1)
+        hkern.meka(X[:100], 5, n_clusters=2, max_memory=-1)
 
 
 # ------------------------------------------------------------------ property: any input
@@ -283,8 +284,8 @@ def test_fit_meka_gives_finite_results_or_a_value_error(data, sigma_exp, lam_exp
     y = rng.normal(size=n)
     rank, c = int(rng.integers(1, n + 1)), int(rng.integers(1, n + 1))
     try:
-        model = hkern.fit_meka(X, y, rank, c, lam=10.0**lam_exp, kernel=kernel, sigma=sigma,
-                               solver=solver, rank_policy=policy, seed=0)
+        model = hkern.fit_meka(X, y, rank, n_clusters=c, lam=10.0**lam_exp, kernel=kernel,
+                               sigma=sigma, solver=solver, rank_policy=policy, seed=0)
     except ValueError:
         return                      # e.g. CG not converging within maxiter is a clear error
     pred = model.predict(X)

@@ -595,9 +595,9 @@ def _bad_calls():
     Gnan = np.eye(30)
     Gnan[2, 2] = np.nan
     return [
-        ("n_columns>n", (X, 31), {}, "n_columns must be <= 30"),
-        ("n_columns<1", (X, 0), {}, "n_columns must be >= 1"),
-        ("n_columns-float", (X, 2.5), {}, "n_columns must be an integer"),
+        ("n_columns>n", (X, 31), {}, "r must be <= 30"),
+        ("n_columns<1", (X, 0), {}, "r must be >= 1"),
+        ("n_columns-float", (X, 2.5), {}, "r must be an integer"),
         ("tol<0", (X, 5), dict(tol=-1e-3), "tol must be >= 0"),
         ("rtol<0", (X, 5), dict(rtol=-1e-3), "rtol must be >= 0"),
         ("tol-nan", (X, 5), dict(tol=np.nan), "tol must be finite"),

@@ -64,7 +64,7 @@ def test_command_line_entry(tmp_path):
     X, _ = make_regression(1200, d=4, seed=3)
     np.save(tmp_path / "data.npy", X)
     out = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "hkern.oasis.parallel",
-                          str(tmp_path / "data.npy"), "--n-columns", "30", "--sigma", "0.7",
+                          str(tmp_path / "data.npy"), "--r", "30", "--sigma", "0.7",
                           "--seed", "2", "--out", str(tmp_path / "sel.npz")],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -129,13 +129,13 @@ AGREED_CASES = {
     "n_jobs_bad_on_rank1": ("ValueError", "n_jobs must be None or a non-zero integer", 1),
     "nan_on_rank1": ("ValueError", "X contains NaN", 1),
     "data_differs_on_last": ("ValueError", "differ between ranks: X", None),
-    "n_columns_differs": ("ValueError", "differ between ranks: n_columns", None),
-    "n_columns_bad_on_rank1": ("ValueError", "n_columns must be >= 1", 1),
+    "n_columns_differs": ("ValueError", "differ between ranks: r", None),
+    "n_columns_bad_on_rank1": ("ValueError", "r must be >= 1", 1),
     "seed_differs": ("ValueError", "differ between ranks: seed", None),
     "gather_not_bool": ("ValueError", "gather must be True or False", None),
     "memory_everywhere": ("MemoryLimitError", "max_memory", 0),
     "memory_rank0_gather": ("MemoryLimitError", "oasis_mpi on rank 0 of 3 with n=400, 134 rows, "
-                            "n_columns=20, gather=True needs", 0),
+                            "r=20, gather=True needs", 0),
     "fault_init_rank1": ("RuntimeError", "injected failure in init", 1),
     "fault_step_rank1": ("RuntimeError", "injected failure in step", 1),
     "fault_row_rank1": ("RuntimeError", "injected failure in row", 1),
@@ -255,13 +255,13 @@ def test_interrupt_on_one_rank_aborts_every_rank(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--n-columns", "2", "--n-jobs", "0"], "n_jobs must be None or a non-zero integer"),
-    (["--n-columns", "2", "--n-jobs", "x"], "argument --n-jobs: invalid int value: 'x'"),
-    (["--n-columns", "0"], "n_columns must be >= 1"),
-    (["--n-columns", "3"], "n_columns must be <= 2"),
-    (["--sigma", "0"], "the following arguments are required: --n-columns"),
-    (["--n-columns", "2", "--sigma", "-1"], "sigma must be > 0"),
-    (["--n-columns", "2", "--data-is-missing"], "No such file"),
+    (["--r", "2", "--n-jobs", "0"], "n_jobs must be None or a non-zero integer"),
+    (["--r", "2", "--n-jobs", "x"], "argument --n-jobs: invalid int value: 'x'"),
+    (["--r", "0"], "r must be >= 1"),
+    (["--r", "3"], "r must be <= 2"),
+    (["--sigma", "0"], "the following arguments are required: --r"),
+    (["--r", "2", "--sigma", "-1"], "sigma must be > 0"),
+    (["--r", "2", "--data-is-missing"], "No such file"),
 ])
 def test_command_line_bad_arguments(tmp_path, args, message):
     """python -m hkern.oasis.parallel with bad arguments: every rank exits non-zero within
@@ -282,7 +282,7 @@ def test_command_line_bad_arguments(tmp_path, args, message):
 def test_command_line_fewer_rows_than_ranks(tmp_path):
     np.save(tmp_path / "data.npy", data(2))
     out = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m",
-                          "hkern.oasis.parallel", str(tmp_path / "data.npy"), "--n-columns", "2",
+                          "hkern.oasis.parallel", str(tmp_path / "data.npy"), "--r", "2",
                           "--n-jobs", "-1", "--out", str(tmp_path / "sel.npz")],
                          capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -316,6 +316,6 @@ def test_memory_limit_in_one_process():
     from hkern.oasis.parallel import oasis_mpi
     X = np.zeros((3_000_000, 1))           # 24 MB; selection of 2e6 columns: ~ 1e14 bytes
     start = time.monotonic()
-    with pytest.raises(MemoryLimitError, match="choose a smaller n_columns"):
+    with pytest.raises(MemoryLimitError, match="choose a smaller r"):
         oasis_mpi(X, 2_000_000)
     assert time.monotonic() - start < 5

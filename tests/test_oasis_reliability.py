@@ -231,13 +231,13 @@ def test_memory_estimate_oasis_mpi_one_process():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_too_many_columns_fail_before_allocating(method):
-    """n = 2e6 rows of 1 feature (16 MB) and n_columns = 1e6: about 3e13 bytes, refused in
+    """n = 2e6 rows of 1 feature (16 MB) and r = 1e6 columns: about 3e13 bytes, refused in
     milliseconds, before anything large is allocated, naming the argument to change."""
     X = np.zeros((2_000_000, 1))
     start = time.monotonic()
     with peak_memory() as peak:
         with pytest.raises(MemoryLimitError, match="select_columns.*n=2000000.*choose a smaller "
-                                                   "n_columns"):
+                                                   "r"):
             hkern.select_columns(X, 1_000_000, method=method)
     assert time.monotonic() - start < 2
     assert peak.bytes < 100 * 2**20       # validation's O(n d) temporaries only
@@ -245,7 +245,7 @@ def test_too_many_columns_fail_before_allocating(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_max_memory_argument(points, gram, method):
-    with pytest.raises(MemoryLimitError, match="max_memory argument.*n_columns"):
+    with pytest.raises(MemoryLimitError, match="max_memory argument.*smaller r"):
         hkern.select_columns(points, 20, method=method, max_memory=10_000)
     with pytest.raises(MemoryLimitError, match="max_memory argument"):
         hkern.select_columns(gram, 20, method=method, kernel="precomputed", max_memory=10_000)

@@ -31,10 +31,10 @@ LINEAR_FITS = {
     "rff_dual": lambda X, y: hkern.fit_rff(X, y, r=900, sigma=1.0, seed=0),
     "hierarchical": lambda X, y: hkern.fit_hierarchical(X, y, r=32, sigma=1.0, seed=0),
     "independent": lambda X, y: hkern.fit_independent(X, y, r=32, sigma=1.0, seed=0),
-    "meka_direct": lambda X, y: hkern.fit_meka(X, y, 8, 4, sigma=1.0, seed=0),
-    "meka_cg": lambda X, y: hkern.fit_meka(X, y, 8, 4, sigma=1.0, seed=0, solver="cg"),
-    "slkl_unif": lambda X, y: hkern.fit_slkl_unif(X, y, n_candidates=60, sigma=1.0, seed=0),
-    "slkl_krrm": lambda X, y: hkern.fit_slkl_krrm(X, y, n_candidates=60, sigma=1.0, seed=0),
+    "meka_direct": lambda X, y: hkern.fit_meka(X, y, 8, n_clusters=4, sigma=1.0, seed=0),
+    "meka_cg": lambda X, y: hkern.fit_meka(X, y, 8, n_clusters=4, sigma=1.0, seed=0, solver="cg"),
+    "slkl_unif": lambda X, y: hkern.fit_slkl_unif(X, y, r=60, sigma=1.0, seed=0),
+    "slkl_krrm": lambda X, y: hkern.fit_slkl_krrm(X, y, r=60, sigma=1.0, seed=0),
 }
 
 
@@ -54,7 +54,7 @@ def test_linear_fits(name, c, data):
 @pytest.mark.parametrize("c", SCALES)
 def test_grief(c, data):
     X, y, X_new = data
-    kw = dict(p=50, grid_size=6, seed=0, maxiter=30, n_restarts=0, init_subset=300)
+    kw = dict(r=50, grid_size=6, seed=0, max_iter=30, n_restarts=0, init_subset=300)
     ref_mean, ref_var = hkern.fit_grief(X, y, **kw).predict(X_new, return_var=True)
     mean, var = hkern.fit_grief(X, c * y, **kw).predict(X_new, return_var=True)
     assert_scaled(mean, ref_mean, c)
@@ -66,7 +66,7 @@ def test_slkl_error_relative_to_std_does_not_grow_with_the_scale(precompute, dat
     X, y, _ = data
     errors = []
     for c in [1.0, 1e3, 1e6, 1e10]:
-        model = hkern.fit_slkl(X, c * y, n_candidates=80, nu=1e-3, sigma=1.0, seed=0,
+        model = hkern.fit_slkl(X, c * y, r=80, nu=1e-3, sigma=1.0, seed=0,
                                precompute_columns=precompute)
         rmse = np.sqrt(np.mean((model.predict(X) - c * y) ** 2))
         errors.append(rmse / np.std(c * y))

@@ -168,7 +168,7 @@ def test_final_weights_satisfy_kkt():
     """Run to the KKT test; the dense a_m give |lam a^2 - nu| <= 1e-6 on active and
     lam a^2 - nu <= 1e-6 on inactive candidates."""
     X, y = sinc_problem(120, 7)
-    model = hkern.fit_slkl(X, y, n_candidates=40, nu=NU, lam=LAM, tol=None, kkt_tol=1e-8,
+    model = hkern.fit_slkl(X, y, r=40, nu=NU, lam=LAM, tol=None, kkt_tol=1e-8,
                            max_iter=200_000, seed=3)
     assert model.converged_
     C = dense_kernel(X, X[model.candidates_], 1.0)
@@ -188,7 +188,7 @@ def test_prediction_equals_krr_with_learned_kernel():
     with K~ = sum_m mu_m k(., x_m) k(x_m, .)."""
     X, y = sinc_problem(150, 8)
     Xt, _ = sinc_problem(40, 9)
-    model = hkern.fit_slkl(X, y, n_candidates=60, nu=0.01, lam=LAM, sigma=1.2, seed=4)
+    model = hkern.fit_slkl(X, y, r=60, nu=0.01, lam=LAM, sigma=1.2, seed=4)
     mu, S = model.weights_, model.candidates_
     Kt = (dense_kernel(Xt, X[S], 1.2) * mu) @ dense_kernel(X[S], X, 1.2)
     K = (dense_kernel(X, X[S], 1.2) * mu) @ dense_kernel(X[S], X, 1.2)
@@ -201,7 +201,7 @@ def test_prediction_equals_krr_with_learned_kernel():
 
 def test_seed_and_column_modes():
     X, y = sinc_problem(200, 10)
-    kw = {"n_candidates": 80, "nu": 0.01, "seed": 5}
+    kw = {"r": 80, "nu": 0.01, "seed": 5}
     a = hkern.fit_slkl(X, y, **kw)
     b = hkern.fit_slkl(X, y, **kw)
     c = hkern.fit_slkl(X, y, precompute_columns=False, **kw)
@@ -216,8 +216,8 @@ def test_seed_and_column_modes():
 def test_pivotal_hyperparameter():
     """Prop. 3: the predictor depends on (lam, nu) only through lam * nu."""
     X, y = sinc_problem(150, 11)
-    a = hkern.fit_slkl(X, y, n_candidates=50, nu=0.02, lam=1.0, seed=6)
-    b = hkern.fit_slkl(X, y, n_candidates=50, nu=0.01, lam=2.0, seed=6)
+    a = hkern.fit_slkl(X, y, r=50, nu=0.02, lam=1.0, seed=6)
+    b = hkern.fit_slkl(X, y, r=50, nu=0.01, lam=2.0, seed=6)
     assert np.array_equal(a.active_, b.active_)
     assert np.allclose(b.weights_, 2.0 * a.weights_, rtol=1e-9, atol=0)
     assert np.allclose(a.predict(X), b.predict(X), rtol=0, atol=1e-10)
@@ -226,9 +226,9 @@ def test_pivotal_hyperparameter():
 def test_unif_and_krrm_baselines():
     X, y = sinc_problem(120, 12)
     Xt, _ = sinc_problem(30, 13)
-    unif = hkern.fit_slkl_unif(X, y, n_candidates=40, mu=0.5, lam=LAM, seed=7)
-    slkl = hkern.fit_slkl(X, y, n_candidates=40, nu=NU, lam=LAM, seed=7)
-    krrm = hkern.fit_slkl_krrm(X, y, n_candidates=40, lam=LAM, seed=7)
+    unif = hkern.fit_slkl_unif(X, y, r=40, mu=0.5, lam=LAM, seed=7)
+    slkl = hkern.fit_slkl(X, y, r=40, nu=NU, lam=LAM, seed=7)
+    krrm = hkern.fit_slkl_krrm(X, y, r=40, lam=LAM, seed=7)
     S = slkl.candidates_
     assert np.array_equal(unif.candidates_, S) and np.array_equal(krrm.candidates_, S)
     C, Ct = dense_kernel(X, X[S], 1.0), dense_kernel(Xt, X[S], 1.0)
@@ -246,7 +246,7 @@ def test_classification_one_vs_rest():
     labels = rng.integers(3, size=240)
     X = centres[labels] + 0.7 * rng.normal(size=(240, 2))
     names = np.array(["a", "b", "c"])[labels]
-    model = hkern.fit_slkl(X, names, n_candidates=60, nu=0.05, task="classification", seed=8)
+    model = hkern.fit_slkl(X, names, r=60, nu=0.05, task="classification", seed=8)
     assert model.weights_.shape == (60, 3) and len(model.objective_) == 3
     assert list(model.classes_) == ["a", "b", "c"]
     assert np.mean(model.predict(X) == names) > 0.95
@@ -257,7 +257,7 @@ def test_classification_one_vs_rest():
 
 def test_all_candidates_and_explicit_candidates():
     X, y = sinc_problem(50, 15)
-    full = hkern.fit_slkl(X, y, n_candidates=50, seed=0)
+    full = hkern.fit_slkl(X, y, r=50, seed=0)
     assert np.array_equal(full.candidates_, np.arange(50))
     given = hkern.fit_slkl(X, y, candidates=[5, 1, 9, 30], seed=0)
     assert np.array_equal(given.candidates_, [1, 5, 9, 30])
@@ -273,8 +273,8 @@ X_BAD, Y_BAD = sinc_problem(20, 16)
     ({"nu": -1.0}, "nu must be > 0"),
     ({"lam": 0.0}, "lam must be > 0"),
     ({"lam": -0.5}, "lam must be > 0"),
-    ({"n_candidates": 21}, "n_candidates=21 is larger than the number of training samples"),
-    ({"n_candidates": 0}, "n_candidates must be >= 1"),
+    ({"r": 21}, "r=21 is larger than the number of training samples"),
+    ({"r": 0}, "r must be >= 1"),
     ({"step": "gradient"}, "step must be one of"),
     ({"tol": -1e-4}, "tol must be > 0"),
     ({"kkt_tol": 0.0}, "kkt_tol must be > 0"),
@@ -287,20 +287,20 @@ X_BAD, Y_BAD = sinc_problem(20, 16)
 ])
 def test_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        hkern.fit_slkl(X_BAD, Y_BAD, **{"n_candidates": 10, **kwargs})
+        hkern.fit_slkl(X_BAD, Y_BAD, **{"r": 10, **kwargs})
 
 
 @pytest.mark.parametrize("fit", [hkern.fit_slkl_unif, hkern.fit_slkl_krrm])
 def test_bad_input_baselines(fit):
     with pytest.raises(ValueError, match="lam must be > 0"):
-        fit(X_BAD, Y_BAD, n_candidates=5, lam=0.0)
-    with pytest.raises(ValueError, match="n_candidates=30 is larger"):
-        fit(X_BAD, Y_BAD, n_candidates=30)
+        fit(X_BAD, Y_BAD, r=5, lam=0.0)
+    with pytest.raises(ValueError, match="r=30 is larger"):
+        fit(X_BAD, Y_BAD, r=30)
     with pytest.raises(ValueError, match="y has 19 rows"):
-        fit(X_BAD, Y_BAD[:19], n_candidates=5)
+        fit(X_BAD, Y_BAD[:19], r=5)
 
 
 def test_predict_checks_features():
-    model = hkern.fit_slkl(X_BAD, Y_BAD, n_candidates=10, seed=0)
+    model = hkern.fit_slkl(X_BAD, Y_BAD, r=10, seed=0)
     with pytest.raises(ValueError, match="features"):
         model.predict(np.zeros((3, 5)))

@@ -77,7 +77,7 @@ def test_prediction_equals_reference_over_target_scales(nu, c):
     rng = np.random.default_rng(int(c))
     X = rng.normal(size=(300, 3))
     y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
-    model = hkern.fit_slkl(X, y, n_candidates=100, nu=nu, sigma=1.0, seed=1)
+    model = hkern.fit_slkl(X, y, r=100, nu=nu, sigma=1.0, seed=1)
     tol = check_against_reference(model, X, y, X, lam=1.0)
     assert tol < 1e-2 * np.std(y)                            # far below the old 3..8870 x
     assert relative_train_error(model, X, y) < 0.3
@@ -113,7 +113,7 @@ def test_kkt_at_learned_weights_in_ordinary_units(c):
     X = rng.normal(size=(300, 3))
     y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
     nu, kkt_tol = 1e-2, 1e-8 * c * c
-    model = hkern.fit_slkl(X, y, n_candidates=80, nu=nu, seed=0, tol=None, kkt_tol=kkt_tol,
+    model = hkern.fit_slkl(X, y, r=80, nu=nu, seed=0, tol=None, kkt_tol=kkt_tol,
                            max_iter=300_000)
     assert model.converged_
     C = dense_kernel(X, X[model.candidates_], 1.0)
@@ -134,7 +134,7 @@ def test_identity_kernel_has_the_closed_form(c, nu):
     X = rng.normal(size=(40, 2))
     y = c * rng.normal(size=40)
     lam = 0.5
-    model = hkern.fit_slkl(X, y, n_candidates=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
+    model = hkern.fit_slkl(X, y, r=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
                            tol=None, kkt_tol=1e-12 * c * c, max_iter=100_000)
     S = model.candidates_
     mu = lam * np.maximum(np.abs(y[S]) / np.sqrt(lam * nu) - 1.0, 0.0)
@@ -160,7 +160,7 @@ def test_scale_default_settings(scale_problem):
     X, y0 = scale_problem
     errors = []
     for c in SCALES:
-        model = hkern.fit_slkl(X, c * y0, n_candidates=50, sigma=1.0, seed=0)
+        model = hkern.fit_slkl(X, c * y0, r=50, sigma=1.0, seed=0)
         assert np.all(np.isfinite(model.predict(X)))
         errors.append(relative_train_error(model, X, c * y0))
     assert errors[0] <= np.sqrt(np.mean(y0 ** 2)) / np.std(y0) + 1e-12     # at most y itself
@@ -176,7 +176,7 @@ def test_scale_converged_objective_monotone(scale_problem):
     fits = []
     for c in [1e-1, 1.0, 1e1, 1e3, 1e6]:
         y = c * y0
-        model = hkern.fit_slkl(X, y, n_candidates=50, sigma=1.0, seed=0, tol=None,
+        model = hkern.fit_slkl(X, y, r=50, sigma=1.0, seed=0, tol=None,
                                kkt_tol=1e-10 * c * c, max_iter=400_000)
         assert model.converged_
         C = dense_kernel(X, X[model.candidates_], 1.0)
@@ -192,8 +192,8 @@ def test_scale_converged_objective_monotone(scale_problem):
 def test_scale_power_of_two_is_exact(scale_problem):
     """y 2^k with nu 4^k: the same weights and 2^k times the predictor, bitwise."""
     X, y0 = scale_problem
-    a = hkern.fit_slkl(X, y0, n_candidates=50, nu=1e-2, seed=0)
-    b = hkern.fit_slkl(X, y0 * 2.0 ** 30, n_candidates=50, nu=1e-2 * 2.0 ** 60, seed=0)
+    a = hkern.fit_slkl(X, y0, r=50, nu=1e-2, seed=0)
+    b = hkern.fit_slkl(X, y0 * 2.0 ** 30, r=50, nu=1e-2 * 2.0 ** 60, seed=0)
     assert np.array_equal(a.weights_, b.weights_)
     assert np.array_equal(a.coef_ * 2.0 ** 30, b.coef_)
     assert np.array_equal(a.objective_ * 2.0 ** 60, b.objective_)
@@ -204,16 +204,16 @@ def test_targets_near_the_bound(scale_problem):
     leaves double precision."""
     X, y0 = scale_problem
     y = 1e100 * y0
-    model = hkern.fit_slkl(X, y, n_candidates=50, seed=0)
+    model = hkern.fit_slkl(X, y, r=50, seed=0)
     assert np.all(np.isfinite(model.objective_)) and np.all(np.isfinite(model.coef_))
     assert relative_train_error(model, X, y) < 0.3
     big = y0 / np.abs(y0).max() * 1e150
     with pytest.raises(ValueError, match="nu=0.01 is too small for targets"):
-        hkern.fit_slkl(X, big, n_candidates=50, seed=0)
-    model = hkern.fit_slkl(X, big, n_candidates=50, nu=1e290, seed=0)
+        hkern.fit_slkl(X, big, r=50, seed=0)
+    model = hkern.fit_slkl(X, big, r=50, nu=1e290, seed=0)
     assert np.all(np.isfinite(model.predict(X)))
     # tiny targets: the penalty dominates, every weight is 0 (the exact optimum)
-    model = hkern.fit_slkl(X, y0 * 1e-150, n_candidates=50, seed=0)
+    model = hkern.fit_slkl(X, y0 * 1e-150, r=50, seed=0)
     assert model.m0_ == 0 and np.all(model.predict(X) == 0)
 
 
@@ -224,7 +224,7 @@ def test_issue_reproducer_sigma_tiny_in_subprocess():
         import numpy as np, hkern
         rng = np.random.default_rng(0)
         X = rng.normal(size=(100, 3))
-        m = hkern.fit_slkl(X, X[:, 0], n_candidates=20, sigma=1e-300, seed=0)
+        m = hkern.fit_slkl(X, X[:, 0], r=20, sigma=1e-300, seed=0)
         assert 0 < m.m0_ <= 20 and np.all(np.isfinite(m.predict(X)))
         print("ok", m.m0_)
     """)
@@ -338,7 +338,7 @@ def assert_same_model(a, b):
 @pytest.mark.parametrize("precompute", [True, False])
 def test_fit_slkl_bitwise_for_any_n_jobs(determinism_data, precompute):
     X, y = determinism_data
-    kw = {"n_candidates": 300, "nu": 1e-3, "seed": 0, "precompute_columns": precompute,
+    kw = {"r": 300, "nu": 1e-3, "seed": 0, "precompute_columns": precompute,
           "refresh": 50, "max_iter": 800}
     a = hkern.fit_slkl(X, y, n_jobs=1, **kw)
     b = hkern.fit_slkl(X, y, n_jobs=2, **kw)
@@ -350,7 +350,7 @@ def test_fit_slkl_bitwise_for_any_n_jobs(determinism_data, precompute):
 def test_fit_slkl_classification_bitwise_for_any_n_jobs(determinism_data):
     X, y = determinism_data
     labels = np.digitize(y, [-0.5, 0.5])
-    kw = {"n_candidates": 200, "nu": 1e-2, "seed": 1, "task": "classification",
+    kw = {"r": 200, "nu": 1e-2, "seed": 1, "task": "classification",
           "max_iter": 1000}
     assert_same_model(hkern.fit_slkl(X, labels, n_jobs=1, **kw),
                       hkern.fit_slkl(X, labels, n_jobs=2, **kw))
@@ -370,25 +370,25 @@ def test_parallel_branches_bitwise(determinism_data, always_parallel, precompute
     """The OpenMP branches (t = C^T c in row blocks, y^T c_m and ||c_m||^2, kernel columns,
     the tiled refresh) give the serial result bitwise."""
     X, y = determinism_data
-    kw = {"n_candidates": 100, "nu": 1e-3, "seed": 2, "precompute_columns": precompute,
+    kw = {"r": 100, "nu": 1e-3, "seed": 2, "precompute_columns": precompute,
           "refresh": 20, "max_iter": 600}
     a = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=1, **kw)
     b = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=2, **kw)
     assert a.m0_ > 40
     assert_same_model(a, b)
-    a = hkern.fit_slkl_unif(X[:1000], y[:1000], n_candidates=100, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_unif(X[:1000], y[:1000], n_candidates=100, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=2)
     assert_same_model(a, b)
 
 
 def test_baselines_bitwise_for_any_n_jobs(determinism_data):
     X, y = determinism_data
-    a = hkern.fit_slkl_unif(X, y, n_candidates=600, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_unif(X, y, n_candidates=600, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=2)
     assert_same_model(a, b)
     assert np.array_equal(a.predict(X), b.predict(X))
-    a = hkern.fit_slkl_krrm(X, y, n_candidates=600, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_krrm(X, y, n_candidates=600, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=1)
+    b = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=2)
     assert np.array_equal(a.predict(X), b.predict(X))
 
 
@@ -407,11 +407,11 @@ def test_read_only_and_pandas_inputs(tmp_path):
     for fit, kw in [(hkern.fit_slkl, {"precompute_columns": True}),
                     (hkern.fit_slkl, {"precompute_columns": False}),
                     (hkern.fit_slkl_unif, {}), (hkern.fit_slkl_krrm, {})]:
-        ref = fit(X, y, n_candidates=40, seed=0, **kw).predict(X)
+        ref = fit(X, y, r=40, seed=0, **kw).predict(X)
         for Xi, yi in [(X_ro, y_ro), (X_ro, series), (X, series)]:
-            assert np.array_equal(fit(Xi, yi, n_candidates=40, seed=0, **kw).predict(X_ro), ref)
+            assert np.array_equal(fit(Xi, yi, r=40, seed=0, **kw).predict(X_ro), ref)
     labels = pd.Series(np.where(y > 0, "pos", "neg"))
-    model = hkern.fit_slkl(X_ro, labels, n_candidates=40, seed=0, task="classification")
+    model = hkern.fit_slkl(X_ro, labels, r=40, seed=0, task="classification")
     assert np.mean(model.predict(X) == labels.to_numpy()) > 0.9
 
 
@@ -458,10 +458,10 @@ def test_extreme_magnitudes(extreme_data, kernel, case, x_scale, sigma):
     X0, y = extreme_data
     X = X0 * x_scale
     lam = 0.5
-    slkl = hkern.fit_slkl(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma, seed=0)
-    unif = hkern.fit_slkl_unif(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma,
+    slkl = hkern.fit_slkl(X, y, r=20, lam=lam, kernel=kernel, sigma=sigma, seed=0)
+    unif = hkern.fit_slkl_unif(X, y, r=20, lam=lam, kernel=kernel, sigma=sigma,
                                seed=0)
-    krrm = hkern.fit_slkl_krrm(X, y, n_candidates=20, lam=lam, kernel=kernel, sigma=sigma,
+    krrm = hkern.fit_slkl_krrm(X, y, r=20, lam=lam, kernel=kernel, sigma=sigma,
                                seed=0)
     S = slkl.candidates_
     K_all = reference_kernel(X0, X0[S], kernel, case)
@@ -487,22 +487,22 @@ X = rng.normal(size=({n}, 3)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size={n})
 
 @pytest.mark.parametrize("n, call", [
     # 8 n M = 240 MB of precomputed columns
-    (20000, "hkern.fit_slkl(X, y, n_candidates=1500, seed=0, max_iter=60)"),
+    (20000, "hkern.fit_slkl(X, y, r=1500, seed=0, max_iter=60)"),
     # columns on the fly: the 64-column active buffers, 8 n 64 = 154 MB (m0 <= 60 < 64)
-    (300000, "hkern.fit_slkl(X, y, n_candidates=200, seed=0, max_iter=60, "
+    (300000, "hkern.fit_slkl(X, y, r=200, seed=0, max_iter=60, "
              "precompute_columns=False)"),
-    (20000, "hkern.fit_slkl_unif(X, y, n_candidates=1500, seed=0)"),
-    (20000, "hkern.fit_slkl_krrm(X, y, n_candidates=4000, seed=0)"),
+    (20000, "hkern.fit_slkl_unif(X, y, r=1500, seed=0)"),
+    (20000, "hkern.fit_slkl_krrm(X, y, r=4000, seed=0)"),
 ])
 def test_memory_estimate_matches_peak(n, call):
     assert_estimate_close(PROBE_SETUP.format(n=n), call)
 
 
 @pytest.mark.parametrize("fit, kw, argument", [
-    (hkern.fit_slkl, {"n_candidates": 20000}, "n_candidates"),
-    (hkern.fit_slkl, {"n_candidates": 20000, "precompute_columns": False}, "subsample"),
-    (hkern.fit_slkl_unif, {"n_candidates": 20000}, "n_candidates"),
-    (hkern.fit_slkl_krrm, {"n_candidates": 20000}, "n_candidates"),
+    (hkern.fit_slkl, {"r": 20000}, "smaller r"),
+    (hkern.fit_slkl, {"r": 20000, "precompute_columns": False}, "subsample"),
+    (hkern.fit_slkl_unif, {"r": 20000}, "smaller r"),
+    (hkern.fit_slkl_krrm, {"r": 20000}, "smaller r"),
 ])
 def test_memory_limit_refused_before_allocating(fit, kw, argument):
     rng = np.random.default_rng(10)
@@ -519,7 +519,7 @@ def test_memory_guard_on_growth():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(20000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20000)
-    kw = {"n_candidates": 300, "nu": 1e-4, "seed": 0, "precompute_columns": False}
+    kw = {"r": 300, "nu": 1e-4, "seed": 0, "precompute_columns": False}
     model = hkern.fit_slkl(X, y, max_iter=50, max_memory=30 * 2**20, **kw)
     assert model.m0_ <= 50
     with pytest.raises(MemoryLimitError, match="growing its active set.*increase nu"):
@@ -532,13 +532,13 @@ def test_memory_guard_on_growth():
 def test_precompute_columns_must_be_boolean(value):
     X = np.random.default_rng(12).normal(size=(30, 2))
     with pytest.raises(ValueError, match="precompute_columns must be True or False"):
-        hkern.fit_slkl(X, X[:, 0], n_candidates=5, precompute_columns=value)
+        hkern.fit_slkl(X, X[:, 0], r=5, precompute_columns=value)
 
 
 def test_precompute_columns_numpy_bool():
     X = np.random.default_rng(13).normal(size=(30, 2))
-    a = hkern.fit_slkl(X, X[:, 0], n_candidates=5, seed=0, precompute_columns=np.False_)
-    b = hkern.fit_slkl(X, X[:, 0], n_candidates=5, seed=0, precompute_columns=False)
+    a = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=np.False_)
+    b = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=False)
     assert np.array_equal(a.weights_, b.weights_)
 
 
@@ -561,10 +561,10 @@ def test_public_calls_run_inside_thread_budget(monkeypatch):
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()
-        model = fit(X, X[:, 0], n_candidates=10, seed=0, n_jobs=1)
+        model = fit(X, X[:, 0], r=10, seed=0, n_jobs=1)
         assert seen == [1], fit.__name__
         seen.clear()
         model.predict(X)
         assert seen == [1]
     with pytest.raises(ValueError, match="n_jobs"):
-        hkern.fit_slkl(X, X[:, 0], n_candidates=10, n_jobs=0)
+        hkern.fit_slkl(X, X[:, 0], r=10, n_jobs=0)

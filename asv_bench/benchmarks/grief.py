@@ -61,9 +61,9 @@ class FitHousing:
 
     def time_fit_type2(self):
         X, y, _, _ = self.data
-        hkern.fit_grief(X, y, p=100, grid_size=10, seed=0, n_jobs=1)
+        hkern.fit_grief(X, y, r=100, grid_size=10, seed=0, n_jobs=1)
 
     def track_rmse_type2(self):
         X, y, Xt, yt = self.data
-        gp = hkern.fit_grief(X, y, p=100, grid_size=10, seed=0, n_jobs=1)
+        gp = hkern.fit_grief(X, y, r=100, grid_size=10, seed=0, n_jobs=1)
         return float(np.sqrt(np.mean((gp.predict(Xt) - yt) ** 2)))

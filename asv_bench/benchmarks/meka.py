@@ -46,19 +46,19 @@ class MekaBuild:
         self.X = kin40k()[0]
 
     def time_meka(self, ck):
-        hkern.meka(self.X, rank=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
+        hkern.meka(self.X, r=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
 
     def peakmem_meka(self, ck):
-        hkern.meka(self.X, rank=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
+        hkern.meka(self.X, r=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
 
     def track_rel_error(self, ck):
-        G = hkern.meka(self.X, rank=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
+        G = hkern.meka(self.X, r=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
         return G.rel_error(N_ROWS, seed=1)
 
     track_rel_error.unit = "relative error"
 
     def track_nystrom_rel_error_equal_memory(self, ck):
-        G = hkern.meka(self.X, rank=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
+        G = hkern.meka(self.X, r=ck[1], n_clusters=ck[0], sigma=SIGMA, seed=0)
         r = round(G.n_stored / self.X.shape[0])
         return nystrom_rel_error(self.X, r, SIGMA, N_ROWS)
 
@@ -71,7 +71,7 @@ class MekaMatvec:
 
     def setup(self):
         X = kin40k()[0]
-        self.G = hkern.meka(X, rank=64, n_clusters=10, sigma=SIGMA, seed=0)
+        self.G = hkern.meka(X, r=64, n_clusters=10, sigma=SIGMA, seed=0)
         self.v = np.random.default_rng(0).normal(size=X.shape[0])
 
     def time_matvec(self):
@@ -89,7 +89,7 @@ class MekaKRR:
         self.X, self.y, self.Xt, self.yt = kin40k()
 
     def _fit(self, solver):
-        return hkern.fit_meka(self.X, self.y, rank=64, n_clusters=10, lam=LAM, sigma=SIGMA,
+        return hkern.fit_meka(self.X, self.y, r=64, n_clusters=10, lam=LAM, sigma=SIGMA,
                               seed=0, solver=solver, tol=1e-6)
 
     def time_fit(self, solver):

@@ -43,8 +43,8 @@ class ExactKRR(KernelRidgeModel):
                                       self._threads())
 
 
-def fit_exact(X, y, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-              max_memory=None, n_jobs=None):
+def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", n_jobs=None,
+              max_memory=None):
     """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
 
     Parameters

@@ -109,9 +109,8 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     return fit
 
 
-def fit_nystrom(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
-                task="regression", rcond=1e-12, landmarks="uniform", n_jobs=None,
-                max_memory=None):
+def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+                seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),

@@ -74,8 +74,8 @@ def rff_peak_bytes(n, d, r, n_outputs):
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 
-def fit_rff(X, y, r=1024, kernel="gaussian", sigma=1.0, lam=1e-2, seed=None,
-            task="regression", n_jobs=None, max_memory=None):
+def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+            seed=None, n_jobs=None, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
 
     Frequencies come from the kernel's spectral density (:func:`hkern.kernels.sample_spectral`):

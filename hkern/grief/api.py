@@ -103,7 +103,7 @@ class GriefGP:
         >>> import numpy as np, hkern
         >>> rng = np.random.default_rng(0)
         >>> X = rng.uniform(-2, 2, (200, 2)); y = np.sin(X[:, 0]) * np.cos(X[:, 1])
-        >>> gp = hkern.fit_grief(X, y + 0.05 * rng.normal(size=200), p=50, grid_size=8, seed=0)
+        >>> gp = hkern.fit_grief(X, y + 0.05 * rng.normal(size=200), r=50, grid_size=8, seed=0)
         >>> mean, var = gp.predict(X[:5], return_var=True)
         >>> bool(np.all(var >= 0)) and mean.shape == (5,)
         True
@@ -155,7 +155,7 @@ class GriefGP:
         >>> import numpy as np, hkern
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(100, 3)); y = X[:, 0] + 0.1 * rng.normal(size=100)
-        >>> bool(np.isfinite(hkern.fit_grief(X, y, p=30, seed=0).log_marginal_likelihood()))
+        >>> bool(np.isfinite(hkern.fit_grief(X, y, r=30, seed=0).log_marginal_likelihood()))
         True
         """
         return self._lml_s - self.n_train_ * np.log(self._y_std)
@@ -188,12 +188,12 @@ def _check_grid_size(grid_size, d):
     return np.array(sizes, dtype=np.intp)
 
 
-def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", seed=None,
-              lengthscales=None, signal_variance=None, noise=None, optimize=True, maxiter=200,
-              optimize_subset=None, init_subset=1000, n_restarts=RESTARTS_DEFAULT, n_iter=10_000,
-              burn_in=1000, thin=50, w_prior="kernel", grid_inputs=None, n_jobs=None,
-              max_memory=None):
-    """Fit a GP-GRIEF model: a GP with p product eigenfunctions of a grid of m = prod(mbar_i)
+def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_size=10,
+              inference="type2", lengthscales=None, signal_variance=None, noise=None,
+              optimize=True, max_iter=200, optimize_subset=None, init_subset=1000,
+              n_restarts=RESTARTS_DEFAULT, n_iter=10_000, burn_in=1000, thin=50,
+              w_prior="kernel", grid_inputs=None, max_memory=None):
+    """Fit a GP-GRIEF model: a GP with r product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
 
@@ -210,8 +210,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     ----------
     X : ndarray of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-    p : int, default=1000
-        Number of basis functions (capped at m).
+    r : int, default=1000
+        Number of basis functions, the paper's p (capped at m).
     grid_size : int or sequence of int, default=10
         Grid points per dimension (each >= 2).
     kernel : {"gaussian"}, default="gaussian"
@@ -230,7 +230,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         a type-II fit of an exact SE-ARD GP on ``init_subset`` random training points.
     optimize : bool, default=True
         Type II only: False keeps the initial hyperparameters.
-    maxiter : int, default=200
+    max_iter : int, default=200
         L-BFGS-B iterations (type II).
     optimize_subset : int or None, default=None
         Type II only: run the L-BFGS-B search on this many random training points (when n is
@@ -243,7 +243,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
         The LML is multimodal (and only piecewise smooth), so one search can stop in a poor
         local optimum.  Restart k starts from the initial lengthscales times
         ``exp(N(0, 1))`` per dimension (seeded by ``seed``), with s2 and the noise re-fitted at
-        those lengthscales; every search gets ``maxiter`` iterations.  The run with the largest
+        those lengthscales; every search gets ``max_iter`` iterations.  The run with the largest
         training LML (on all training points, also with ``optimize_subset``) is kept; test data
         play no part.  0 gives the single search of the paper.  Cost: (1 + n_restarts) searches.
         The default 2 was chosen by measurement (doc/results_grief.md).
@@ -295,7 +295,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     Raises
     ------
     ValueError
-        For p < 1, grid_size < 2, non-finite X or y, all-constant X, an unknown kernel or
+        For r < 1, grid_size < 2, non-finite X or y, all-constant X, an unknown kernel or
         inference, malformed hyperparameters, a MALA schedule that keeps no sample
         (``thin > n_iter - burn_in``), and grid_inputs that are non-finite or have a
         different number of columns from X.
@@ -307,7 +307,7 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
     >>> import numpy as np, hkern
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (300, 3)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
-    >>> gp = hkern.fit_grief(X, y, p=100, grid_size=10, seed=0)
+    >>> gp = hkern.fit_grief(X, y, r=100, grid_size=10, seed=0)
     >>> gp.m_
     1000
     >>> bool(np.sqrt(np.mean((gp.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1)
@@ -321,14 +321,14 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
                              "output")
         y = y[:, 0].copy()
     n, d_in = X.shape
-    p = check_int(p, "p", low=1, hint="p is the number of basis functions")
+    p = check_int(r, "r", low=1, hint="r is the number of basis functions (the paper's p)")
     sizes = _check_grid_size(grid_size, d_in)
     if not isinstance(kernel, str) or kernel.lower() not in KERNELS:
         raise ValueError(f"kernel must be 'gaussian' (SE-ARD, the product kernel GRIEF needs); "
                          f"got {kernel!r}")
     inference = check_choice(inference, "inference", ("type2", "type1"))
     w_prior = check_choice(w_prior, "w_prior", ("unit", "kernel"))
-    maxiter = check_int(maxiter, "maxiter", low=0)
+    maxiter = check_int(max_iter, "max_iter", low=0)
     init_subset = check_int(init_subset, "init_subset", low=2)
     n_restarts = check_int(n_restarts, "n_restarts", low=0)
     if optimize_subset is not None:
@@ -379,8 +379,8 @@ def fit_grief(X, y, p=1000, grid_size=10, kernel="gaussian", inference="type2", 
             grief_peak_bytes(n, d, min(p, m), 0 if given else min(n, init_subset),
                              n if optimize_subset is None else min(n, optimize_subset),
                              inference, optimize and maxiter > 0, kept // thin),
-            max_memory, what=f"fit_grief with n={n}, d={d}, p={min(p, m)}",
-            fix="choose a smaller p" + ("" if given else " or init_subset"))
+            max_memory, what=f"fit_grief with n={n}, d={d}, r={min(p, m)}",
+            fix="choose a smaller r" + ("" if given else " or init_subset"))
         if given:
             theta0 = _standardised_theta(given, x_scaler, y_std)
         else:

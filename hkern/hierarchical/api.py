@@ -406,9 +406,9 @@ def _check_tree_args(n, r, leaf_size, partition):
     return r, leaf_size
 
 
-def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter=None,
-                     partition="random", leaf_size=None, task="regression", seed=None,
-                     n_jobs=None, max_memory=None):
+def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
+                     task="regression", seed=None, n_jobs=None, jitter=None,
+                     partition="random", leaf_size=None, max_memory=None):
     """Kernel ridge regression with a hierarchically compositional kernel (HCK).
 
     HCK (Chen, Avron and Sindhwani) replaces the kernel matrix by K_hier: exact kernel blocks on
@@ -515,8 +515,9 @@ def fit_hierarchical(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, jitter
                            encoding=encoding, n_jobs=n_jobs, **tree)
 
 
-def fit_independent(X, y, r=256, kernel="gaussian", sigma=1.0, lam=1e-2, partition="random",
-                    leaf_size=None, task="regression", seed=None, n_jobs=None, max_memory=None):
+def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+                    seed=None, n_jobs=None, partition="random", leaf_size=None,
+                    max_memory=None):
     """Kernel ridge regression with the independent (block-diagonal) kernel on an HCK tree.
 
     The baseline of the HCK paper: the same partition as :func:`fit_hierarchical` with the same

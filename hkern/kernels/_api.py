@@ -66,7 +66,7 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
     return out
 
 
-def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
+def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
 
     All kernels share one parametrisation: a bandwidth (lengthscale) ``sigma > 0`` and
@@ -150,7 +150,7 @@ def kernel_matrix(X, Y=None, kernel="gaussian", sigma=1.0, n_jobs=None, max_memo
         return _kernel_matrix_trusted(kind, sigma, X, Y, n_threads)
 
 
-def kernel_diag(X, kernel="gaussian", sigma=1.0):
+def kernel_diag(X, *, kernel="gaussian", sigma=1.0):
     """Diagonal k(X[i], X[i]) of the kernel matrix without forming it.
 
     Every hkern kernel is stationary with unit peak, so this is a vector of ones; it exists so
@@ -186,7 +186,7 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     return out
 
 
-def kernel_matvec(X, Y, B, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
+def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.
 
     Parameters

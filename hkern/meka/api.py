@@ -207,7 +207,7 @@ class MekaApproximation:
         --------
         >>> import numpy as np, hkern
         >>> X = np.random.default_rng(0).normal(size=(300, 2))
-        >>> G = hkern.meka(X, rank=10, n_clusters=3, seed=0)
+        >>> G = hkern.meka(X, r=10, n_clusters=3, seed=0)
         >>> v = np.ones(300)
         >>> bool(np.allclose(G.matvec(v), G.to_dense() @ v))
         True
@@ -226,7 +226,7 @@ class MekaApproximation:
         --------
         >>> import numpy as np, hkern
         >>> X = np.random.default_rng(0).normal(size=(200, 2))
-        >>> G = hkern.meka(X, rank=8, n_clusters=2, seed=0).to_dense()
+        >>> G = hkern.meka(X, r=8, n_clusters=2, seed=0).to_dense()
         >>> G.shape, bool(np.allclose(G, G.T))
         ((200, 200), True)
         """
@@ -271,7 +271,7 @@ class MekaApproximation:
         --------
         >>> import numpy as np, hkern
         >>> X = np.random.default_rng(0).normal(size=(400, 2))
-        >>> G = hkern.meka(X, rank=20, n_clusters=4, seed=0)
+        >>> G = hkern.meka(X, r=20, n_clusters=4, seed=0)
         >>> G.rel_error() < 0.05
         True
         """
@@ -342,7 +342,7 @@ class MekaApproximation:
         --------
         >>> import numpy as np, hkern
         >>> X = np.random.default_rng(0).normal(size=(200, 2))
-        >>> G = hkern.meka(X, rank=8, n_clusters=2, seed=0)
+        >>> G = hkern.meka(X, r=8, n_clusters=2, seed=0)
         >>> w, V = G.eigh(3)
         >>> bool(np.allclose(G.matvec(V), V * w))
         True
@@ -570,10 +570,10 @@ def _link_samples(starts, ranks, pairs, oversample, rng):
     return np.ascontiguousarray(samples), offsets
 
 
-def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
-         landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
+def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
+         oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
          threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
-         link_rcond=LINK_RCOND, seed=None, n_jobs=None, max_memory=None):
+         link_rcond=LINK_RCOND, max_memory=None):
     """MEKA approximation G~ = W L W^T of the kernel matrix of X (Si, Hsieh & Dhillon 2017).
 
     1. k-means (k-means++ start, ``kmeans_iter`` Lloyd iterations, scipy ``kmeans2``) on a
@@ -592,8 +592,8 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     Parameters
     ----------
     X : array_like (n, d)
-    rank : int
-        k, the rank of each cluster's basis (total rank about ``rank * n_clusters``), as in
+    r : int
+        k, the rank of each cluster's basis (total rank about ``r * n_clusters``), as in
         the paper; see ``rank_policy``.
     n_clusters : int
         c, 1 <= c <= n (and c <= ``kmeans_sample``).
@@ -607,12 +607,12 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
         (capped at the cluster sizes; a large rho uses whole blocks, i.e. the exact least
         squares).  The paper and the authors' code use 2.
     landmarks_per_cluster : int or None
-        m_s; default 2 k_s (2 ``rank`` for ``rank_policy="spectral"``), capped at n_s.  k_s is
+        m_s; default 2 k_s (2 ``r`` for ``rank_policy="spectral"``), capped at n_s.  k_s is
         capped at m_s.
     rank_policy : {"uniform", "proportional", "spectral"}
-        ``"uniform"``: k_s = min(rank, n_s) (the paper's experiments).  ``"proportional"``:
-        the total ``rank * c`` split in proportion to n_s (what the authors' code does with
-        its total rank).  ``"spectral"``: the global top ``rank * c`` eigenvalues of all
+        ``"uniform"``: k_s = min(r, n_s) (the paper's experiments).  ``"proportional"``:
+        the total ``r * c`` split in proportion to n_s (what the authors' code does with
+        its total rank).  ``"spectral"``: the global top ``r * c`` eigenvalues of all
         clusters' landmark blocks decide each k_s (at least 1 per cluster).
     threshold : float
         Drop weak links.  With ``threshold_kind="fraction"`` (the authors' code, eta in
@@ -639,7 +639,7 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
         enclosing threadpoolctl limit.
     max_memory : int, float or None
         Largest peak memory (bytes) the call may use; None (default) is the memory available
-        now.  The peak is estimated from n, d, rank, n_clusters and kmeans_sample (see
+        now.  The peak is estimated from n, d, r, n_clusters and kmeans_sample (see
         :func:`hkern.meka.api.meka_peak_bytes`) before anything large is allocated.
 
     Returns
@@ -650,7 +650,7 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     Raises
     ------
     ValueError
-        For invalid arguments, e.g. ``n_clusters > n`` or ``rank < 1``.
+        For invalid arguments, e.g. ``n_clusters > n`` or ``r < 1``.
     hkern.MemoryLimitError
         (a ValueError and a MemoryError) when the estimated peak exceeds ``max_memory``.
 
@@ -664,14 +664,14 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     --------
     >>> import numpy as np, hkern
     >>> X = np.random.default_rng(0).normal(size=(1000, 3))
-    >>> G = hkern.meka(X, rank=40, n_clusters=5, sigma=1.0, seed=0)
+    >>> G = hkern.meka(X, r=40, n_clusters=5, sigma=1.0, seed=0)
     >>> G.n_clusters_, G.L_.shape
     (5, (200, 200))
     >>> K = hkern.kernel_matrix(X, sigma=1.0)
     >>> bool(np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K) < 0.05)
     True
     """
-    args = _meka_arguments(X, rank, n_clusters, kernel=kernel, sigma=sigma, oversample=oversample,
+    args = _meka_arguments(X, r, n_clusters, kernel=kernel, sigma=sigma, oversample=oversample,
                            landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
                            threshold=threshold, threshold_kind=threshold_kind, psd=psd,
                            kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
@@ -679,7 +679,7 @@ def meka(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversample=2.0,
     rng = check_seed(seed)
     n_threads = resolve_n_jobs(n_jobs)
     check_memory(meka_peak_bytes(args, n_threads), max_memory, what=_describe(args, "meka"),
-                 fix="choose a smaller rank or fewer clusters")
+                 fix="choose a smaller r or fewer clusters")
     with thread_budget(n_jobs) as n_threads:
         return _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
 
@@ -718,7 +718,7 @@ def meka_peak_bytes(args, n_threads):
 
 def _describe(args, function):
     n, d = args["X"].shape
-    return (f"{function} with n={n}, d={d}, rank={args['rank']}, "
+    return (f"{function} with n={n}, d={d}, r={args['rank']}, "
             f"n_clusters={args['n_clusters']}")
 
 
@@ -731,8 +731,8 @@ def _meka_arguments(X, rank, n_clusters, kernel="gaussian", sigma=1.0, oversampl
     n = X.shape[0]
     name, kind = kernel_kind(kernel)
     sigma = check_bandwidth(sigma, X)
-    rank = check_int(rank, "rank", low=1, high=n,
-                     hint="rank is the per-cluster rank k, at least 1 and at most n")
+    rank = check_int(rank, "r", low=1, high=n,
+                     hint="r is the per-cluster rank k, at least 1 and at most n")
     n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
                            hint=f"the number of clusters cannot exceed the n={n} points")
     kmeans_sample = check_int(kmeans_sample, "kmeans_sample", low=1)

@@ -9,7 +9,7 @@ from .._threads import resolve_n_jobs, thread_budget
 from .._validation import check_choice, check_int, check_positive, check_seed
 from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import _kernel_matvec_trusted
-from .api import _build, _describe, _meka_arguments, meka_peak_bytes
+from .api import LINK_RCOND, _build, _describe, _meka_arguments, meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
@@ -98,7 +98,7 @@ def _solve_direct(G, Q, R, chol, Y, lam):
     return alpha, _linalg.matmul(G.L_, T)
 
 
-def _solve_cg(G, Y, lam, tol, maxiter):
+def _solve_cg(G, Y, lam, tol, max_iter):
     """Conjugate gradients on (G~ + lam I) alpha = y, one independent recursion per column.
 
     Needs G~ + lam I positive definite (psd=True, or lam > |lambda_min(G~)|); a non-positive
@@ -109,7 +109,7 @@ def _solve_cg(G, Y, lam, tol, maxiter):
     P = R.copy()
     rr = np.einsum("ij,ij->j", R, R)
     target = (tol ** 2) * np.einsum("ij,ij->j", Y, Y)
-    for it in range(1, maxiter + 1):
+    for it in range(1, max_iter + 1):
         AP = G._apply_sorted(P) + lam * P
         curv = np.einsum("ij,ij->j", P, AP)
         active = rr > target
@@ -125,13 +125,15 @@ def _solve_cg(G, Y, lam, tol, maxiter):
             return X, it
         P = R + P * np.where(active, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
         rr = rr_new
-    raise np.linalg.LinAlgError(f"CG did not reach tol={tol} in maxiter={maxiter} iterations; "
-                                "raise maxiter or lam, or use solver='direct'")
+    raise np.linalg.LinAlgError(f"CG did not reach tol={tol} in max_iter={max_iter} iterations; "
+                                "raise max_iter or lam, or use solver='direct'")
 
 
-def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, solver="direct",
-             tol=1e-10, maxiter=1000, task="regression", seed=None, n_jobs=None,
-             max_memory=None, **meka_options):
+def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+             seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
+             oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
+             threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
+             link_rcond=LINK_RCOND, max_memory=None):
     """Kernel ridge regression on the MEKA approximation: (G~ + lam I) alpha = y.
 
     Parameters
@@ -139,8 +141,10 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     X : array_like (n, d)
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest, one solve).
-    rank, n_clusters : int
-        Per-cluster rank k and number of clusters c (see :func:`hkern.meka`).
+    r : int
+        Per-cluster rank k (see :func:`hkern.meka`).
+    n_clusters : int
+        Number of clusters c.
     lam : float
         Ridge regularisation, > 0.  G~ + lam I must be positive definite; it is checked (the
         K x K Cholesky the direct solver uses anyway) and a ValueError says so otherwise.
@@ -150,7 +154,7 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
         fix), alpha = Q (L' + lam I)^-1 Q^T y + (y - Q Q^T y) / lam: one K x K Cholesky,
         O(n k K + K^3), accurate to about cond(G~ + lam I) eps.
         ``"cg"``: conjugate gradients with the O(nk + K^2) matvec (as the paper).
-    tol, maxiter : float, int
+    tol, max_iter : float, int
         CG relative residual tolerance and iteration limit.
     task : {"regression", "classification"}
     seed : None, int or numpy.random.Generator
@@ -161,12 +165,14 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
         Largest peak memory (bytes) the fit may use; None (default) is the memory available
         now.  Estimated before anything large is allocated: the MEKA approximation (see
         :func:`hkern.meka`) plus the K x K factorisations and a few n x k_out vectors.
-    **meka_options
-        Passed to :func:`hkern.meka` (``oversample``, ``landmarks_per_cluster``,
-        ``rank_policy``, ``threshold``, ``threshold_kind``, ``psd``, ``kmeans_sample``,
-        ``kmeans_iter``).  ``psd`` defaults to True here (the PSD fix of :func:`hkern.meka`):
-        with sampled links G~ is in general indefinite, and KRR on an indefinite G~ + lam I is
-        meaningless.
+    psd : bool, default=True
+        The PSD fix of :func:`hkern.meka`, on by default here (:func:`hkern.meka` defaults to
+        False): with sampled links G~ is in general indefinite, and KRR on an indefinite
+        G~ + lam I is meaningless.
+    oversample, landmarks_per_cluster, rank_policy, threshold, threshold_kind
+        The construction of G~, as in :func:`hkern.meka`.
+    kmeans_sample, kmeans_iter, link_rcond
+        The construction of G~, as in :func:`hkern.meka`.
 
     Returns
     -------
@@ -190,24 +196,26 @@ def fit_meka(X, y, rank, n_clusters, lam=1e-2, kernel="gaussian", sigma=1.0, sol
     >>> import numpy as np, hkern
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(2000, 3)); y = np.sin(X[:, 0])
-    >>> model = hkern.fit_meka(X, y, rank=30, n_clusters=5, lam=1e-3, seed=0)
+    >>> model = hkern.fit_meka(X, y, r=30, n_clusters=5, lam=1e-3, seed=0)
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
     X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
-    maxiter = check_int(maxiter, "maxiter", low=1)
-    # KRR needs G~ + lam I positive definite: the PSD fix is on unless the caller turns it off.
-    meka_options.setdefault("psd", True)
-    args = _meka_arguments(X, rank, n_clusters, kernel=name, sigma=sigma, **meka_options)
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    args = _meka_arguments(X, r, n_clusters, kernel=name, sigma=sigma, oversample=oversample,
+                           landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
+                           threshold=threshold, threshold_kind=threshold_kind, psd=psd,
+                           kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
+                           link_rcond=link_rcond)
     rng = check_seed(seed)
     n_threads = resolve_n_jobs(n_jobs)
     check_memory(fit_meka_peak_bytes(args, Y.shape[1], n_threads), max_memory,
-                 what=_describe(args, "fit_meka"), fix="choose a smaller rank or fewer clusters")
+                 what=_describe(args, "fit_meka"), fix="choose a smaller r or fewer clusters")
     with thread_budget(n_jobs) as n_threads:
         G = _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
-        alpha, beta, n_iter = _solve(G, Y, lam, solver, tol, maxiter)
+        alpha, beta, n_iter = _solve(G, Y, lam, solver, tol, max_iter)
         coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
                 for s in range(G.n_clusters_)]
     dual = np.empty_like(alpha)
@@ -233,7 +241,7 @@ def fit_meka_peak_bytes(args, n_outputs, n_threads):
     return max(meka_peak_bytes(args, n_threads), 8 * (kept + solve))
 
 
-def _solve(G, Y, lam, solver, tol, maxiter):
+def _solve(G, Y, lam, solver, tol, max_iter):
     """(alpha sorted by cluster, beta = L W^T alpha, CG iterations or None) for the targets Y."""
     Q, R, Lp = G._orthonormal_basis()
     chol = _shifted_cholesky(Lp, lam)
@@ -243,6 +251,6 @@ def _solve(G, Y, lam, solver, tol, maxiter):
         n_iter = None
     else:
         del Q       # CG needs only products with G~; the check above needed the factor
-        alpha, n_iter = _solve_cg(G, Ys, lam, tol, maxiter)
+        alpha, n_iter = _solve_cg(G, Ys, lam, tol, max_iter)
         beta = _linalg.matmul(G.L_, G._Wt(np.ascontiguousarray(alpha)))
     return alpha, beta, n_iter

@@ -188,8 +188,8 @@ def _check_selection_memory(n, n_columns, method, precomputed, max_memory):
     if precomputed:
         need = max(need, 8 * _symmetry_block_rows(n) * n + 16 * n)
     check_memory(need, max_memory, what=f"select_columns(method={method!r}) with n={n}, "
-                                        f"n_columns={n_columns}",
-                 fix="choose a smaller n_columns")
+                                        f"r={n_columns}",
+                 fix="choose a smaller r")
 
 
 def _columns(points, G, kind, sigma, idx, n_threads):
@@ -240,14 +240,14 @@ def _w_inverse(L, max_d):
     return W_inv
 
 
-def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, tol=0.0,
-                   rtol=0.0, init=1, seed=None, refresh=0, n_jobs=None, max_memory=None):
+def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
+                   tol=0.0, rtol=0.0, init=1, refresh=0, max_memory=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
 
     Parameters
     ----------
     X : array_like (n, d), or (n, n) with ``kernel="precomputed"``
-    n_columns : int
+    r : int
         Largest number of columns l, 1 <= l <= n.
     method : {"oasis", "greedy", "rpcholesky", "uniform"}
         ``oasis``: Patel et al.'s adaptive selection, starting from ``init`` random columns
@@ -306,8 +306,8 @@ def select_columns(X, n_columns, method="oasis", kernel="gaussian", sigma=1.0, t
     check_choice(method, "method", SELECTORS)
     points, G, diag, kind, sigma = _prepare(X, kernel, sigma)
     n = diag.shape[0]
-    n_columns = check_int(n_columns, "n_columns", low=1, high=n,
-                          hint="a Nystrom approximation has at most n columns")
+    n_columns = check_int(r, "r", low=1, high=n,
+                          hint="r is the number of columns; a Nystrom approximation has at most n")
     tol = check_nonnegative(tol, "tol")
     rtol = check_nonnegative(rtol, "rtol")
     init = check_int(init, "init", low=0, high=n_columns)
@@ -386,8 +386,8 @@ def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, 
     return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method)
 
 
-def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1, seed=None,
-          refresh=0, n_jobs=None, max_memory=None):
+def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
+          init=1, refresh=0, max_memory=None):
     """oASIS: adaptive Nystrom column selection (Patel, Goldstein, Dyer, Mirhoseini, Baraniuk).
 
     Each step adds the column i maximising the Schur complement Delta_i = G_ii - b_i^T W^{-1}
@@ -402,10 +402,10 @@ def oasis(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1,
     --------
     >>> import numpy as np, hkern
     >>> X = np.random.default_rng(0).normal(size=(400, 2))
-    >>> sel = hkern.oasis(X, n_columns=40, sigma=1.0, seed=0)
+    >>> sel = hkern.oasis(X, r=40, sigma=1.0, seed=0)
     >>> sel.C.shape, sel.W_inv.shape
     ((400, 40), (40, 40))
     """
-    return select_columns(X, n_columns, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
+    return select_columns(X, r, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
                           rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs,
                           max_memory=max_memory)

@@ -174,7 +174,7 @@ def _fingerprint(points, kind, sigma, n_columns, tol, rtol, init, refresh, gathe
     """What every rank must agree on: the data (a digest) and the arguments, by name."""
     digest = hashlib.blake2b(memoryview(points).cast("B"), digest_size=16).hexdigest()
     return {"X": (points.shape, digest), "kernel": kind, "sigma": sigma,
-            "n_columns": n_columns, "tol": tol, "rtol": rtol, "init": init, "refresh": refresh,
+            "r": n_columns, "tol": tol, "rtol": rtol, "init": init, "refresh": refresh,
             "gather": gather, "seed": initial}
 
 
@@ -198,8 +198,8 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
                              "serial only (hkern.oasis)")
         points, _, diag, kind, sig = _prepare(X, kernel, sigma)
         n = points.shape[0]
-        ell = check_int(n_columns, "n_columns", low=1, high=n,
-                        hint="a Nystrom approximation has at most n columns")
+        ell = check_int(n_columns, "r", low=1, high=n,
+                        hint="r is the number of columns; a Nystrom approximation has at most n")
         t, rt = check_nonnegative(tol, "tol"), check_nonnegative(rtol, "rtol")
         k0 = check_int(init, "init", low=0, high=ell)
         ref = check_int(refresh, "refresh", low=0)
@@ -209,9 +209,9 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
         lo, hi = int(offsets[state.rank]), int(offsets[state.rank + 1])
         check_memory(mpi_peak_bytes(n, hi - lo, ell, gathered and state.rank == 0), max_memory,
                      what=f"oasis_mpi on rank {state.rank} of {state.size} with n={n}, "
-                          f"{hi - lo} rows, n_columns={ell}"
+                          f"{hi - lo} rows, r={ell}"
                           + (", gather=True" if gathered else ""),
-                     fix="choose a smaller n_columns, use more ranks" +
+                     fix="choose a smaller r, use more ranks" +
                          (", or gather=False" if gathered and state.rank == 0 else ""))
         # The initial columns are drawn on every rank (each advances its own generator, as
         # serial oasis does); with seed=None rank 0 draws the seed after the agreement.
@@ -240,8 +240,8 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
 # ------------------------------------------------------------------ oASIS-P
 
 
-def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, init=1, seed=0,
-              refresh=0, comm=None, n_jobs=None, gather=True, max_memory=None):
+def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
+              init=1, refresh=0, comm=None, gather=True, max_memory=None):
     """oASIS with the rows of the kernel matrix distributed over MPI ranks.
 
     Call it on every rank with the same arguments (``X`` the full data set, each rank uses its
@@ -252,10 +252,11 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     ----------
     X : array_like (n, d)
         The data, identical on every rank (checked: a digest is compared).
-    n_columns, kernel, sigma, tol, rtol, init, refresh
+    r, kernel, sigma, tol, rtol, init, refresh
         As for :func:`hkern.oasis` (``kernel="precomputed"`` is not supported here).
-    seed : int or numpy.random.Generator
-        Must give the same stream on every rank; None draws a seed on rank 0 and broadcasts it.
+    seed : None, int or numpy.random.Generator
+        Must give the same stream on every rank; None (default) draws a seed on rank 0 and
+        broadcasts it.
     comm : mpi4py communicator or None
         Default ``MPI.COMM_WORLD``.
     n_jobs : int or None
@@ -304,7 +305,7 @@ def oasis_mpi(X, n_columns, kernel="gaussian", sigma=1.0, tol=0.0, rtol=0.0, ini
     comm = MPI.COMM_WORLD if comm is None else comm
     with _every_rank_stops(comm):
         state = _RankState(comm)
-        args = _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
+        args = _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
         with thread_budget(args.pop("n_threads")) as n_threads:
             result = _select(MPI, state, n_threads=n_threads, **args)
@@ -426,7 +427,7 @@ def _load_everywhere(comm, path):
 
 
 def main(argv=None):
-    """``python -m hkern.oasis.parallel DATA.npy --n-columns L ...`` under mpiexec.
+    """``python -m hkern.oasis.parallel DATA.npy --r L ...`` under mpiexec.
 
     Exit status 0 on success, 2 for bad arguments or data (the message on stderr, from rank
     0, every rank exiting), 1 when the ranks were aborted.
@@ -435,7 +436,7 @@ def main(argv=None):
                                 description="oASIS-P: select Nystrom columns of the kernel "
                                             "matrix of a data file on MPI ranks.")
     p.add_argument("data", help="a .npy file (n x d) or a CSV file (one point per row)")
-    p.add_argument("--n-columns", type=int, required=True)
+    p.add_argument("--r", type=int, required=True, help="number of columns to select")
     p.add_argument("--kernel", default="gaussian")
     p.add_argument("--sigma", type=float, default=1.0)
     p.add_argument("--tol", type=float, default=0.0)
@@ -449,7 +450,7 @@ def main(argv=None):
     comm = _mpi().COMM_WORLD
     try:
         X = _load_everywhere(comm, args.data)
-        result = oasis_mpi(X, args.n_columns, kernel=args.kernel, sigma=args.sigma,
+        result = oasis_mpi(X, args.r, kernel=args.kernel, sigma=args.sigma,
                            tol=args.tol, init=args.init, seed=args.seed, n_jobs=args.n_jobs,
                            gather=False, comm=comm)
     except (ValueError, OSError) as exc:

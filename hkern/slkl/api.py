@@ -66,7 +66,7 @@ class SlklModel(KernelRidgeModel):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-5, 5, size=(300, 2))
     >>> y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
-    >>> model = hkern.fit_slkl(X, y, n_candidates=60, nu=1e-3, sigma=1.0, seed=0)
+    >>> model = hkern.fit_slkl(X, y, r=60, nu=1e-3, sigma=1.0, seed=0)
     >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
     >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
     True
@@ -310,9 +310,9 @@ def assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs):
         n_jobs=n_jobs)
 
 
-def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=1.0,
-             step="exact", tol=1e-4, max_iter=None, kkt_tol=None, precompute_columns=True,
-             refresh=1000, candidates=None, task="regression", seed=None, n_jobs=None,
+def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+             seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
+             kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
              max_memory=None):
     r"""Stochastic low-rank kernel learning (Machart et al.): KRR on a learned sparse kernel.
 
@@ -332,7 +332,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest: one SLKL problem
         per class on the same candidates, prediction by argmax).
-    n_candidates : int
+    r : int
         M, the number of candidate landmarks, 1 <= M <= n (ignored when ``candidates`` is
         given).
     nu : float
@@ -426,7 +426,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-5, 5, size=(400, 2)); r = np.linalg.norm(X, axis=1)
     >>> y = np.sin(r) / r
-    >>> model = hkern.fit_slkl(X, y, n_candidates=100, nu=1e-3, sigma=1.0, seed=0)
+    >>> model = hkern.fit_slkl(X, y, r=100, nu=1e-3, sigma=1.0, seed=0)
     >>> bool(np.all(np.diff(model.objective_) <= 1e-12))       # the exact step is monotone
     True
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
@@ -444,7 +444,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     precompute_columns = check_bool(precompute_columns, "precompute_columns")
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
-    S = draw_candidates(n, n_candidates, rng, candidates)
+    S = draw_candidates(n, r, rng, candidates)
     M = len(S)
     max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
     for j in range(k):                        # refuse a hopeless nu before any work
@@ -452,9 +452,9 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
     cap = min(_INITIAL_CAPACITY, M)
     base = _fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
     check_memory(base + _active_bytes(n, cap), max_memory,
-                 what=f"fit_slkl with n={n}, n_candidates={M}"
+                 what=f"fit_slkl with n={n}, r={M}"
                       + (" (precomputed columns: 8 n M bytes)" if precompute_columns else ""),
-                 fix=("choose a smaller n_candidates or precompute_columns=False"
+                 fix=("choose a smaller r or precompute_columns=False"
                       if precompute_columns else "fit on a subsample"))
 
     def grow(old_cap, new_cap):
@@ -465,7 +465,7 @@ def fit_slkl(X, y, n_candidates=256, nu=1e-2, lam=1.0, kernel="gaussian", sigma=
                      max_memory,
                      what=f"fit_slkl growing its active set from {old_cap} to {new_cap} columns "
                           f"(n={n})",
-                     fix="increase nu (fewer active landmarks) or choose a smaller n_candidates")
+                     fix="increase nu (fewer active landmarks) or choose a smaller r")
 
     params = (lam, nu, STEPS[step], refresh)
     with thread_budget(n_jobs) as n_threads, blas_threads(1):

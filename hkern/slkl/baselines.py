@@ -27,8 +27,8 @@ def _unif_bytes(n, d, M, k):
             + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
 
 
-def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", sigma=1.0,
-                  candidates=None, task="regression", seed=None, n_jobs=None, max_memory=None):
+def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+                  seed=None, n_jobs=None, mu=1.0, candidates=None, max_memory=None):
     r"""The paper's "Unif" baseline: KRR with the kernel :math:`\bar\mu \sum_{m\in S} c_m c_m^T`.
 
     The same M rank-1 Nystrom kernels as :func:`hkern.fit_slkl` (the same seed gives the same
@@ -37,7 +37,7 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
 
     Parameters
     ----------
-    X, y, n_candidates, lam, kernel, sigma, candidates, task, seed, n_jobs
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates
         As in :func:`hkern.fit_slkl`.
     mu : float
         The common weight, > 0.
@@ -71,7 +71,7 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
     >>> import numpy as np, hkern
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = np.sin(X[:, 0])
-    >>> model = hkern.fit_slkl_unif(X, y, n_candidates=50, seed=0)
+    >>> model = hkern.fit_slkl_unif(X, y, r=50, seed=0)
     >>> model.m0_, float(np.mean((model.predict(X) - y) ** 2)) < 0.05
     (50, True)
     """
@@ -79,11 +79,11 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
     mu = check_positive(mu, "mu", "the uniform weight must be positive")
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
-    S = draw_candidates(n, n_candidates, rng, candidates)
+    S = draw_candidates(n, r, rng, candidates)
     M = len(S)
     check_memory(_unif_bytes(n, d, M, k), max_memory,
-                 what=f"fit_slkl_unif with n={n}, n_candidates={M}",
-                 fix="choose a smaller n_candidates")
+                 what=f"fit_slkl_unif with n={n}, r={M}",
+                 fix="choose a smaller r")
     weights = np.full(M, mu)
     fits = []
     with thread_budget(n_jobs) as n_threads, blas_threads(1):
@@ -106,13 +106,13 @@ def fit_slkl_unif(X, y, n_candidates=256, mu=1.0, lam=1.0, kernel="gaussian", si
     return assemble_model(fits, X, S, encoding, name, kind, sigma, lam, 0.0, n_jobs)
 
 
-def fit_slkl_krrm(X, y, n_candidates=256, lam=1.0, kernel="gaussian", sigma=1.0,
-                  candidates=None, task="regression", seed=None, n_jobs=None, max_memory=None):
+def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+                  seed=None, n_jobs=None, candidates=None, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
 
     Parameters
     ----------
-    X, y, n_candidates, lam, kernel, sigma, candidates, task, seed, n_jobs
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates
         As in :func:`hkern.fit_slkl` (the same seed gives the same S).
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
@@ -136,20 +136,20 @@ def fit_slkl_krrm(X, y, n_candidates=256, lam=1.0, kernel="gaussian", sigma=1.0,
     >>> import numpy as np, hkern
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 2)); y = np.sin(X[:, 0])
-    >>> model = hkern.fit_slkl_krrm(X, y, n_candidates=100, lam=1e-2, seed=0)
+    >>> model = hkern.fit_slkl_krrm(X, y, r=100, lam=1e-2, seed=0)
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
     X, Y, _, name, _, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
-    S = draw_candidates(n, n_candidates, rng, candidates)
+    S = draw_candidates(n, r, rng, candidates)
     M = len(S)
     # X[S] and y[S] (8 M (d + k)), then fit_exact's kernel matrix, factorised in place, and
     # its dual coefficients (8 M^2 + 16 M k).
     check_memory(8 * M * (d + k) + 8 * M * M + 16 * M * k, max_memory,
-                 what=f"fit_slkl_krrm with n_candidates={M} (the M x M kernel matrix)",
-                 fix="choose a smaller n_candidates")
+                 what=f"fit_slkl_krrm with r={M} (the M x M kernel matrix)",
+                 fix="choose a smaller r")
     y_rows = np.asarray(y)[S]
     with thread_budget(n_jobs):
         model = fit_exact(X[S], y_rows, kernel=name, sigma=sigma, lam=lam, task=task,
