@@ -14,20 +14,27 @@ Public functions (numpydoc docstrings on each):
 * data: :mod:`hkern.datasets` (``load_uci``, ``make_regression``, ``standardize``)
 * :class:`MemoryLimitError`: raised before allocating when a call would need more than its
   ``max_memory`` (default: the memory available)
+
+The fitted models and results the functions return are exported too: :class:`ExactKRR`,
+:class:`NystromKRR`, :class:`RFFKRR`, :class:`HierarchicalKRR`, :class:`IndependentKRR`,
+:class:`MekaApproximation`, :class:`MekaKRR`, :class:`GriefGP`, :class:`ColumnSelection`,
+:class:`SlklModel` (construct them through the functions, not directly).
 """
 from . import datasets
 from ._memory import MemoryLimitError
-from .baselines import fit_exact, fit_nystrom, fit_rff
-from .grief import fit_grief
-from .hierarchical import fit_hierarchical, fit_independent
+from .baselines import RFFKRR, ExactKRR, NystromKRR, fit_exact, fit_nystrom, fit_rff
+from .grief import GriefGP, fit_grief
+from .hierarchical import HierarchicalKRR, IndependentKRR, fit_hierarchical, fit_independent
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
-from .meka import fit_meka, meka
-from .oasis import oasis, select_columns
-from .slkl import fit_slkl, fit_slkl_krrm, fit_slkl_unif
+from .meka import MekaApproximation, MekaKRR, fit_meka, meka
+from .oasis import ColumnSelection, oasis, select_columns
+from .slkl import SlklModel, fit_slkl, fit_slkl_krrm, fit_slkl_unif
 
 __version__ = "0.1.0"
 
 __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", "fit_independent",
            "fit_exact", "fit_nystrom", "fit_rff", "meka", "fit_meka", "oasis", "select_columns",
            "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
-           "MemoryLimitError", "__version__"]
+           "MemoryLimitError", "ExactKRR", "NystromKRR", "RFFKRR", "HierarchicalKRR",
+           "IndependentKRR", "MekaApproximation", "MekaKRR", "GriefGP", "ColumnSelection",
+           "SlklModel", "__version__"]

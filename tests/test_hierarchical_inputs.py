@@ -207,7 +207,7 @@ def test_kernel_pca_runs_arpack_with_one_blas_thread(fitted, monkeypatch, n_jobs
 def test_public_calls_run_inside_their_thread_budget(fitted, monkeypatch):
     # Every public computation enters thread_budget with the model's (or the call's) n_jobs:
     # the fits and operators in hierarchical/api.py, predictions in the shared model base.
-    from hkern.baselines import _model
+    from hkern import _model
     from hkern.hierarchical import api as hapi
     X, y, _ = fitted
     calls = []

@@ -544,8 +544,8 @@ def test_precompute_columns_numpy_bool():
 
 def test_public_calls_run_inside_thread_budget(monkeypatch):
     """fit_slkl, fit_slkl_unif, fit_slkl_krrm and predict each enter thread_budget(n_jobs)
-    (predict through the models' shared base, hkern.baselines._model)."""
-    import hkern.baselines._model as model_base
+    (predict through the models' shared base, hkern._model)."""
+    import hkern._model as model_base
     import hkern.slkl.api as api
     import hkern.slkl.baselines as baselines
     seen = []

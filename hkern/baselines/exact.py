@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import thread_budget
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
-from ._model import KernelRidgeModel, prepare_fit
 
 __all__ = ["fit_exact", "ExactKRR"]
 
@@ -94,16 +94,16 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     >>> float(np.abs(model.predict(X) - y).max()) < 0.05
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     with thread_budget(n_jobs) as n_threads:
-        K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
-        K.flat[:: n + 1] += lam
+        K = _kernel_matrix_trusted(inputs.kind, inputs.sigma, X, X, n_threads)
+        K.flat[:: n + 1] += inputs.lam
         factor = _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
         alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
         del K, factor
-    return ExactKRR(X, alpha, kernel=name, kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1],
-                    encoding=encoding, n_jobs=n_jobs)
+    return ExactKRR(X, alpha, **inputs.model_params(n_jobs))

@@ -5,10 +5,10 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import thread_budget
 from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
-from ._model import KernelRidgeModel, prepare_fit
 from ._ridge import block_rows, ridge_on_feature_blocks, row_blocks
 
 __all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes"]
@@ -173,7 +173,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     landmarks = _check_landmarks(landmarks, n)
     if not isinstance(landmarks, str):
@@ -188,17 +189,18 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     with thread_budget(n_jobs) as n_threads:
-        indices = _landmark_indices(X, r, landmarks, name, sigma, rng, n_threads, max_memory)
+        indices = _landmark_indices(X, r, landmarks, inputs.kernel, inputs.sigma, rng, n_threads,
+                                    max_memory)
         Z = np.ascontiguousarray(X[indices])
-        W = _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
+        W = _kernel_matrix_trusted(inputs.kind, inputs.sigma, Z, Z, n_threads)
         M = nystrom_feature_map(W, rcond)
 
         def feature_blocks():
             for start, stop in row_blocks(n, r):
-                C = _kernel_matrix_trusted(kind, sigma, X[start:stop], Z, n_threads)
+                C = _kernel_matrix_trusted(inputs.kind, inputs.sigma, X[start:stop], Z, n_threads)
                 yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
 
-        coef_features = ridge_on_feature_blocks(feature_blocks(), Y, lam, M.shape[1], n_threads)
+        coef_features = ridge_on_feature_blocks(feature_blocks(), Y, inputs.lam, M.shape[1],
+                                                n_threads)
         coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
-    return NystromKRR(Z, indices, coef, M.shape[1], kernel=name, kind=kind, sigma=sigma, lam=lam,
-                      n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
+    return NystromKRR(Z, indices, coef, M.shape[1], **inputs.model_params(n_jobs))

@@ -5,10 +5,10 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import thread_budget
 from .._validation import check_int, check_seed
 from ..kernels import sample_spectral
-from ._model import KernelRidgeModel, prepare_fit
 from ._ridge import block_rows, ridge_dual, ridge_on_feature_blocks, row_blocks
 
 __all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes"]
@@ -125,18 +125,18 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.1
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     r = check_int(r, "r", low=1)
     rng = check_seed(seed)
     n, d = X.shape
     check_memory(rff_peak_bytes(n, d, r, Y.shape[1]), max_memory,
                  what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
     with np.errstate(over="ignore"):        # infinite frequencies are refused just below
-        frequencies = sample_spectral(name, d, r, sigma, rng)
+        frequencies = sample_spectral(inputs.kernel, d, r, inputs.sigma, rng)
     _check_phases(X, frequencies)
     offsets = rng.uniform(0.0, 2.0 * np.pi, size=r)
-    model = RFFKRR(frequencies, offsets, None, kernel=name, kind=kind, sigma=sigma, lam=lam,
-                   n_features=d, encoding=encoding, n_jobs=n_jobs)
+    model = RFFKRR(frequencies, offsets, None, **inputs.model_params(n_jobs))
 
     with thread_budget(n_jobs) as n_threads:
         def feature_blocks():
@@ -144,9 +144,9 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
                 yield start, stop, model._features(X[start:stop], n_threads)
 
         if r > n:
-            model.coef_ = ridge_dual(model._features(X, n_threads), Y, lam, n_threads)
+            model.coef_ = ridge_dual(model._features(X, n_threads), Y, inputs.lam, n_threads)
         else:
-            model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, lam, r, n_threads)
+            model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, inputs.lam, r, n_threads)
     return model
 
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, thread_budget
 from .._validation import check_choice, check_int, check_nonnegative, check_seed, check_targets
-from ..baselines._model import KernelRidgeModel, prepare_fit
 from . import _blocks, _tree
 from ._hck import HCKOperator
 
@@ -482,15 +482,16 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
     if jitter is None:
-        jitter = min(1e-3 * lam, 1e-8)
+        jitter = min(1e-3 * inputs.lam, 1e-8)
     jitter = check_nonnegative(jitter, "jitter")
-    if jitter >= lam:
-        raise ValueError(f"jitter must be smaller than lam={lam:g}, got {jitter:g}; the leaf "
-                         "blocks are K + lam I and the jitter is part of lam")
+    if jitter >= inputs.lam:
+        raise ValueError(f"jitter must be smaller than lam={inputs.lam:g}, got {jitter:g}; the "
+                         "leaf blocks are K + lam I and the jitter is part of lam")
     rng = check_seed(seed)
     with thread_budget(n_jobs) as n_threads:
         depth = tree_depth(n, r, leaf_size)
@@ -505,14 +506,13 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                                             n_threads)
         del uniforms
         with blas_threads(1):
-            op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, kind,
-                             sigma, lam, jitter, n_threads)
+            op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
+                             inputs.sigma, inputs.lam, jitter, n_threads)
             weights = op.solve(np.ascontiguousarray(Y[tree["perm"]]), n_threads)
             pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
-                           pred_offsets=pred_offsets, r=r, jitter=jitter, kernel=name,
-                           kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1],
-                           encoding=encoding, n_jobs=n_jobs, **tree)
+                           pred_offsets=pred_offsets, r=r, jitter=jitter,
+                           **inputs.model_params(n_jobs), **tree)
 
 
 def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
@@ -540,7 +540,8 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     >>> model.predict(X[:3]).shape
     (3,)
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
     rng = check_seed(seed)
@@ -554,7 +555,6 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
         alpha = np.ascontiguousarray(Y[tree["perm"]])
         with blas_threads(1):
             logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
-                                        kind, sigma, lam, alpha, n_threads)
-    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, kernel=name, kind=kind,
-                          sigma=sigma, lam=lam, n_features=X.shape[1], encoding=encoding,
-                          n_jobs=n_jobs, **tree)
+                                        inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
+    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet,
+                          **inputs.model_params(n_jobs), **tree)

@@ -5,9 +5,9 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import resolve_n_jobs, thread_budget
 from .._validation import check_choice, check_int, check_positive, check_seed
-from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import _kernel_matvec_trusted
 from .api import LINK_RCOND, _build, _describe, _meka_arguments, meka_peak_bytes
 
@@ -200,11 +200,13 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
-    args = _meka_arguments(X, r, n_clusters, kernel=name, sigma=sigma, oversample=oversample,
+    args = _meka_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
+                           oversample=oversample,
                            landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
                            threshold=threshold, threshold_kind=threshold_kind, psd=psd,
                            kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
@@ -215,13 +217,12 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
                  what=_describe(args, "fit_meka"), fix="choose a smaller r or fewer clusters")
     with thread_budget(n_jobs) as n_threads:
         G = _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
-        alpha, beta, n_iter = _solve(G, Y, lam, solver, tol, max_iter)
+        alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
         coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
                 for s in range(G.n_clusters_)]
     dual = np.empty_like(alpha)
     dual[G._perm] = alpha
-    return MekaKRR(G, dual, coef, n_iter, kernel=name, kind=kind, sigma=sigma, lam=lam,
-                   n_features=X.shape[1], encoding=encoding, n_jobs=n_jobs)
+    return MekaKRR(G, dual, coef, n_iter, **inputs.model_params(n_jobs))
 
 
 def fit_meka_peak_bytes(args, n_outputs, n_threads):

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._memory import check_memory
+from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, thread_budget
 from .._validation import check_bool, check_choice, check_int, check_positive, check_seed
-from ..baselines._model import KernelRidgeModel, prepare_fit
 from ..kernels._api import (
     _centred_for_accuracy,
     _kernel_matrix_trusted,
@@ -289,8 +289,10 @@ def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_thread
     return OutputFit(core.weights, active, beta * s, history * s2, n_iter, converged)
 
 
-def assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs):
-    """The fitted model from the outputs' fits: union of active landmarks, beta per output."""
+def assemble_model(fits, inputs, S, nu, n_jobs):
+    """The fitted model from the outputs' fits (on ``inputs``, a FitInputs): union of active
+    landmarks, beta per output."""
+    X, encoding = inputs.X, inputs.encoding
     k = len(fits)
     weights = np.column_stack([f.weights for f in fits])
     active_cand = np.unique(np.concatenate([f.active for f in fits])).astype(np.intp)
@@ -305,9 +307,7 @@ def assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs):
     return SlklModel(
         S, weights[:, 0] if single else weights, active, np.ascontiguousarray(X[active]), coef,
         histories[0] if single else histories, n_iters[0] if single else n_iters,
-        converged[0] if single else converged, nu,
-        kernel=name, kind=kind, sigma=sigma, lam=lam, n_features=X.shape[1], encoding=encoding,
-        n_jobs=n_jobs)
+        converged[0] if single else converged, nu, **inputs.model_params(n_jobs))
 
 
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
@@ -432,7 +432,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     nu = check_positive(nu, "nu", "the l1 penalty on the weights must be positive (try 1e-4 "
                         "to 1; larger gives fewer landmarks)")
     check_choice(step, "step", tuple(STEPS))
@@ -448,7 +449,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     M = len(S)
     max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
     for j in range(k):                        # refuse a hopeless nu before any work
-        scaled_penalty(nu, lam, target_scale(Y[:, j]), Y[:, j])
+        scaled_penalty(nu, inputs.lam, target_scale(Y[:, j]), Y[:, j])
     cap = min(_INITIAL_CAPACITY, M)
     base = _fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
     check_memory(base + _active_bytes(n, cap), max_memory,
@@ -467,11 +468,11 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
                           f"(n={n})",
                      fix="increase nu (fewer active landmarks) or choose a smaller r")
 
-    params = (lam, nu, STEPS[step], refresh)
+    params = (inputs.lam, nu, STEPS[step], refresh)
     with thread_budget(n_jobs) as n_threads, blas_threads(1):
         # BLAS on one thread: the core's products and the tiled routines split work over
         # n_threads on a fixed grid, so the result is the same for any n_jobs.
-        source = column_source(X, S, kind, sigma, precompute_columns, n_threads)
+        source = column_source(X, S, inputs.kind, inputs.sigma, precompute_columns, n_threads)
         fits = [fit_output(np.ascontiguousarray(Y[:, j]), S, source, params, rng, max_iter, tol,
                            kkt_tol, grow, n_threads) for j in range(k)]
-    return assemble_model(fits, X, S, encoding, name, kind, sigma, lam, nu, n_jobs)
+    return assemble_model(fits, inputs, S, nu, n_jobs)

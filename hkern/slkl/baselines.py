@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._memory import check_memory
+from .._model import prepare_fit
 from .._threads import blas_threads, thread_budget
 from .._validation import check_positive, check_seed
-from ..baselines._model import prepare_fit
 from ..baselines.exact import fit_exact
 from ._candidates import draw_candidates
 from ._core import solve_fixed_weights
@@ -75,7 +75,8 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     >>> model.m0_, float(np.mean((model.predict(X) - y) ** 2)) < 0.05
     (50, True)
     """
-    X, Y, encoding, name, kind, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     mu = check_positive(mu, "mu", "the uniform weight must be positive")
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
@@ -87,23 +88,23 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     weights = np.full(M, mu)
     fits = []
     with thread_budget(n_jobs) as n_threads, blas_threads(1):
-        cols = candidate_columns(X, S, kind, sigma, n_threads)
+        cols = candidate_columns(X, S, inputs.kind, inputs.sigma, n_threads)
         for j in range(k):
             # y / s exactly (s a power of two): no overflow in ||y||^2 for |y| up to 1e150.
             s = target_scale(Y[:, j])
             y_s = np.ascontiguousarray(Y[:, j] / s)
-            x, q, info = solve_fixed_weights(cols, weights, y_s, lam, n_threads)
+            x, q, info = solve_fixed_weights(cols, weights, y_s, inputs.lam, n_threads)
             if info:
                 raise ValueError(
                     f"fit_slkl_unif: D^-1 + C^T C / lam (M={M}) is not positive definite to "
                     f"working precision (LAPACK info={info}): mu={mu:g} is too large for "
-                    f"lam={lam:g} with these nearly dependent columns; use a smaller mu or a "
-                    "larger lam")
+                    f"lam={inputs.lam:g} with these nearly dependent columns; use a smaller mu "
+                    "or a larger lam")
             # objective_ reports F with nu = 0: the data-fit term y^T (I + K~/lam)^{-1} y.
-            F = (float(y_s @ y_s) - float(q @ x) / lam) * s * s
-            fits.append(OutputFit(weights.copy(), np.arange(M), x / lam * _candidate_scale(S) * s,
-                                  np.array([F]), 0, True))
-    return assemble_model(fits, X, S, encoding, name, kind, sigma, lam, 0.0, n_jobs)
+            F = (float(y_s @ y_s) - float(q @ x) / inputs.lam) * s * s
+            beta = x / inputs.lam * _candidate_scale(S) * s
+            fits.append(OutputFit(weights.copy(), np.arange(M), beta, np.array([F]), 0, True))
+    return assemble_model(fits, inputs, S, 0.0, n_jobs)
 
 
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
@@ -140,7 +141,8 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
-    X, Y, _, name, _, sigma, lam = prepare_fit(X, y, kernel, sigma, lam, task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    X, Y = inputs.X, inputs.Y
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
     S = draw_candidates(n, r, rng, candidates)
@@ -152,7 +154,7 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
                  fix="choose a smaller r")
     y_rows = np.asarray(y)[S]
     with thread_budget(n_jobs):
-        model = fit_exact(X[S], y_rows, kernel=name, sigma=sigma, lam=lam, task=task,
-                          max_memory=max_memory, n_jobs=n_jobs)
+        model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
+                          task=task, n_jobs=n_jobs, max_memory=max_memory)
     model.candidates_ = S
     return model

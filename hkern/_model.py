@@ -1,12 +1,59 @@
-"""The small result object shared by the kernel ridge models."""
+"""The model contract every method shares: the checked fit inputs and the fitted-model base."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
-from .._threads import resolve_n_jobs, thread_budget
-from .._validation import check_n_features
+from ._targets import TargetEncoding, encode_targets
+from ._threads import resolve_n_jobs, thread_budget
+from ._validation import check_array, check_bandwidth, check_n_features, check_positive
+from .kernels import kernel_kind
 
-__all__ = ["KernelRidgeModel"]
+__all__ = ["FitInputs", "KernelRidgeModel", "prepare_fit"]
+
+
+@dataclass(frozen=True)
+class FitInputs:
+    """The arguments every kernel ridge fit shares, checked (see :func:`prepare_fit`).
+
+    Attributes
+    ----------
+    X : ndarray (n, d)
+        C-contiguous float64 inputs.
+    Y : ndarray (n, k)
+        C-contiguous float64 targets (one column per output, or the one-vs-rest encoding of
+        class labels).
+    encoding : hkern._targets.TargetEncoding
+        How scores map back to y's form.
+    kernel : str
+        Canonical kernel name.
+    kind : int
+        The kernel's code in the compiled kernel engine.
+    sigma, lam : float
+        Checked bandwidth and ridge.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    encoding: TargetEncoding
+    kernel: str
+    kind: int
+    sigma: float
+    lam: float
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def n_outputs(self):
+        return self.Y.shape[1]
+
+    def model_params(self, n_jobs):
+        """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs."""
+        return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=self.lam,
+                    n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs)
 
 
 class KernelRidgeModel:
@@ -69,19 +116,11 @@ class KernelRidgeModel:
                 f"lam={self.lam:g}, task={self.encoding_.task!r})")
 
 
-def prepare_fit(X, y, kernel, sigma, lam, task):
-    """Validate the arguments every kernel ridge fit shares.
-
-    Returns (X, Y, encoding, kernel_name, kind, sigma, lam) with X (n, d) and Y (n, k) as
-    C-contiguous float64.
-    """
-    from .._targets import encode_targets
-    from .._validation import check_array, check_bandwidth, check_positive
-    from ..kernels import kernel_kind
-
+def prepare_fit(X, y, *, kernel, sigma, lam, task):
+    """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`."""
     X = check_array(X, "X")
     Y, encoding = encode_targets(y, X.shape[0], task)
     name, kind = kernel_kind(kernel)
     sigma = check_bandwidth(sigma, X)
     lam = check_positive(lam, "lam", "the ridge regularisation must be positive (try 1e-3 to 1)")
-    return X, Y, encoding, name, kind, sigma, lam
+    return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma, lam=lam)
