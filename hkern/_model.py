@@ -42,14 +42,6 @@ class FitInputs:
     sigma: float
     lam: float
 
-    @property
-    def n_samples(self):
-        return self.X.shape[0]
-
-    @property
-    def n_outputs(self):
-        return self.Y.shape[1]
-
     def model_params(self, n_jobs):
         """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs."""
         return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=self.lam,
