@@ -1,6 +1,6 @@
 """HCK acceptance measurements, side by side, in one process run.
 
-    python asv_bench/compare_hierarchical.py [--quick]        # about 5 minutes on 2 cores
+    python experiments/compare_hierarchical.py [--quick]        # about 5 minutes on 2 cores
 
 1. kin40k split 0 (X, y standardised with training statistics): sigma and lam tuned on a
    validation split carved from the training set (never the test set) for HCK (r = 256, 512),
@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from bench_common import best_time, rmse
+from common import best_time, rmse
 from hkern.hierarchical._hck import HCKOperator
 
 import hkern

@@ -1,6 +1,6 @@
 """Side-by-side comparison of hkern's foundation against scikit-learn, in one process run.
 
-    python asv_bench/compare_baselines.py            # about 2 minutes on 2 cores
+    python experiments/compare_baselines.py            # about 2 minutes on 2 cores
 
 1. ``hkern.kernel_matrix`` (Gaussian, 200 000 x 256, d = 8) against
    ``sklearn.metrics.pairwise.rbf_kernel`` on the same inputs (best of 5 runs each).
@@ -14,7 +14,7 @@ Prints markdown tables.  Thread counts: every core (both libraries' defaults).
 from __future__ import annotations
 
 import numpy as np
-from bench_common import best_time, rmse
+from common import best_time, rmse
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import rbf_kernel

@@ -1,14 +1,14 @@
 """Reproduce the HCK paper's experiments (Chen, Avron, Sindhwani) on the shared UCI sets.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
-        python asv_bench/reproduce_hck.py --part trends
+        python experiments/reproduce_hck.py --part trends
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
-        python asv_bench/reproduce_hck.py --part randomness
-    python asv_bench/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
-    python asv_bench/reproduce_hck.py --render-only      # page + plots from the stored results
+        python experiments/reproduce_hck.py --part randomness
+    python experiments/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
+    python experiments/reproduce_hck.py --render-only      # page + plots from the stored results
 
-Writes doc/reproduce_hck.md (and doc/figures/hck_*.png, doc/figures/reproduce_hck.json); each
-part keeps its results in the JSON file, so the parts can run separately.
+Writes doc/results/reproduce_hck.md (and doc/results/figures/hck_*.png, results/reproduce_hck.json);
+each part keeps its results in the JSON file, so the parts can run separately.
 
 1. trends (paper Sec. 5.3, Figs 5/6): relative test error ||y_hat - y|| / ||y|| (original units
    of y) against r for HCK, Nystrom, random Fourier features and the independent kernel, with
@@ -26,10 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 
 import numpy as np
-from bench_common import (
+from common import (
+    FIGURES,
+    PAGES,
+    RESULTS,
+    ROOT,
     command_line,
     machine_note,
     markdown_table,
@@ -44,10 +47,8 @@ from compare import METHODS
 from hkern._threads import blas_threads
 from hkern.datasets import standardize
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "doc" / "reproduce_hck.md"
-FIGURES = ROOT / "doc" / "figures"
-STORE = FIGURES / "reproduce_hck.json"
+PAGE = PAGES / "reproduce_hck.md"
+STORE = RESULTS / "reproduce_hck.json"
 
 KEYS = ("hck", "nystrom", "rff", "independent")
 FITS = {m.key: m for m in METHODS if m.key in KEYS}
@@ -174,8 +175,9 @@ def render(store):
     cfg = store["config"]
     out = ["# Reproduction: hierarchically compositional kernels (HCK paper)", "",
            "Chen, Avron and Sindhwani, *Hierarchically compositional kernels for scalable "
-           "nonparametric learning* (JMLR 2017).  Written by `asv_bench/reproduce_hck.py`; "
-           "the commands, machine and dates are at the end of each section.  The paper's "
+           "nonparametric learning* (JMLR 2017).  Written by `python experiments/reproduce_hck.py "
+           "--part trends|randomness`; the commands, machine and dates are at the end of each "
+           "section.  The paper's "
            "figures are plots without numbers in the text, so the comparison with the paper "
            "is of trends (its claims are quoted), not of values.  Our data sets differ from "
            "the paper's (cadata, YearPredictionMSD and the LIBSVM classification sets are "
@@ -324,7 +326,7 @@ def main(argv=None):
     p.add_argument("--n-jobs", type=int, default=1)
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--render-only", action="store_true",
-                   help="no fits: rewrite the page and plots from doc/figures/reproduce_hck.json")
+                   help="no fits: rewrite the page and plots from results/reproduce_hck.json")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     cfg_json = json.loads(json.dumps(cfg))

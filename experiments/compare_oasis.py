@@ -1,13 +1,13 @@
 """oASIS acceptance measurements, side by side, in one process run.
 
-    python asv_bench/compare_oasis.py [--part table|speed|mpi]   # about 3 minutes on 2 cores
+    python experiments/compare_oasis.py [--part table|speed|mpi]   # about 3 minutes on 2 cores
 
 1. The paper's Table I setting on the sets we can make: Two Moons (n = 2000) and BORG (8-cube
    clusters, n = 7680, N(v, 0.1 I) with the variance 0.1 the paper states), l = 450 columns,
    Gaussian kernel exp(-||x-y||^2 / sigma_paper^2) with
    sigma_paper = 5% (Moons) and 12.5% (BORG) of the largest pairwise distance, i.e. hkern's
    sigma = sigma_paper / sqrt(2).  BORG is also run with tighter clusters (variance 1e-3 and
-   1e-4): the stated variance 0.1 cannot give the paper's numbers (see doc/results_oasis.md).
+   1e-4): the stated variance 0.1 cannot give the paper's numbers (see doc/results/oasis.md).
    Relative Frobenius error ||G - G~||_F / ||G||_F against the
    dense G, and selection time, for oASIS, uniform, RPCholesky and greedy pivoted Cholesky
    (random methods: mean over 5 seeds).
@@ -15,7 +15,7 @@
    bound l^2 n / 2 doubles streamed, with the machine's bandwidth measured by a NumPy triad
    a = b + s c in the same run.
 3. oASIS-P: n = 200 000, l = 400 on 1 and 2 MPI ranks, one thread each (mpiexec from the
-   hkern[mpi] extra; asv_bench/oasis_mpi_speed.py), same indices checked.
+   hkern[mpi] extra; experiments/oasis_mpi_speed.py), same indices checked.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the stand-alone comparison and reproduction scripts in asv_bench/.
+"""Helpers shared by the comparison and reproduction scripts in experiments/.
 
 One place for: timing (best of k), RMSE, the validation split carved from the training set,
 grid tuning on it, loading a standardised UCI split, markdown tables, the machine line every
@@ -13,6 +13,7 @@ import platform
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -20,7 +21,10 @@ from hkern._memory import peak_memory
 from hkern._threads import resolve_n_jobs
 from hkern.datasets import load_uci, standardize
 
-DATA_DIR = "/work/shared/data"   # used when HKERN_DATA is not set (the project's shared data)
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"            # raw records the scripts write (.json, .jsonl)
+PAGES = ROOT / "doc" / "results"      # the results pages
+FIGURES = PAGES / "figures"           # their plots
 
 
 def best_time(fn, repeats=1):
@@ -52,10 +56,10 @@ def rmse(a, b):
 def raw_split(name, split=0):
     """UCI split ``split`` of ``name`` in original units: X_train, y_train, X_test, y_test.
 
-    kin40k is bundled; every other set comes from $HKERN_DATA or the shared data folder.
+    kin40k is bundled; every other set is read from $HKERN_DATA, as :func:`hkern.datasets.load_uci`
+    does (a ValueError naming HKERN_DATA when it is unset).
     """
-    data_dir = os.environ.get("HKERN_DATA") or (None if name == "kin40k" else DATA_DIR)
-    return load_uci(name, split=split, data_dir=data_dir)
+    return load_uci(name, split=split)
 
 
 def load_standardized(name, split=0):

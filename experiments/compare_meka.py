@@ -1,7 +1,7 @@
 """MEKA acceptance measurements, side by side, in one process (prints markdown).
 
-    HKERN_DATA=/work/shared/data/uci OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-        python asv_bench/compare_meka.py [table7|synthetic|krr] [--n 500000]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+        python experiments/compare_meka.py [table7|synthetic|krr] [--n 500000]
 
 1. table7: the paper's Table 7 trend on standardised UCI sets: relative error
    ||G - G~||_F / ||G||_F (2000 sampled rows) of MEKA (c = 10 clusters, k = 64 per cluster),
@@ -13,18 +13,16 @@
    sizes and stops at the first below 10% (error on 500 sampled rows).
 3. krr: test RMSE of fit_meka and fit_nystrom at equal memory on kin40k, protein and
    elevators (sigma, lam chosen per method on a validation split of the training set).
+
+Every set but kin40k is read from $HKERN_DATA.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(__file__))
-
 from meka_common import kmeans_nystrom, meka_time, uci_standardised, uniform_nystrom
 
 import hkern

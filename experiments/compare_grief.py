@@ -1,13 +1,13 @@
 """GP-GRIEF-II on the UCI sets of the paper's Table 1, plus the n-independence and d = 100 runs.
 
-    HKERN_DATA=/work/shared/data/uci python asv_bench/compare_grief.py table --splits 0 1 2
-    python asv_bench/compare_grief.py table --datasets kin40k --optimize-subset 4000 --maxiter 100
-    python asv_bench/compare_grief.py nystrom            # fit_nystrom on kin40k, r = 1024, 2048
-    python asv_bench/compare_grief.py type1 --datasets yacht --splits 0 1 2   # GRIEF-I (MALA)
-    python asv_bench/compare_grief.py scaling            # LML + gradient time vs n (p fixed)
-    python asv_bench/compare_grief.py report             # doc/results_grief.md from the records
+    python experiments/compare_grief.py table --splits 0 1 2    # every set but kin40k: $HKERN_DATA
+    python experiments/compare_grief.py table --datasets kin40k --optimize-subset 4000 --maxiter 100
+    python experiments/compare_grief.py nystrom          # fit_nystrom on kin40k, r = 1024, 2048
+    python experiments/compare_grief.py type1 --datasets yacht --splits 0 1 2   # GRIEF-I (MALA)
+    python experiments/compare_grief.py scaling          # LML + gradient time vs n (p fixed)
+    python experiments/compare_grief.py report           # doc/results/grief.md from the records
 
-Each measurement is appended as one JSON line to asv_bench/results_grief.jsonl (so a long run
+Each measurement is appended as one JSON line to results/grief.jsonl (so a long run
 keeps what it finished); ``report`` turns the records into markdown.  RMSE is in the original
 units of y, as in the paper.  Settings follow the paper: SE-ARD, mbar = 10 in every dimension,
 p_II from Table 1, hyperparameters initialised by an exact GP on 1000 random training points.
@@ -19,16 +19,16 @@ import argparse
 import json
 import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
+from common import PAGES, RESULTS, ROOT
 
 import hkern
 from hkern.datasets import load_uci, standardize
 
-HERE = Path(__file__).parent
-RECORDS = HERE / "results_grief.jsonl"
-DOC = HERE.parent / "doc" / "results_grief.md"
+RECORDS = RESULTS / "grief.jsonl"
+NOTES = RESULTS / "grief_notes.md"     # prose (commands, code versions) the page ends with
+DOC = PAGES / "grief.md"
 
 # name: (p_II, paper GRIEF-II RMSE mean, std, paper hours per fold)  -- Table 1 of Evans & Nair
 PAPER = {
@@ -54,11 +54,11 @@ def _code_version():
     """hkern's version and the last commit that changed hkern/ (with '+dirty' for uncommitted
     changes there): records with the same value ran the same library code."""
     try:
-        head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h", "--",
-                               "../hkern"],
+        head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--",
+                               "hkern"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--",
-                                "../hkern"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
+                                "hkern"], capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return hkern.__version__
     return f"{hkern.__version__} {head}{'+dirty' if dirty else ''}"
@@ -326,8 +326,8 @@ def _beside(variant_rows, baseline):
 def report(_args):
     rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
     out = ["# GP-GRIEF results", "",
-           "Measured with `asv_bench/compare_grief.py` "
-           "(records in `asv_bench/results_grief.jsonl`).",
+           "Measured with `python experiments/compare_grief.py table|exact|nystrom|...` "
+           "(records in `results/grief.jsonl`; every command at the end of the page).",
            "Machine: 2 cores shared with other jobs; n_jobs as listed.  RMSE in original units;",
            "mean ± std over the splits listed (std: population, over splits).", ""]
     codes = sorted({r.get("code", "unrecorded") for r in rows})
@@ -487,9 +487,8 @@ def report(_args):
                     "|" + "---|" * len(keys)]
             out += ["| " + " | ".join(str(r.get(k)) for k in keys) + " |" for r in rs]
             out.append("")
-    notes = HERE / "results_grief_notes.md"
-    if notes.exists():
-        out += [notes.read_text()]
+    if NOTES.exists():
+        out += [NOTES.read_text()]
     DOC.write_text("\n".join(out))
     print("\n".join(out))
 

@@ -1,6 +1,6 @@
-"""SLKL acceptance measurements in one process run; prints markdown (doc/results_slkl.md).
+"""SLKL acceptance measurements in one process run; prints markdown (doc/results/slkl.md).
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/compare_slkl.py
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python experiments/compare_slkl.py
 
 1. The paper's Table 2 on sinc and boston (housing), lam = 1, Gaussian kernel with the paper's
    width sigma^2 read as hkern's exp(-||x - x'||^2 / (2 sigma^2)) (spec 5 C), 20 runs each
@@ -20,18 +20,16 @@
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
+from common import load_split
 from hkern.slkl._core import SlklCore
 
 import hkern
 from hkern._threads import blas_threads
-from hkern.datasets import load_uci
 
 RUNS = 20
-DATA_DIR = "/work/shared/data"    # used when HKERN_DATA is not set
 
 
 def sinc(Z):
@@ -52,7 +50,7 @@ def sinc_data(seed=0):
 
 def boston_data():
     # All 506 rows (split 0's train and test parts together), then the paper's 350 / 156.
-    parts = load_uci("housing", split=0, data_dir=os.environ.get("HKERN_DATA", DATA_DIR))
+    parts = load_split("housing")   # $HKERN_DATA
     X, y = np.vstack([parts[0], parts[2]]), np.concatenate([parts[1], parts[3]])
     perm = np.random.default_rng(0).permutation(len(y))
     tr, te = perm[:350], perm[350:]
@@ -165,7 +163,7 @@ def per_iteration(ns=(1000, 2000, 4000, 8000, 16000, 32000), m0=100, M=200, step
 
 
 def main():
-    print("# SLKL results (asv_bench/compare_slkl.py)\n")
+    print("# SLKL results (experiments/compare_slkl.py)\n")
     print("## 1. Paper Table 2\n")
     with blas_threads(1):
         X, y, Xt, yt, yt_noisy = sinc_data()
