@@ -45,6 +45,7 @@ from common import (
     RESULTS,
     ROOT,
     best_time,
+    blas_threads,
     command_line,
     load_standardized,
     machine_note,
@@ -57,7 +58,6 @@ from common import (
 )
 
 import hkern
-from hkern._threads import blas_threads
 
 DATASETS = ("kin40k", "protein", "keggundirected", "elevators", "pol")
 PAGE = PAGES / "compare.md"

@@ -33,18 +33,19 @@ from common import (
     PAGES,
     RESULTS,
     ROOT,
+    blas_threads,
     command_line,
+    load_split,
     machine_note,
     markdown_table,
     pyplot,
-    raw_split,
+    relative_error,
     timed_fit,
     tune,
     validation_split,
 )
 from compare import METHODS
 
-from hkern._threads import blas_threads
 from hkern.datasets import standardize
 
 PAGE = PAGES / "reproduce_hck.md"
@@ -64,17 +65,16 @@ QUICK = dict(trend_sets=("pol",), r_grid=(32, 64), sigma_factors=(0.5, 1.0), lam
              sigmas=(1, 4, 16))
 
 
-def relative_error(pred, y_test_std, y_scale, y_mean):
+def paper_error(pred, y_test_std, y_scale, y_mean):
     """||y_hat - y|| / ||y|| in the original units of y (the paper's regression metric)."""
     y = y_test_std * y_scale + y_mean
-    y_hat = np.asarray(pred).reshape(-1) * y_scale + y_mean
-    return float(np.linalg.norm(y_hat - y) / np.linalg.norm(y))
+    return relative_error(np.asarray(pred).reshape(-1) * y_scale + y_mean, y)
 
 
 def load(name):
     """Standardised split 0 of ``name`` plus y_scale and the training mean of y (to report
     errors in the original units)."""
-    raw = raw_split(name)
+    raw = load_split(name)
     return (*standardize(*raw), float(np.mean(raw[1])))
 
 
@@ -96,7 +96,7 @@ def trends(cfg, n_jobs):
                     X_train, y_train, fit_idx, val_idx, grid)
                 t, peak, model = timed_fit(lambda: m.fit(X_train, y_train, r, params["sigma"],
                                                          params["lam"], 0, n_jobs))
-                err = relative_error(model.predict(X_test), y_test, y_scale, y_mean)
+                err = paper_error(model.predict(X_test), y_test, y_scale, y_mean)
                 rows.append(dict(method=key, r=r, sigma=params["sigma"], lam=params["lam"],
                                  rel_error=err, fit_s=t, peak_mib=peak / 2**20))
                 print(f"  {key:12s} r={r:4d} sigma={params['sigma']:<7g} lam={params['lam']:<6g}"
@@ -118,7 +118,7 @@ def randomness(cfg, n_jobs):
             for seed in range(cfg["seeds"]):
                 for j, sigma in enumerate(cfg["sigmas"]):
                     model = FITS[key].fit(X_train, y_train, r, sigma, 0.01, seed, n_jobs)
-                    E[seed, j] = relative_error(model.predict(X_test), y_test, y_scale, y_mean)
+                    E[seed, j] = paper_error(model.predict(X_test), y_test, y_scale, y_mean)
             errors[f"{key}/{r}"] = E.tolist()
             print(f"  {key:12s} r={r:4d} mean over seeds per sigma "
                   f"{np.round(E.mean(0), 4).tolist()}  sd {np.round(E.std(0), 4).tolist()}",
