@@ -9,15 +9,14 @@ the class, in a separate process): ``time_predict`` and ``track_test_rmse`` use 
 while ``time_fit`` / ``peakmem_fit`` fit afresh.  A fit takes seconds, so timed benchmarks
 use ``number = 1``, one round and at most three samples.
 """
-import functools
-
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 
 import hkern
-from hkern.datasets import load_uci, standardize
+
+from .common import SlowFit, kin40k, model_rmse
 
 KERNEL = "gaussian"
 SIGMA = 2.0
@@ -26,23 +25,12 @@ SEED = 0
 N_EXACT = 5000  # training subsample of the exact solver (O(n^3): 36k points would take minutes)
 
 
-@functools.lru_cache(maxsize=None)
-def kin40k():
-    """Standardised kin40k split 0: X_train (36000, 8), y_train, X_test (4000, 8), y_test."""
-    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
-    return X_train, y_train, X_test, y_test
-
-
 def exact_subsample():
     """The fixed N_EXACT-point training subsample (seed 0) for the exact solver, and the test
     set."""
     X_train, y_train, X_test, y_test = kin40k()
     idx = np.sort(np.random.default_rng(SEED).choice(X_train.shape[0], N_EXACT, replace=False))
     return X_train[idx], y_train[idx], X_test, y_test
-
-
-def rmse(model, X, y):
-    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
 
 
 def fit_sklearn_nystroem(X, y, r):
@@ -54,42 +42,28 @@ def fit_sklearn_nystroem(X, y, r):
     return model.fit(X, y)
 
 
-class _SlowFit:
-    """Timing attributes shared by the fit benchmarks (each fit takes 1-10 s)."""
+class _LowRankFit(SlowFit):
+    """fit / predict / test RMSE of one hkern fit function (``fit(X, y, r)``) at each r.
 
-    number = 1
-    repeat = (1, 3, 20.0)  # at least 1, at most 3 samples, stop after ~20 s
-    min_run_count = 1
-    warmup_time = 0.0
-    rounds = 1
-    timeout = 180
-
-
-class Nystrom(_SlowFit):
-    """hkern.fit_nystrom on all 36000 training points, with scikit-learn's Nystroem peer."""
+    Each subclass defines its own ``setup_cache`` (asv keys the cache by the function's place
+    in the source, so an inherited one would be shared between the subclasses).
+    """
 
     params = [256, 1024]
     param_names = ["r"]
 
-    def setup_cache(self):
+    def _cache(self):
         X_train, y_train, _, _ = data = kin40k()
-        models = {r: hkern.fit_nystrom(X_train, y_train, r=r, kernel=KERNEL, sigma=SIGMA,
-                                       lam=LAM, seed=SEED) for r in self.params}
-        peers = {r: fit_sklearn_nystroem(X_train, y_train, r) for r in self.params}
-        return {"data": data, "models": models, "peers": peers}
-
-    setup_cache.timeout = 300
+        return {"data": data, "models": {r: self.fit(X_train, y_train, r) for r in self.params}}
 
     def setup(self, cache, r):
         self.X_train, self.y_train, self.X_test, self.y_test = cache["data"]
 
     def time_fit(self, cache, r):
-        hkern.fit_nystrom(self.X_train, self.y_train, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM,
-                          seed=SEED)
+        self.fit(self.X_train, self.y_train, r)
 
     def peakmem_fit(self, cache, r):
-        hkern.fit_nystrom(self.X_train, self.y_train, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM,
-                          seed=SEED)
+        self.fit(self.X_train, self.y_train, r)
 
     def time_predict(self, cache, r):
         cache["models"][r].predict(self.X_test)
@@ -98,57 +72,49 @@ class Nystrom(_SlowFit):
     time_predict.rounds = 2
 
     def track_test_rmse(self, cache, r):
-        return rmse(cache["models"][r], self.X_test, self.y_test)
+        return model_rmse(cache["models"][r], self.X_test, self.y_test)
 
     track_test_rmse.unit = "RMSE"
+
+
+class Nystrom(_LowRankFit):
+    """hkern.fit_nystrom on all 36000 training points, with scikit-learn's Nystroem peer."""
+
+    @staticmethod
+    def fit(X, y, r):
+        return hkern.fit_nystrom(X, y, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM, seed=SEED)
+
+    def setup_cache(self):
+        cache = self._cache()
+        X_train, y_train, _, _ = cache["data"]
+        cache["peers"] = {r: fit_sklearn_nystroem(X_train, y_train, r) for r in self.params}
+        return cache
+
+    setup_cache.timeout = 300
 
     def time_fit_sklearn_nystroem(self, cache, r):
         fit_sklearn_nystroem(self.X_train, self.y_train, r)
 
     def track_test_rmse_sklearn_nystroem(self, cache, r):
-        return rmse(cache["peers"][r], self.X_test, self.y_test)
+        return model_rmse(cache["peers"][r], self.X_test, self.y_test)
 
     track_test_rmse_sklearn_nystroem.unit = "RMSE"
 
 
-class RFF(_SlowFit):
+class RFF(_LowRankFit):
     """hkern.fit_rff (random Fourier features) on all 36000 training points."""
 
-    params = [256, 1024]
-    param_names = ["r"]
+    @staticmethod
+    def fit(X, y, r):
+        return hkern.fit_rff(X, y, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM, seed=SEED)
 
     def setup_cache(self):
-        X_train, y_train, _, _ = data = kin40k()
-        models = {r: hkern.fit_rff(X_train, y_train, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM,
-                                   seed=SEED) for r in self.params}
-        return {"data": data, "models": models}
+        return self._cache()
 
     setup_cache.timeout = 300
 
-    def setup(self, cache, r):
-        self.X_train, self.y_train, self.X_test, self.y_test = cache["data"]
 
-    def time_fit(self, cache, r):
-        hkern.fit_rff(self.X_train, self.y_train, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM,
-                      seed=SEED)
-
-    def peakmem_fit(self, cache, r):
-        hkern.fit_rff(self.X_train, self.y_train, r=r, kernel=KERNEL, sigma=SIGMA, lam=LAM,
-                      seed=SEED)
-
-    def time_predict(self, cache, r):
-        cache["models"][r].predict(self.X_test)
-
-    time_predict.repeat = (3, 10, 10.0)
-    time_predict.rounds = 2
-
-    def track_test_rmse(self, cache, r):
-        return rmse(cache["models"][r], self.X_test, self.y_test)
-
-    track_test_rmse.unit = "RMSE"
-
-
-class Exact(_SlowFit):
+class Exact(SlowFit):
     """hkern.fit_exact on a fixed 5000-point subsample of the training set."""
 
     def setup_cache(self):
@@ -174,12 +140,12 @@ class Exact(_SlowFit):
     time_predict.rounds = 2
 
     def track_test_rmse(self, cache):
-        return rmse(cache["model"], self.X_test, self.y_test)
+        return model_rmse(cache["model"], self.X_test, self.y_test)
 
     track_test_rmse.unit = "RMSE"
 
 
-class NystromThreads(_SlowFit):
+class NystromThreads(SlowFit):
     """fit_nystrom (r = 1024) on kin40k with 1 and 2 threads (results are bitwise identical)."""
 
     params = [1, 2]

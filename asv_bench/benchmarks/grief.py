@@ -9,12 +9,13 @@ from hkern.datasets import make_regression
 from hkern.grief import GriefBasis, make_grids
 from hkern.grief._lml import plain_lml, svd_lml, svd_transform
 
+from .common import SlowFit, model_rmse
 
-class Basis:
+
+class Basis(SlowFit):
     """Phi (n x p) as products of 1-D eigenfunctions, OpenMP over rows."""
     params = ([20_000, 100_000], [1, 2])
     param_names = ["n", "n_jobs"]
-    number = 1
     repeat = (1, 5, 30.0)
     timeout = 300
 
@@ -47,9 +48,8 @@ class LML:
             plain_lml(self.yy, self.r, self.A, self.n, np.ones(self.r.size), 0.1)
 
 
-class FitHousing:
+class FitHousing(SlowFit):
     """fit_grief type II on housing split 0 (p = 100, mbar = 10, m = 10^13); needs HKERN_DATA."""
-    number = 1
     repeat = (1, 3, 60.0)
     timeout = 300
 
@@ -65,5 +65,4 @@ class FitHousing:
 
     def track_rmse_type2(self):
         X, y, Xt, yt = self.data
-        gp = hkern.fit_grief(X, y, r=100, grid_size=10, seed=0, n_jobs=1)
-        return float(np.sqrt(np.mean((gp.predict(Xt) - yt) ** 2)))
+        return model_rmse(hkern.fit_grief(X, y, r=100, grid_size=10, seed=0, n_jobs=1), Xt, yt)

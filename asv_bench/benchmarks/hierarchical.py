@@ -1,10 +1,9 @@
 """HCK (hkern.fit_hierarchical) and the independent kernel: kin40k accuracy, speed, scaling.
 
 kin40k split 0 standardised with training statistics; sigma = 1.5, lam = 0.01 (validation-tuned
-for HCK, see asv_bench/compare_hierarchical.py), seed 0, every core.  The scaling benchmarks use
+for HCK, see experiments/compare_hierarchical.py), seed 0, every core.  The scaling benchmarks use
 hkern.datasets.make_regression(n, d=8, seed=0) with r = 128.
 """
-import functools
 import time
 
 import numpy as np
@@ -12,27 +11,19 @@ from hkern.hierarchical._hck import HCKOperator
 
 import hkern
 from hkern._threads import blas_threads, resolve_n_jobs
-from hkern.datasets import load_uci, make_regression, standardize
+from hkern.datasets import make_regression
 from hkern.hierarchical import _tree
 from hkern.hierarchical.api import _build_tree
+
+from .common import SlowFit, kin40k, model_rmse
 
 SIGMA = 1.5
 LAM = 0.01
 SEED = 0
 
 
-@functools.lru_cache(maxsize=None)
-def kin40k():
-    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
-    return X_train, y_train, X_test, y_test
-
-
-class _SlowFit:
-    number = 1
+class _SlowFit(SlowFit):
     repeat = (1, 3, 30.0)
-    min_run_count = 1
-    warmup_time = 0.0
-    rounds = 1
     timeout = 300
 
 
@@ -64,8 +55,7 @@ class HierarchicalKin40k(_SlowFit):
         self.model.matvec(self.B)
 
     def track_test_rmse(self, r):
-        pred = self.model.predict(self.X_test)
-        return float(np.sqrt(np.mean((pred - self.y_test) ** 2)))
+        return model_rmse(self.model, self.X_test, self.y_test)
 
     track_test_rmse.unit = "RMSE"
 
@@ -90,7 +80,7 @@ class IndependentKin40k(_SlowFit):
     def track_test_rmse(self, r):
         model = hkern.fit_independent(self.X_train, self.y_train, r=r, sigma=SIGMA, lam=LAM,
                                       seed=SEED)
-        return float(np.sqrt(np.mean((model.predict(self.X_test) - self.y_test) ** 2)))
+        return model_rmse(model, self.X_test, self.y_test)
 
     track_test_rmse.unit = "RMSE"
 

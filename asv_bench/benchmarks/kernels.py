@@ -9,14 +9,16 @@ from threadpoolctl import threadpool_limits
 
 import hkern
 
+from .common import Quick
+
 SIGMA = 2.0
 N_FEATURES = 8
 N_CENTERS = 256
 
 
-def make_data(n_rows, seed=0):
-    """Seeded standard-normal X (n_rows, 8) and Y (256, 8)."""
-    rng = np.random.default_rng(seed)
+def make_data(n_rows, rng=None):
+    """Standard-normal X (n_rows, 8) and Y (256, 8) from ``rng`` (default: seed 0)."""
+    rng = np.random.default_rng(0) if rng is None else rng
     return rng.standard_normal((n_rows, N_FEATURES)), rng.standard_normal((N_CENTERS, N_FEATURES))
 
 
@@ -31,19 +33,17 @@ def prefault(n_rows):
     np.ones((n_rows, N_CENTERS))
 
 
-class KernelMatrix:
+class _RowsThreads(Quick):
+    params = ([20_000, 200_000], [1, 2])
+    param_names = ["n_rows", "n_jobs"]
+
+
+class KernelMatrix(_RowsThreads):
     """Gaussian K(X, Y) for X (n_rows, 8), Y (256, 8), with n_jobs threads.
 
     ``time_sklearn_rbf_kernel`` is the peer: ``rbf_kernel(X, Y, gamma=1/(2 sigma^2))`` with
     its BLAS limited to the same ``n_jobs`` threads.
     """
-
-    params = ([20_000, 200_000], [1, 2])
-    param_names = ["n_rows", "n_jobs"]
-    number = 1
-    repeat = (3, 10, 10.0)
-    warmup_time = 0.0
-    timeout = 120
 
     def setup(self, n_rows, n_jobs):
         self.X, self.Y = make_data(n_rows)
@@ -65,15 +65,11 @@ class KernelMatrix:
         hkern.kernel_matrix(self.X, self.Y, kernel="gaussian", sigma=SIGMA, n_jobs=n_jobs)
 
 
-class OtherKernels:
+class OtherKernels(Quick):
     """Every kernel family at one size (200_000 x 256, one thread); gaussian for reference."""
 
     params = ["gaussian", "laplace", "matern32"]
     param_names = ["kernel"]
-    number = 1
-    repeat = (3, 10, 10.0)
-    warmup_time = 0.0
-    timeout = 120
 
     n_rows = 200_000
 
@@ -85,20 +81,12 @@ class OtherKernels:
         hkern.kernel_matrix(self.X, self.Y, kernel=kernel, sigma=SIGMA, n_jobs=1)
 
 
-class KernelMatvec:
+class KernelMatvec(_RowsThreads):
     """K(X, Y) B without forming K (hkern.kernel_matvec): X (n_rows, 8), Y (256, 8), B (256,)."""
-
-    params = ([20_000, 200_000], [1, 2])
-    param_names = ["n_rows", "n_jobs"]
-    number = 1
-    repeat = (3, 10, 10.0)
-    warmup_time = 0.0
-    timeout = 120
 
     def setup(self, n_rows, n_jobs):
         rng = np.random.default_rng(0)
-        self.X, self.Y = rng.standard_normal((n_rows, N_FEATURES)), rng.standard_normal(
-            (N_CENTERS, N_FEATURES))
+        self.X, self.Y = make_data(n_rows, rng)
         self.B = rng.standard_normal(N_CENTERS)
 
     def time_kernel_matvec(self, n_rows, n_jobs):

@@ -3,25 +3,18 @@
 Construction time/memory of hkern.meka for (c, k) pairs, the matvec, the relative kernel
 approximation error on 2000 sampled rows next to uniform Nystrom at equal memory (rank r =
 MEKA's stored numbers / n, the paper's memory count), and KRR (fit_meka) time and test RMSE.
-Side-by-side numbers for the issue come from asv_bench/compare_meka.py.
+Side-by-side numbers for the issue come from experiments/compare_meka.py.
 """
-import functools
-
 import numpy as np
 
 import hkern
 from hkern.baselines.nystrom import nystrom_feature_map
-from hkern.datasets import load_uci, standardize
+
+from .common import Quick, SlowFit, kin40k, model_rmse
 
 SIGMA = 2.0   # gamma = 1 / (2 sigma^2) = 0.125
 LAM = 0.01
 N_ROWS = 2000
-
-
-@functools.cache
-def kin40k():
-    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
-    return X_train, y_train, X_test, y_test
 
 
 def nystrom_rel_error(X, r, sigma, n_rows, seed=0):
@@ -35,11 +28,9 @@ def nystrom_rel_error(X, r, sigma, n_rows, seed=0):
     return float(np.linalg.norm(G - Phi[rows] @ Phi.T) / np.linalg.norm(G))
 
 
-class MekaBuild:
+class MekaBuild(SlowFit):
     params = ([(10, 64), (20, 64), (10, 128)],)
     param_names = ["(c, k)"]
-    number = 1
-    repeat = (1, 3, 20.0)
     timeout = 300
 
     def setup(self, ck):
@@ -65,9 +56,8 @@ class MekaBuild:
     track_nystrom_rel_error_equal_memory.unit = "relative error"
 
 
-class MekaMatvec:
+class MekaMatvec(Quick):
     number = 5
-    repeat = (3, 10, 10.0)
 
     def setup(self):
         X = kin40k()[0]
@@ -78,11 +68,9 @@ class MekaMatvec:
         self.G.matvec(self.v)
 
 
-class MekaKRR:
+class MekaKRR(SlowFit):
     params = (["direct", "cg"],)
     param_names = ["solver"]
-    number = 1
-    repeat = (1, 3, 20.0)
     timeout = 300
 
     def setup(self, solver):
@@ -96,7 +84,6 @@ class MekaKRR:
         self._fit(solver)
 
     def track_test_rmse(self, solver):
-        model = self._fit(solver)
-        return float(np.sqrt(np.mean((model.predict(self.Xt) - self.yt) ** 2)))
+        return model_rmse(self._fit(solver), self.Xt, self.yt)
 
     track_test_rmse.unit = "RMSE (std units)"

@@ -10,14 +10,17 @@ from scipy.spatial.distance import pdist
 import hkern
 from hkern.datasets import make_regression, make_two_moons
 
+from .common import SlowFit
 
-class SelectionTime:
+
+class _Selection(SlowFit):
+    repeat = (1, 3, 30.0)
+    timeout = 300
+
+
+class SelectionTime(_Selection):
     params = (["oasis", "rpcholesky", "uniform"], [20_000, 100_000])
     param_names = ["method", "n"]
-    number = 1
-    repeat = (1, 3, 30.0)
-    rounds = 1
-    timeout = 300
 
     def setup(self, method, n):
         self.X, _ = make_regression(n, d=8, seed=0)
@@ -46,15 +49,11 @@ class TwoMoonsError:
     track_relative_frobenius_error.unit = "relative error"
 
 
-class SelectionThreads:
+class SelectionThreads(_Selection):
     """oASIS, 200 columns of make_regression(20 000, d=8), with 1 and 2 threads."""
 
     params = [1, 2]
     param_names = ["n_jobs"]
-    number = 1
-    repeat = (1, 3, 30.0)
-    rounds = 1
-    timeout = 300
 
     def setup(self, n_jobs):
         self.X, _ = make_regression(20_000, d=8, seed=0)

@@ -1,7 +1,7 @@
 """SLKL: fit time and accuracy on the paper's sinc problem; time per coordinate step vs n.
 
 Sinc: x ~ U([-5, 5]^2), y = sin||x|| / ||x|| with noise at SNR 10 dB, n = 1000, Gaussian
-sigma = 1, lam = 1, nu = 1e-2, one thread (spec shared/spec/slkl.md section 4).
+sigma = 1, lam = 1, nu = 1e-2, one thread (doc/specs/slkl.md, section 4).
 """
 from typing import ClassVar
 

@@ -1,7 +1,7 @@
 """The GRIEF basis: per-dimension grids, 1-D eigendecompositions, Algorithm 1, and Phi.
 
 Nothing of size m = prod mbar_i is ever formed; the basis is held as d small (mbar_i x mbar_i)
-matrices plus the (p, d) index set (spec section 2).
+matrices plus the (p, d) index set (doc/specs/grief.md, section 2).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _eig_derivative(K, lam, Q, grid, ls):
     dK = K o S with S_ab = (u_a - u_b)^2 / ls^2 (the jitter is constant); dlam_a = q_a' dK q_a and
     dq_a = sum_{b != a} q_b (q_b' dK q_a) / (lam_a - lam_b).  Pairs of (numerically) equal
     eigenvalues are skipped: inside a degenerate eigenspace the eigenvectors are not
-    differentiable, which is the caveat of the spec (section 7, item 3).
+    differentiable, which is the caveat of doc/specs/grief.md (section 7, item 3).
     """
     Kbare = K - JITTER * np.eye(K.shape[0])
     S = (grid[:, None] - grid[None, :]) ** 2 / ls**2

@@ -1,4 +1,4 @@
-"""Compiled GRIEF algebra (spec: shared/spec/grief.md, section 2).
+"""Compiled GRIEF algebra (spec: doc/specs/grief.md, section 2).
 
 A GRIEF basis function is a product of 1-D Nystrom eigenfunctions, one per dimension:
 
@@ -46,7 +46,7 @@ def top_p(list log_lams, Py_ssize_t p):
         log of the product eigenvalues.
 
     Truncating to the top p after each dimension is exact because every eigenvalue is positive
-    (spec section 2).  Sorting is stable, so ties resolve by position (reproducible).
+    (doc/specs/grief.md, section 2).  Sorting is stable, so ties resolve by position.
     """
     cdef double[::1] lam0 = np.ascontiguousarray(log_lams[0], dtype=np.float64)
     order = np.argsort(-np.asarray(lam0), kind="stable")[:p]

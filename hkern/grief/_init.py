@@ -1,4 +1,5 @@
-"""Initial hyperparameters: type-II fit of an exact SE-ARD GP on a random subset (spec section 4).
+"""Initial hyperparameters: type-II fit of an exact SE-ARD GP on a random subset
+(doc/specs/grief.md, section 4, and its Corrections 3).
 
 Parameters are theta = [log ls_1..d, log s2, log noise] for
 k(x, z) = s2 exp(-sum_i (x_i - z_i)^2 / (2 ls_i^2)), on the (standardised) data the model uses.

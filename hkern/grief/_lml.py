@@ -1,7 +1,7 @@
 """Log marginal likelihood of the low-rank GP K~ = Phi W Phi' + noise I, and its derivatives.
 
-Two forms (spec section 3), both needing only yy = y'y, r = Phi'y and A = Phi'Phi (or their SVD
-transforms), so their cost does not depend on n:
+Two forms (doc/specs/grief.md, section 3), both needing only yy = y'y, r = Phi'y and
+A = Phi'Phi (or their SVD transforms), so their cost does not depend on n:
 
 * ``plain_lml``: O(p^3) with a Cholesky factor of P = noise W^-1 + A.
 * ``svd_lml``: O(p) in the basis Phi~ = U~ of the thin SVD of Phi (A = I).

@@ -1,5 +1,5 @@
 """GP-GRIEF-I: Metropolis-adjusted Langevin sampling of the weights w and the noise
-(spec section 4).
+(doc/specs/grief.md, section 4).
 
 The state is z = [log w_1..p~, log noise]; the target is the O(p~) SVD-basis LML plus log-normal
 priors, which are normal densities in z (so no extra Jacobian term: the log-normal density of w
@@ -13,7 +13,7 @@ from ._lml import svd_lml
 
 __all__ = ["TARGET_ACCEPT", "lognormal_params", "mala"]
 
-# Optimal MALA acceptance rate (Roberts & Rosenthal 1998), as the spec recommends.
+# Optimal MALA acceptance rate (Roberts & Rosenthal 1998), as doc/specs/grief.md (7.7) recommends.
 TARGET_ACCEPT = 0.574
 
 

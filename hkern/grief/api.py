@@ -95,8 +95,8 @@ class GriefGP:
         -------
         mean : ndarray of shape (n_test,)
         var : ndarray of shape (n_test,), only with ``return_var``
-            Type II: V[f*] = noise phi*' P^-1 phi* (spec section 3).  Type I: E[V] + Var[mean]
-            over the MCMC samples.  Both in the units of y squared.
+            Type II: V[f*] = noise phi*' P^-1 phi* (doc/specs/grief.md, section 3).  Type I:
+            E[V] + Var[mean] over the MCMC samples.  Both in the units of y squared.
 
         Examples
         --------
@@ -246,7 +246,7 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
         those lengthscales; every search gets ``max_iter`` iterations.  The run with the largest
         training LML (on all training points, also with ``optimize_subset``) is kept; test data
         play no part.  0 gives the single search of the paper.  Cost: (1 + n_restarts) searches.
-        The default 2 was chosen by measurement (doc/results_grief.md).
+        The default 2 was chosen by measurement (doc/results/grief.md).
         One more search is added when an input's initial lengthscale is below the smallest gap
         of its grid (``screened_``): there the input's 1-D grid spectrum is flat, Algorithm 1
         spends the p slots on near-copies of the same functions, and a poor start cannot
@@ -261,13 +261,14 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
         Type I only: where the log-normal prior of the weights of the orthogonalised (SVD)
         basis is centred.  ``"kernel"``: mode s_i^2 (the squared singular values of the scaled
         basis), so the prior centre is the eq. 3 kernel s2 Phi Phi', with the log-spread of
-        the paper's prior (log-variance 1.237).  ``"unit"`` (the paper's code, spec 7.5): mode 1
-        and variance 100 for every weight, i.e. the prior kernel on the training points is
-        centred at U~ U~', not at the SE kernel; with p~ close to n it extrapolates badly
-        (10-fold test RMSE on housing 50.7 against 3.16 with ``"kernel"``; energy 0.479 against
-        0.448; yacht 0.224 against 0.143; doc/results_grief.md).  The paper used the SVD basis
-        only for n > 1e6, so at smaller n it sampled the weights of the plain eigenfunctions,
-        whose w = 1 is the base kernel: ``"kernel"`` is the closer match there.
+        the paper's prior (log-variance 1.237).  ``"unit"`` (the paper's code,
+        doc/specs/grief.md, section 7, item 5): mode 1 and variance 100 for every weight, i.e.
+        the prior kernel on the training points is centred at U~ U~', not at the SE kernel;
+        with p~ close to n it extrapolates badly (10-fold test RMSE on housing 50.7 against
+        3.16 with ``"kernel"``; energy 0.479 against 0.448; yacht 0.224 against 0.143;
+        doc/results/grief.md).  The paper used the SVD basis only for n > 1e6, so at smaller
+        n it sampled the weights of the plain eigenfunctions, whose w = 1 is the base kernel:
+        ``"kernel"`` is the closer match there.
     grid_inputs : ndarray of shape (n_points, n_features), optional
         Further inputs the grids must span, typically the points you will predict at: the grid
         of dimension i is then built from the training column and this column together (range
@@ -276,7 +277,7 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
         the training range; the authors' code builds its grid on the training and test inputs.
         It is not always better (10 folds, test inputs as grid_inputs: concreteslump 4.17
         against 4.49 with the training-range grid, housing 3.43 against 3.08, the other small
-        sets within 1%; doc/results_grief.md).  None: the training inputs alone.
+        sets within 1%; doc/results/grief.md).  None: the training inputs alone.
     n_jobs : int or None
         Threads of the basis, the Gram matrices and the triangular solves (hkern's tiled
         kernels, OpenMP).  BLAS calls made through NumPy/SciPy in the fit and in ``predict``
@@ -653,7 +654,8 @@ def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, w_prior, n_thread
     basis = GriefBasis(grids, np.exp(theta0[:d]), p)
     A, r = basis.gram(X, y, n_threads)
     s, V, uy = svd_transform(np.exp(theta0[d]) * A, np.sqrt(np.exp(theta0[d])) * r)
-    # The amplitude s2 is folded into Phi (fixed, spec 7.2); the SVD basis absorbs it anyway.
+    # The amplitude s2 is folded into Phi (fixed, doc/specs/grief.md, 7.2); the SVD basis
+    # absorbs it anyway.
     V = V * np.sqrt(np.exp(theta0[d]))
     rho = uy**2
     noise0 = float(np.exp(theta0[d + 1]))
@@ -661,7 +663,7 @@ def _type1(theta0, X, y, grids, p, rng, n_iter, burn_in, thin, w_prior, n_thread
     mu_n, s2_n = lognormal_params(noise0, 0.04)
     pt = s.size
     # "kernel": mode s_i^2 with the paper's log-spread; the log-normal with mode M has
-    # mu = log M + s2 for a fixed log-variance s2 (spec section 4).
+    # mu = log M + s2 for a fixed log-variance s2 (doc/specs/grief.md, section 4).
     mu_ws = np.full(pt, mu_w) if w_prior == "unit" else 2.0 * np.log(s) + s2_w
     mu = np.concatenate([mu_ws, [mu_n]])
     s2 = np.concatenate([np.full(pt, s2_w), [s2_n]])

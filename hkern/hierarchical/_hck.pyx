@@ -1,4 +1,4 @@
-"""Compiled core of the hierarchically compositional kernel (HCK), spec: shared/spec/hck.md.
+"""Compiled core of the hierarchically compositional kernel (HCK), spec: doc/specs/hck.md.
 
 The tree is complete and binary, in heap order: node 0 is the root, the children of i are 2i+1
 and 2i+2, the 2^J leaves are nodes first_leaf = 2^J - 1 .. 2^(J+1) - 2.  Data are in tree order,
@@ -7,7 +7,8 @@ landmarks (row positions lm[lm_off[i]:lm_off[i+1]], sorted).
 
 The matrix represented is A = K_hier' + (lam - lam') I, where K_hier' is the hierarchical kernel
 of the jittered base kernel k'(x_a, x_b) = k(x_a, x_b) + lam' [a == b] (identity of training
-rows, spec 2.5).  Stored factors (spec 2, with Sigma kept only as its Cholesky factor):
+rows, doc/specs/hck.md, section 2.5).  Stored factors (section 2 there, with Sigma kept only
+as its Cholesky factor):
 
     L_p      Cholesky factor of Sigma_p = K'(Z_p, Z_p)                 non-leaf p    r_p x r_p
     U_i      K'(X_i, Z_p) Sigma_p^{-1}                                 leaf i        n_i x r_p
@@ -16,8 +17,9 @@ rows, spec 2.5).  Stored factors (spec 2, with Sigma kept only as its Cholesky f
     St_i     Sigma~_i = -(I + Lambda_i Xi_i)^{-1} Lambda_i             non-leaf i    r_i x r_i
     Wt_i     W~_i = (I + Sigma~_i Xi_i) W_i                            non-root i    r_i x r_p
 
-Inverse (spec Algorithm 2, upward pass only).  With D_i = blockdiag(B_j, j child of i), the
-Woodbury identity gives B_i^{-1} = D_i^{-1} + (D_i^{-1} U_i) Sigma~_i (D_i^{-1} U_i)^T, so
+Inverse (doc/specs/hck.md, Algorithm 2, upward pass only: Corrections 1).  With
+D_i = blockdiag(B_j, j child of i), the Woodbury identity gives
+B_i^{-1} = D_i^{-1} + (D_i^{-1} U_i) Sigma~_i (D_i^{-1} U_i)^T, so
 
     A^{-1} = blockdiag(B_leaf^{-1}) + sum over non-leaf i of  Q_i Sigma~_i Q_i^T,
 
@@ -27,7 +29,7 @@ the upward-pass factors: Algorithm 2's downward corrections, the explicit leaf i
 U~ = B^{-1} U blocks are never formed.  The leaf blocks are kept as Cholesky factors.
 
 log det A = sum over leaves of log det B_leaf + sum over non-leaves of log det(I + Lambda Xi)
-(spec 2.6).
+(doc/specs/hck.md, section 2.6).
 
 Parallelism: every routine runs the nodes of one level, or whole subtrees, in an OpenMP prange,
 each node's arithmetic being single-threaded BLAS on its own blocks; every node is computed by
@@ -241,7 +243,7 @@ cdef class HCKOperator:
             zsq[a] = self.xsq[self.lm[off + a]]
 
     cdef void _instantiate(self, Py_ssize_t i, Work* w) noexcept nogil:
-        """Kernel blocks of node i into its factor buffers (spec 2.5 jitter included).
+        """Kernel blocks of node i into its factor buffers (jitter of doc/specs/hck.md, 2.5).
 
         Non-leaf i: Sigma_i = K'(Z_i, Z_i) (lower triangle) into L_i and into Sigma~_i's buffer,
         where _nonleaf_up reads it before overwriting it; W_i <- K'(Z_i, Z_p).  Leaf i:
@@ -567,7 +569,7 @@ cdef class HCKOperator:
             g_off[i + 1] = g_off[i] + self.rank[i] * k
 
     # ------------------------------------------------------------------------------------------
-    # A B (spec Algorithm 1) and the Algorithm 3 precomputation
+    # A B (doc/specs/hck.md, Algorithm 1) and the Algorithm 3 precomputation
     # ------------------------------------------------------------------------------------------
 
     cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,

@@ -22,9 +22,10 @@ def tree_depth(n, r, leaf_size=None):
     """Depth J of the complete binary tree for n points.
 
     Default (``leaf_size=None``): J = floor(log2(n / r)), so leaves hold between r and 2r points
-    and every non-leaf node has at least 2r points to draw its r landmarks from (spec section 3
-    ties leaf size and rank; leaves of about 2r points also minimise the stored factors,
-    roughly n r + 4 n r^2 / n0 + n n0 numbers for leaf size n0).  With ``leaf_size``: the
+    and every non-leaf node has at least 2r points to draw its r landmarks from
+    (doc/specs/hck.md, section 3 ties leaf size and rank, and its Corrections 2; leaves of
+    about 2r points also minimise the stored factors, roughly n r + 4 n r^2 / n0 + n n0
+    numbers for leaf size n0).  With ``leaf_size``: the
     smallest J whose leaves hold at most ``leaf_size`` points.
     """
     if leaf_size is None:
@@ -430,9 +431,10 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     lam : float
         Ridge regularisation (GP noise variance), > 0.
     jitter : float or None
-        lam' of the paper (spec 2.5): the base kernel becomes k + lam' on identical training
-        points, which keeps the landmark matrices well conditioned; 0 <= jitter < lam.  Default
-        ``min(1e-3 * lam, 1e-8)``.  The leaf diagonal blocks are K + lam I whatever its value.
+        lam' of the paper (doc/specs/hck.md, section 2.5): the base kernel becomes k + lam' on
+        identical training points, which keeps the landmark matrices well conditioned;
+        0 <= jitter < lam.  Default ``min(1e-3 * lam, 1e-8)``.  The leaf diagonal blocks are
+        K + lam I whatever its value.
     partition : {"random", "pca"}
         Split direction at each node: a random Gaussian direction (the paper's recommendation)
         or the principal axis of the node's points (20 power iterations).  Splits are at the

@@ -1,5 +1,5 @@
 """MEKA: memory-efficient block low-rank kernel approximation G ~ W L W^T, and kernel ridge
-regression on it (Si, Hsieh and Dhillon, JMLR 2017; spec: shared/spec/meka.md)."""
+regression on it (Si, Hsieh and Dhillon, JMLR 2017; spec: doc/specs/meka.md)."""
 from .api import MekaApproximation, meka
 from .krr import MekaKRR, fit_meka
 

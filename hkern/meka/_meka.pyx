@@ -1,4 +1,4 @@
-"""Compiled core of MEKA (spec: shared/spec/meka.md, sections 2-4).
+"""Compiled core of MEKA (spec: doc/specs/meka.md, sections 2-4).
 
 Layout shared by every routine (the Python face builds it and trusts nothing else):
 

@@ -29,15 +29,16 @@ __all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation", "meka", "mek
 RANK_POLICIES = ("uniform", "proportional", "spectral")
 THRESHOLD_KINDS = ("fraction", "absolute")
 # Eigenvalues of a landmark block K(Z_s, Z_s) at or below this fraction of its largest are
-# dropped before Lambda^{-1/2} (spec section 7, item 3): below it the basis columns are
-# round-off amplified by up to 1e5.
+# dropped before Lambda^{-1/2} (doc/specs/meka.md, section 7, item 3): below it the basis
+# columns are round-off amplified by up to 1e5.
 EIG_RCOND = 1e-10
-# Default relative singular-value cutoff of the link least squares.  The spec (section 7, item
-# 4) suggests 1e-10; measured on standardised UCI sets (doc/results_meka.md) that lets the
-# sampled rows A = W^(s)[v_s] amplify noise through singular values ~1e-6 s_max (a basis column
-# concentrated on points the sample missed): relative errors of 10^2..10^5 on protein, pol and
-# elevators at sigma = 1.  1e-2 kept every set stable (the authors' pinv(A^T A, 1e-6) is an
-# absolute cutoff of ~1e-3 on A's singular values, of the same order).
+# Default relative singular-value cutoff of the link least squares.  doc/specs/meka.md (section
+# 7, item 4) suggested 1e-10 (Corrections 1 there); measured on standardised UCI sets
+# (doc/results/meka.md) that lets the sampled rows A = W^(s)[v_s] amplify noise through
+# singular values ~1e-6 s_max (a basis column concentrated on points the sample missed):
+# relative errors of 10^2..10^5 on protein, pol and elevators at sigma = 1.  1e-2 kept every
+# set stable (the authors' pinv(A^T A, 1e-6) is an absolute cutoff of ~1e-3 on A's singular
+# values, of the same order).
 LINK_RCOND = 1e-2
 # to_dense() refuses larger n: the n x n matrix is a test/reference tool.
 DENSE_LIMIT = 20_000
@@ -361,7 +362,7 @@ class MekaApproximation:
         return w, out
 
     def _make_psd(self):
-        """MEKA-PSD (spec 3a): clip the negative eigenvalues of L' = R L R^T.
+        """MEKA-PSD (doc/specs/meka.md, 3a): clip the negative eigenvalues of L' = R L R^T.
 
         Afterwards W^(s) <- Q_s (orthonormal), F^(s) <- F^(s) R_s^{-1} (so that still
         W^(s) = K(X_s, Z_s) F^(s)) and L <- L'_+: G~ = Q L'_+ Q^T, the Frobenius-nearest PSD
@@ -415,7 +416,7 @@ class MekaApproximation:
 def _drop_empty(centroids, labels):
     """Remove the clusters no point was assigned to and renumber the labels 0..c'-1."""
     counts = np.bincount(labels, minlength=centroids.shape[0])
-    keep = np.flatnonzero(counts > 0)                  # spec section 7, item 7
+    keep = np.flatnonzero(counts > 0)                  # doc/specs/meka.md, section 7, item 7
     remap = np.full(centroids.shape[0], -1, dtype=np.intp)
     remap[keep] = np.arange(len(keep))
     return np.ascontiguousarray(centroids[keep]), remap[labels]
@@ -523,8 +524,9 @@ def _landmark_bases(kind, sigma, Xs, starts, rank, policy, landmarks_per_cluster
         Z.append(Zs)
         eig.append((w[:keep], U[:, :keep]))
     if policy == "spectral":
-        # Pool every cluster's eigenvalues and keep the global top c * rank (spec 2, item 3);
-        # each cluster keeps at least one pair so that every point has a basis.
+        # Pool every cluster's eigenvalues and keep the global top c * rank (doc/specs/meka.md,
+        # section 2, strategy 3); each cluster keeps at least one pair so that every point has
+        # a basis.
         pooled = np.concatenate([w for w, _ in eig])
         owner = np.concatenate([np.full(len(w), s) for s, (w, _) in enumerate(eig)])
         top = np.argsort(-pooled, kind="stable")[:rank * c]
@@ -587,7 +589,7 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
        the sampled rows of W^(s), W^(t) (pseudo-inverses with relative cutoff
        ``link_rcond``);
        L^(t,s) = L^(s,t)^T.  Pairs removed by ``threshold`` get L^(s,t) = 0.
-    4. Optionally (``psd=True``) the PSD fix of the spec (section 3a).
+    4. Optionally (``psd=True``) the PSD fix of doc/specs/meka.md (section 3a).
 
     Parameters
     ----------
@@ -629,8 +631,9 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
         Lloyd iterations.
     link_rcond : float
         Relative singular-value cutoff of the pseudo-inverses A^+ and B^+ in the link least
-        squares, in (0, 1).  The default 1e-2 is larger than the spec's 1e-10 because smaller
-        cutoffs let the sampled rows amplify noise (see doc/meka.md).
+        squares, in (0, 1).  The default 1e-2 is larger than the 1e-10 of doc/specs/meka.md
+        (section 7, item 4) because smaller cutoffs let the sampled rows amplify noise (see its
+        Corrections 1 and doc/meka.md).
     seed : None, int or numpy.random.Generator
         All random steps (subsample, k-means++, landmarks, link samples).
     n_jobs : int or None

@@ -1,8 +1,8 @@
-"""Compiled core of oASIS column selection (spec: shared/spec/oasis.md).
+"""Compiled core of oASIS column selection (spec: doc/specs/oasis.md).
 
 State for a block of rows of the n x n PSD matrix G (all rows for the serial algorithm, one
-rank's rows under MPI), in the pivoted-Cholesky form the spec recommends for stability (section
-8, item 6):
+rank's rows under MPI), in the pivoted-Cholesky form the spec recommends for stability
+(doc/specs/oasis.md, section 8, item 6, and Corrections 1):
 
     F      rows x capacity   G~ = F F^T,  F[:, t] the t-th Cholesky column (selection order),
                              stored in panels of PANEL columns: F[j, t] = Fp[t // PANEL, j,
@@ -15,12 +15,13 @@ Adding pivot i (score Delta_i, row g = F[i, :k]):
 
     f_j = (G(j, i) - F[j, :k] . g) / sqrt(Delta_i),   Delta_j -= f_j^2,   F[:, k] = f.
 
-This is algebraically the spec's update (f_j^2 = Delta_i r_j^2 with r = (c - C W^{-1} b) /
-Delta_i), but it never forms W^{-1}: the entries of F are bounded by sqrt(max diag), so round-off
-does not grow with cond(W).  (Keeping W^{-1} by rank-1 block-inverse updates, as the paper does,
-lost accuracy like cond(W)^2 eps: on a plain Gaussian kernel matrix the scores drifted by 1e-8 by
-k ~ 90 and round-off decided the selection.)  C = G(:, Lambda) and W^{-1} = (L L^T)^{-1}, with
-L = F[Lambda, :] lower triangular, are formed once at the end.
+This is algebraically the update of doc/specs/oasis.md, section 3 (f_j^2 = Delta_i r_j^2 with
+r = (c - C W^{-1} b) / Delta_i), but it never forms W^{-1}: the entries of F are bounded by
+sqrt(max diag), so round-off does not grow with cond(W).  (Keeping W^{-1} by rank-1
+block-inverse updates, as the paper does, lost accuracy like cond(W)^2 eps: on a plain Gaussian
+kernel matrix the scores drifted by 1e-8 by k ~ 90 and round-off decided the selection.)
+C = G(:, Lambda) and W^{-1} = (L L^T)^{-1}, with L = F[Lambda, :] lower triangular, are formed
+once at the end.
 
 One step is one pass over the rows: it reads k numbers per row and writes one, the l^2 n / 2
 doubles of the memory-bandwidth bound.  Each dot product uses eight accumulators in a fixed

@@ -22,7 +22,7 @@ __all__ = ["oasis", "select_columns", "ColumnSelection", "SELECTORS"]
 SELECTORS = ("oasis", "greedy", "rpcholesky", "uniform")
 
 # Selection stops when the best score falls to this fraction of max diag(G) whatever tol says:
-# below it 1/Delta amplifies round-off (spec section 8, item 6).
+# below it 1/Delta amplifies round-off (doc/specs/oasis.md, section 8, item 6).
 NUMERICAL_FLOOR = 1e-12
 # A score below -NEGATIVE_TOL * max diag(G) cannot be round-off: the matrix is not PSD.
 NEGATIVE_TOL = 1e-8

@@ -1,4 +1,4 @@
-"""oASIS-P: oASIS on MPI through mpi4py (spec: shared/spec/oasis.md, section 4).
+"""oASIS-P: oASIS on MPI through mpi4py (spec: doc/specs/oasis.md, section 4).
 
 Run a script that calls :func:`oasis_mpi` under ``mpiexec -n P``, or the command line
 

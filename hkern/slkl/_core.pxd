@@ -1,8 +1,8 @@
-# Compiled core of SLKL (stochastic low-rank kernel learning; spec shared/spec/slkl.md).
+# Compiled core of SLKL (stochastic low-rank kernel learning; spec doc/specs/slkl.md).
 # cimport hkern.slkl._core to drive the coordinate descent from other Cython code.
 
 cdef enum StepRule:
-    STEP_EXACT = 0     # exact coordinate minimisation (spec section 5 A), monotone
+    STEP_EXACT = 0     # exact coordinate minimisation (doc/specs/slkl.md, 5 A), monotone
     STEP_NEWTON = 1    # Newton step with Prop. 2's second derivative h = 2 lam a^2 b
     STEP_PAPER = 2     # Algorithm 2 as printed, h = lam a^2 b
 

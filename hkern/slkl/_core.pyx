@@ -1,10 +1,10 @@
 """Compiled core of SLKL: stochastic coordinate descent over the conical weights mu >= 0.
 
-Objective (spec section 1), for one target vector y (n,) and candidate columns c_m, m in S:
+Objective (doc/specs/slkl.md, section 1), for one target vector y (n,) and candidates c_m:
 
     F(mu) = y^T (I + K~(mu) / lam)^{-1} y + nu sum_m mu_m,   K~(mu) = sum_m mu_m c_m c_m^T.
 
-State (spec section 2, "State and shapes"), never an n x n matrix:
+State (doc/specs/slkl.md, section 2, "State and shapes"), never an n x n matrix:
 
     Ct   cap x n   rows 0..m0-1 are the active columns c_{act[p]} (C^T, row-major)
     G    cap x cap G = (D^{-1} + C^T C / lam)^{-1}, m0 x m0 block used, kept symmetric
@@ -21,7 +21,7 @@ cancellation of the general forms at large weights (see _ab), in O(m0^2).
 
 Rounding drift of the rank-1 updates is bounded by recomputing G from its definition by a
 Cholesky factorisation every `refresh_every` updates, and whenever an update's pivot is not
-positive in floating point (spec section 5 J).
+positive in floating point (doc/specs/slkl.md, section 5 J).
 
 The predictor's coefficients are beta = G q / lam (times 1 / sqrt(k(x_m, x_m))), computed at the
 end from a fresh Cholesky factorisation of G^{-1} (:meth:`SlklCore.coefficients`), never from
@@ -332,9 +332,9 @@ cdef class SlklCore:
         """a = y^T K^{-1} c, b = c^T K^{-1} c (K = lam I + K~(mu)) for candidate m's column c;
         leaves t = C^T c, u = G t when m is inactive (case 4 needs them).
 
-        For an inactive candidate from t and u (spec section 2).  For an active one (row p of G)
-        the same quantities are a = w_p / (lam mu) and b = (1 - G_pp / mu) / mu (from
-        t = lam (G^{-1} - D^{-1}) e_p): the general forms subtract nearly equal numbers once
+        For an inactive candidate from t and u (doc/specs/slkl.md, section 2).  For an active
+        one (row p of G) the same quantities are a = w_p / (lam mu) and b = (1 - G_pp / mu) / mu
+        (from t = lam (G^{-1} - D^{-1}) e_p): the general forms subtract nearly equal numbers once
         mu ||c||^2 >> lam (q_p - (q_p - w_p / mu), 1 / lam - G_pp / lam^2), losing every digit
         for large weights, where these forms lose none.  b keeps the general form while
         G_pp / mu > 1/2 (small weights), where it is the accurate one.
@@ -388,8 +388,8 @@ cdef class SlklCore:
                   double mu_new) noexcept nogil:
         """Set mu_m = mu_new and update G, C, q, w, F.  Requires a, b, t, u from _ab for c_m.
 
-        Returns the case of spec section 2 (1 to 4), or a negative StepError code.  Every
-        check comes before the first change of state.
+        Returns the case of doc/specs/slkl.md, section 2 (1 to 4), or a negative StepError
+        code.  Every check comes before the first change of state.
         """
         cdef Py_ssize_t p = self.pos[m], last, j, m0 = self.m0, cap = self.cap, n = self.n
         cdef double mu_old = self.mu[m], delta, dF, D, den, gpp, s

@@ -188,7 +188,7 @@ def column_source(X, S, kind, sigma, precompute, n_threads):
 
 
 def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
-    """Stochastic coordinate descent until the stopping rule (spec section 5 D) or max_iter.
+    """Stochastic coordinate descent until the stopping rule (doc/specs/slkl.md, 5 D) or max_iter.
 
     Stops at the first k > M with F(k - M) - F(k) < tol F(k - M); with kkt_tol, also requires
     the KKT violation (``SlklCore.kkt_violation``) <= kkt_tol, tested at most once every M
@@ -337,16 +337,16 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         given).
     nu : float
         l1 penalty, > 0; larger gives fewer active landmarks.  Only lam * nu matters
-        (spec section 3): keep lam = 1 and tune nu.  nu is in units of y^2, as in the paper:
-        y is not standardised, so fitting c * y with nu gives the weights of y with nu / c^2
-        and c times its predictor (see Notes).
+        (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is in units of y^2, as
+        in the paper: y is not standardised, so fitting c * y with nu gives the weights of y
+        with nu / c^2 and c times its predictor (see Notes).
     lam : float
         Ridge parameter, > 0 (the paper uses 1).
     kernel : str
         See :func:`hkern.kernel_matrix`.
     sigma : float
         Bandwidth, > 0.  The paper's Gaussian width sigma^2 is hkern's sigma^2 with
-        :math:`k = \exp(-\|x - x'\|^2 / (2\sigma^2))` (spec section 5 C).
+        :math:`k = \exp(-\|x - x'\|^2 / (2\sigma^2))` (doc/specs/slkl.md, section 5 C).
     step : {"exact", "newton", "paper"}
         Coordinate update.  "exact" minimises F along the coordinate in closed form
         (:math:`\mu_m \leftarrow \max(0, \mu_m + (|a_m|\sqrt{\lambda/\nu} - 1)/b_m)`) and never
@@ -402,7 +402,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
 
     Notes
     -----
-    Spec: ``shared/spec/slkl.md``.  The m0 x m0 matrix :math:`G = (D^{-1} + C^TC/\lambda)^{-1}`
+    Spec: ``doc/specs/slkl.md``.  The m0 x m0 matrix :math:`G = (D^{-1} + C^TC/\lambda)^{-1}`
     is updated by Sherman-Morrison (weight change), rank-1 downdate and swap-delete (weight to
     zero) and block inversion (new weight); F is tracked in O(1) per step, and rebuilt from its
     definition (with G) before the stopping rule is accepted.  The coefficients

@@ -33,7 +33,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
     The same M rank-1 Nystrom kernels as :func:`hkern.fit_slkl` (the same seed gives the same
     S) with every weight equal to ``mu`` instead of learned; the paper does not give the value
-    (spec section 5 H), the default is 1.
+    (doc/specs/slkl.md, section 5 H), the default is 1.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """HCK acceptance measurements, side by side, in one process run.
 
-    python asv_bench/compare_hierarchical.py [--quick]        # about 5 minutes on 2 cores
+    python experiments/compare_hierarchical.py [--quick]        # about 5 minutes on 2 cores
 
 1. kin40k split 0 (X, y standardised with training statistics): sigma and lam tuned on a
    validation split carved from the training set (never the test set) for HCK (r = 256, 512),
@@ -20,13 +20,21 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from bench_common import best_time, rmse
+from common import (
+    banner,
+    best_time,
+    blas_threads,
+    load_standardized,
+    resolve_n_jobs,
+    rmse,
+    timed_fit,
+    tune,
+    validation_split,
+)
 from hkern.hierarchical._hck import HCKOperator
 
 import hkern
-from hkern._memory import peak_memory
-from hkern._threads import blas_threads, resolve_n_jobs
-from hkern.datasets import load_uci, make_regression, standardize
+from hkern.datasets import make_regression
 from hkern.hierarchical import _tree
 from hkern.hierarchical.api import _build_tree
 
@@ -35,10 +43,8 @@ from hkern.hierarchical.api import _build_tree
 # ---------------------------------------------------------------------------------------------
 
 def accuracy(quick):
-    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
-    perm = np.random.default_rng(0).permutation(len(y_train))
-    n_val = len(y_train) // 5
-    val, fit = perm[:n_val], perm[n_val:]
+    X_train, y_train, X_test, y_test, _ = load_standardized("kin40k")
+    fit, val = validation_split(len(y_train), seed=0, sort=False)
     sigmas = (1.0, 1.5, 2.0) if quick else (0.75, 1.0, 1.5, 2.0, 3.0)
     lams = (1e-3, 1e-2) if quick else (1e-3, 1e-2, 1e-1)
     methods = [("hck", 256), ("hck", 512), ("independent", 256), ("independent", 512),
@@ -46,21 +52,19 @@ def accuracy(quick):
     fits = {"hck": hkern.fit_hierarchical, "independent": hkern.fit_independent,
             "nystrom": hkern.fit_nystrom}
     print("## 1. kin40k split 0: test RMSE with validation-tuned sigma, lam\n")
-    print(f"Grid sigma in {sigmas}, lam in {lams}; validation = {n_val} of the "
+    print(f"Grid sigma in {sigmas}, lam in {lams}; validation = {len(val)} of the "
           f"{len(y_train)} training points, models fitted on the other {len(fit)}.\n")
     print("| method | r | sigma | lam | validation RMSE | test RMSE | fit s | predict s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    grid = [dict(sigma=sigma, lam=lam) for sigma in sigmas for lam in lams]
     for name, r in methods:
-        scores = {}
-        for sigma in sigmas:
-            for lam in lams:
-                model = fits[name](X_train[fit], y_train[fit], r=r, sigma=sigma, lam=lam, seed=0)
-                scores[sigma, lam] = rmse(model.predict(X_train[val]), y_train[val])
-        sigma, lam = min(scores, key=scores.get)
+        best, val_rmse, _ = tune(lambda X, y, **p: fits[name](X, y, r=r, seed=0, **p),
+                                 X_train, y_train, fit, val, grid)
+        sigma, lam = best["sigma"], best["lam"]
         t_fit, model = best_time(
             lambda: fits[name](X_train, y_train, r=r, sigma=sigma, lam=lam, seed=0))
         t_pred, pred = best_time(lambda: model.predict(X_test))
-        print(f"| {name} | {r} | {sigma:g} | {lam:g} | {scores[sigma, lam]:.4f} | "
+        print(f"| {name} | {r} | {sigma:g} | {lam:g} | {val_rmse:.4f} | "
               f"{rmse(pred, y_test):.4f} | {t_fit:.2f} | {t_pred:.3f} |")
     print()
 
@@ -134,12 +138,11 @@ def scaling(quick):
     first = None
     for n in sizes:
         X, y = make_regression(n, d=d, seed=0)
-        with peak_memory() as mem:
-            t, model = best_time(lambda: hkern.fit_hierarchical(X, y, r=r, sigma=1.0, lam=1e-2,
-                                                                  seed=0))
+        t, peak, model = timed_fit(lambda: hkern.fit_hierarchical(X, y, r=r, sigma=1.0,
+                                                                  lam=1e-2, seed=0))
         first = first or t
         bound = 1.5 * (4 * n * r + n * d) * 8
-        print(f"| {n} | {model.depth_} | {t:.2f} | {t / first:.2f} | {mem.bytes / 2**30:.2f} | "
+        print(f"| {n} | {model.depth_} | {t:.2f} | {t / first:.2f} | {peak / 2**30:.2f} | "
               f"{bound / 2**30:.2f} | {model.nbytes / 2**30:.2f} |")
         del model
     print()
@@ -150,7 +153,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="smaller grids, no n = 10^6 fit")
     parser.add_argument("--part", choices=("all", "accuracy", "gflops", "scaling"), default="all")
     args = parser.parse_args()
-    print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
+    print(banner() + "\n")
     if args.part in ("all", "accuracy"):
         accuracy(args.quick)
     if args.part in ("all", "gflops"):

@@ -1,13 +1,13 @@
 """oASIS acceptance measurements, side by side, in one process run.
 
-    python asv_bench/compare_oasis.py [--part table|speed|mpi]   # about 3 minutes on 2 cores
+    python experiments/compare_oasis.py [--part table|speed|mpi]   # about 3 minutes on 2 cores
 
 1. The paper's Table I setting on the sets we can make: Two Moons (n = 2000) and BORG (8-cube
    clusters, n = 7680, N(v, 0.1 I) with the variance 0.1 the paper states), l = 450 columns,
    Gaussian kernel exp(-||x-y||^2 / sigma_paper^2) with
    sigma_paper = 5% (Moons) and 12.5% (BORG) of the largest pairwise distance, i.e. hkern's
    sigma = sigma_paper / sqrt(2).  BORG is also run with tighter clusters (variance 1e-3 and
-   1e-4): the stated variance 0.1 cannot give the paper's numbers (see doc/results_oasis.md).
+   1e-4): the stated variance 0.1 cannot give the paper's numbers (see doc/results/oasis.md).
    Relative Frobenius error ||G - G~||_F / ||G||_F against the
    dense G, and selection time, for oASIS, uniform, RPCholesky and greedy pivoted Cholesky
    (random methods: mean over 5 seeds).
@@ -15,7 +15,7 @@
    bound l^2 n / 2 doubles streamed, with the machine's bandwidth measured by a NumPy triad
    a = b + s c in the same run.
 3. oASIS-P: n = 200 000, l = 400 on 1 and 2 MPI ranks, one thread each (mpiexec from the
-   hkern[mpi] extra; asv_bench/oasis_mpi_speed.py), same indices checked.
+   hkern[mpi] extra; experiments/oasis_mpi_speed.py), same indices checked.
 """
 from __future__ import annotations
 
@@ -25,13 +25,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 import numpy as np
+from common import banner, best_time, blas_threads, relative_error, resolve_n_jobs
 from scipy.spatial.distance import pdist
 
 import hkern
-from hkern._threads import blas_threads, resolve_n_jobs
 from hkern.datasets import make_hypercube_clusters, make_regression, make_two_moons
 
 METHODS = ("oasis", "uniform", "rpcholesky", "greedy")
@@ -54,16 +53,15 @@ def table_one():
         sigma_paper = fraction * pdist(X).max()
         sigma = sigma_paper / np.sqrt(2.0)
         G = hkern.kernel_matrix(X, sigma=sigma)
-        norm = np.linalg.norm(G)
         cells = []
         for method in METHODS:
             seeds = range(5) if method in ("uniform", "rpcholesky", "oasis") else range(1)
             errs, times, ks = [], [], []
             for seed in seeds:
-                start = time.perf_counter()
-                sel = hkern.select_columns(X, 450, method=method, sigma=sigma, seed=seed)
-                times.append(time.perf_counter() - start)
-                errs.append(np.linalg.norm(G - sel.approximation()) / norm)
+                t, sel = best_time(lambda: hkern.select_columns(X, 450, method=method,
+                                                                sigma=sigma, seed=seed))
+                times.append(t)
+                errs.append(relative_error(sel.approximation(), G))
                 ks.append(len(sel))
             cells.append(f"{np.mean(errs):.2e} ({np.mean(times):.2f} s, k={int(np.mean(ks))})")
         print(f"| {name} | {X.shape[0]} | {sigma_paper:.3g} | " + " | ".join(cells) +
@@ -76,13 +74,8 @@ def bandwidth():
     n = 2**25
     b, c = np.ones(n), np.ones(n)
     a = np.empty(n)
-    best = np.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        np.multiply(c, 3.0, out=a)
-        np.add(a, b, out=a)
-        best = min(best, time.perf_counter() - start)
     # multiply: read c, write a; add: read a and b, write a -> 5 streams of n doubles
+    best, _ = best_time(lambda: np.add(np.multiply(c, 3.0, out=a), b, out=a), 5)
     return 5 * 8 * n / best
 
 
@@ -90,9 +83,7 @@ def speed():
     n, d, ell = 100_000, 8, 1000
     X, _ = make_regression(n, d=d, seed=0)
     bw = bandwidth()
-    start = time.perf_counter()
-    sel = hkern.oasis(X, ell, sigma=1.0, seed=0)
-    elapsed = time.perf_counter() - start
+    elapsed, sel = best_time(lambda: hkern.oasis(X, ell, sigma=1.0, seed=0))
     bound = ell**2 * n / 2 * 8 / bw
     print(f"## 2. Speed (n = {n}, d = {d}, l = {ell}, {resolve_n_jobs(None)} threads)\n")
     print(f"Memory bandwidth (NumPy triad, same run): {bw / 1e9:.1f} GB/s.  Bound l^2 n / 2 "
@@ -127,7 +118,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("all", "table", "speed", "mpi"), default="all")
     part = parser.parse_args().part
-    print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
+    print(banner() + "\n")
     # NumPy's own BLAS (error norms, G~) on one thread: idle OpenBLAS threads spin-wait and
     # would steal the two cores from hkern's OpenMP threads during the timed selections.
     with blas_threads(1):

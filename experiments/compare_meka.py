@@ -1,7 +1,7 @@
 """MEKA acceptance measurements, side by side, in one process (prints markdown).
 
-    HKERN_DATA=/work/shared/data/uci OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-        python asv_bench/compare_meka.py [table7|synthetic|krr] [--n 500000]
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+        python experiments/compare_meka.py [table7|synthetic|krr] [--n 500000]
 
 1. table7: the paper's Table 7 trend on standardised UCI sets: relative error
    ||G - G~||_F / ||G||_F (2000 sampled rows) of MEKA (c = 10 clusters, k = 64 per cluster),
@@ -13,24 +13,91 @@
    sizes and stops at the first below 10% (error on 500 sampled rows).
 3. krr: test RMSE of fit_meka and fit_nystrom at equal memory on kin40k, protein and
    elevators (sigma, lam chosen per method on a validation split of the training set).
+
+Every set but kin40k is read from $HKERN_DATA.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from meka_common import kmeans_nystrom, meka_time, uci_standardised, uniform_nystrom
+from common import best_time, load_standardized, rmse, tune
+from scipy.cluster.vq import kmeans2
 
 import hkern
+from hkern.baselines.nystrom import nystrom_feature_map
 from hkern.datasets import make_regression
+from hkern.kernels._api import _kernel_matrix_trusted
 
 SETS = ("kin40k", "protein", "keggundirected", "pol", "elevators")
+CHUNK = 256     # rows of the exact kernel formed at a time by NystromApprox.rel_error
+
+
+# ---------------------------------------------------------------------------------------------
+# The Nystrom baselines, built the paper's way (uniform landmarks, k-means landmarks), with the
+# row-sampled error MEKA's rel_error uses
+# ---------------------------------------------------------------------------------------------
+
+class NystromApprox:
+    """K ~ Phi Phi^T with Phi = K(X, Z) M, M M^T = K(Z, Z)^+ (eigenvalues <= 1e-12 max dropped).
+
+    ``seconds`` is the construction time (landmarks + Phi); ``n_stored`` = n r numbers, the
+    paper's memory count for a rank-r Nystrom approximation.
+    """
+
+    def __init__(self, X, Z, sigma, n_threads=1):
+        start = time.perf_counter()
+        self.X, self.sigma = X, sigma
+        M = nystrom_feature_map(_kernel_matrix_trusted(0, sigma, Z, Z, n_threads), 1e-12)
+        self.Phi = np.empty((X.shape[0], M.shape[1]))
+        for s in range(0, X.shape[0], 8192):
+            C = _kernel_matrix_trusted(0, sigma, X[s:s + 8192], Z, n_threads)
+            self.Phi[s:s + 8192] = C @ M
+        self.seconds = time.perf_counter() - start
+        self.n_stored = self.Phi.size
+
+    def rel_error(self, n_rows, seed):
+        """||G - Phi Phi^T||_F / ||G||_F over ``n_rows`` sampled rows (all rows if n_rows >= n)."""
+        n = self.X.shape[0]
+        rng = np.random.default_rng(seed)
+        rows = np.arange(n) if n_rows >= n else np.sort(rng.choice(n, n_rows, replace=False))
+        num = den = 0.0
+        for s in range(0, len(rows), CHUNK):
+            r = rows[s:s + CHUNK]
+            G = _kernel_matrix_trusted(0, self.sigma, self.X[r], self.X, 1)
+            num += float(np.sum((G - self.Phi[r] @ self.Phi.T) ** 2))
+            den += float(np.sum(G ** 2))
+        return math.sqrt(num / den)
+
+
+def uniform_nystrom(X, r, sigma, seed=0):
+    idx = np.sort(np.random.default_rng(seed).choice(X.shape[0], r, replace=False))
+    return NystromApprox(X, np.ascontiguousarray(X[idx]), sigma)
+
+
+def kmeans_nystrom(X, r, sigma, seed=0, sample=20000):
+    """KNys (Zhang & Kwok): the r k-means centroids of a 20000-point subsample as landmarks."""
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    S = X if X.shape[0] <= sample else X[rng.choice(X.shape[0], sample, replace=False)]
+    Z, _ = kmeans2(S, r, iter=10, minit="++", seed=rng)
+    t_cluster = time.perf_counter() - start
+    out = NystromApprox(X, np.ascontiguousarray(Z), sigma)
+    out.seconds += t_cluster
+    return out
+
+
+def meka_time(X, **kw):
+    """(seconds, hkern.meka(X, **kw))."""
+    return best_time(lambda: hkern.meka(X, **kw))
+
+
+# ---------------------------------------------------------------------------------------------
+# The three parts
+# ---------------------------------------------------------------------------------------------
 
 
 def gamma(sigma):
@@ -44,10 +111,10 @@ def table7(c=10, k=64, sigmas=(1.0, 2.0), n_rows=2000):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     wins = {s: 0 for s in sigmas}
     for name in SETS:
-        X = uci_standardised(name)[0]
+        X = load_standardized(name)[0]
         n, d = X.shape
         for sigma in sigmas:
-            G, t = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
+            t, G = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
             e_meka = G.rel_error(n_rows, seed=1)
             r = round(G.n_stored / n)
             N = uniform_nystrom(X, r, sigma, seed=0)
@@ -82,7 +149,7 @@ def synthetic(n, target=0.10, n_rows=500):
     for label, X, sigma in cases:
         found = {}
         for c, k in meka_ladder:
-            G, t = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
+            t, G = meka_time(X, r=k, n_clusters=c, sigma=sigma, seed=0)
             e = G.rel_error(n_rows, seed=1)
             mib = G.n_stored * 8 / 2**20
             print(f"| {label} | {sigma:g} | MEKA | c={c}, k={k} | {e:.4f} | {t:.2f} | "
@@ -115,24 +182,15 @@ def synthetic(n, target=0.10, n_rows=500):
     print()
 
 
-def _validate(fit, X, y, grid, **kw):
-    """(sigma, lam) with the smallest validation RMSE (last 20% of the training set)."""
-    cut = int(0.8 * X.shape[0])
-    scores = {}
-    for sigma, lam in grid:
-        model = fit(X[:cut], y[:cut], sigma=sigma, lam=lam, **kw)
-        scores[sigma, lam] = float(np.sqrt(np.mean((model.predict(X[cut:]) - y[cut:]) ** 2)))
-    return min(scores, key=scores.get), scores
-
-
 def krr(c=10, k=64, sets=("kin40k", "protein", "elevators")):
     print(f"## 3. KRR test RMSE at equal memory (MEKA c = {c}, k = {k}; Nystrom rank r = "
           "MEKA's stored numbers / n)\n")
-    grid = [(s, lam) for s in (1.0, 2.0) for lam in (1e-3, 1e-2, 1e-1)]
+    grid = [dict(sigma=s, lam=lam) for s in (1.0, 2.0) for lam in (1e-3, 1e-2, 1e-1)]
     print("| data | method | setting | sigma | lam | validation RMSE | test RMSE | fit s |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for name in sets:
-        X, y, Xt, yt = uci_standardised(name)
+        X, y, Xt, yt, _ = load_standardized(name)
+        cut = int(0.8 * X.shape[0])      # validation: the last 20% of the training set
         G = hkern.meka(X, r=k, n_clusters=c, sigma=1.0, seed=0)
         r = round(G.n_stored / X.shape[0])
         del G
@@ -140,13 +198,11 @@ def krr(c=10, k=64, sets=("kin40k", "protein", "elevators")):
                  {"r": k, "n_clusters": c, "seed": 0}),
                 ("Nystrom", f"r={r}", hkern.fit_nystrom, {"r": r, "seed": 0})]
         for label, setting, fit, kw in fits:
-            (sigma, lam), scores = _validate(fit, X, y, grid, **kw)
-            start = time.perf_counter()
-            model = fit(X, y, sigma=sigma, lam=lam, **kw)
-            t = time.perf_counter() - start
-            rmse = float(np.sqrt(np.mean((model.predict(Xt) - yt) ** 2)))
-            print(f"| {name} | {label} | {setting} | {sigma:g} | {lam:g} | "
-                  f"{scores[sigma, lam]:.4f} | {rmse:.4f} | {t:.2f} |", flush=True)
+            best, val_rmse, _ = tune(lambda X_, y_, **p: fit(X_, y_, **p, **kw), X, y,
+                                     slice(None, cut), slice(cut, None), grid)
+            t, model = best_time(lambda: fit(X, y, **best, **kw))
+            print(f"| {name} | {label} | {setting} | {best['sigma']:g} | {best['lam']:g} | "
+                  f"{val_rmse:.4f} | {rmse(model.predict(Xt), yt):.4f} | {t:.2f} |", flush=True)
     print("\nTargets standardised with training statistics (RMSE in units of the training "
           "standard deviation).\n")
 

@@ -1,9 +1,9 @@
 """hkern against the peers a user would pick instead, on the shared UCI regression sets.
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/compare.py \\
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python experiments/compare.py \\
         --datasets pol elevators                  # one run per few data sets (< 10 min each)
-    python asv_bench/compare.py --quick --datasets pol --no-write   # smoke test, ~1 min
-    python asv_bench/compare.py --render-only     # page + plots from the stored results
+    python experiments/compare.py --quick --datasets pol --no-write   # smoke test, ~1 min
+    python experiments/compare.py --render-only     # page + plots from the stored results
 
 For each data set (split 0, X and y standardised with training statistics):
 
@@ -25,9 +25,9 @@ Equal r is the memory rule: r is the landmarks per tree node (HCK), the leaf siz
 the rank per cluster (storage n r + (c r)^2).  Every method's fit then needs O(n r) numbers
 at most, and the peak RSS column shows the constants.
 
-Results are kept per data set in doc/figures/compare.json (so several shorter runs build one
-page) and rendered into doc/results_compare.md with PNG plots in doc/figures/ (matplotlib
-optional).
+Results are kept per data set in results/compare.json (so several shorter runs build one
+page) and rendered into doc/results/compare.md with PNG plots in doc/results/figures/
+(matplotlib optional).
 """
 from __future__ import annotations
 
@@ -36,12 +36,16 @@ import dataclasses
 import inspect
 import json
 import math
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from bench_common import (
+from common import (
+    FIGURES,
+    PAGES,
+    RESULTS,
+    ROOT,
     best_time,
+    blas_threads,
     command_line,
     load_standardized,
     machine_note,
@@ -54,13 +58,10 @@ from bench_common import (
 )
 
 import hkern
-from hkern._threads import blas_threads
 
 DATASETS = ("kin40k", "protein", "keggundirected", "elevators", "pol")
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "doc" / "results_compare.md"
-FIGURES = ROOT / "doc" / "figures"
-STORE = FIGURES / "compare.json"
+PAGE = PAGES / "compare.md"
+STORE = RESULTS / "compare.json"
 
 FULL = dict(r_grid=(128, 256, 512), main_r=512, sigma_factors=(0.125, 0.25, 0.5, 1.0, 2.0),
             lams=(1e-4, 1e-3, 1e-2, 1e-1, 1.0), n_fit_max=6000, n_val_max=3000,
@@ -237,8 +238,9 @@ def render_page(store, quick):
     keys = [m.key for m in METHODS if any(row["method"] == m.key
                                           for n in names for row in store[n]["rows"])]
     out = ["# Peer comparison: hkern and scikit-learn on five UCI sets", ""]
-    out += ["Written by `asv_bench/compare.py` (the script's docstring states every rule); the "
-            "exact commands and machine of each data set's run are listed at the end.  "
+    out += ["Written by `python experiments/compare.py --datasets ...` (the script's docstring "
+            "states every rule); the exact commands and machine of each data set's run are "
+            "listed at the end.  "
             "Targets are standardised with training statistics, so an RMSE of 1 is the "
             "mean predictor's.  sigma and lam were tuned per hkern method on a validation "
             "split carved from the training set, never on the test set; each scikit-learn "
@@ -254,7 +256,7 @@ def render_page(store, quick):
                 "picks it up automatically once it is.", ""]
     elif missing:
         out += [f"MEKA has not been run yet for {', '.join(missing)}: "
-                "`python asv_bench/compare.py --methods meka --datasets ...` adds its rows to "
+                "`python experiments/compare.py --methods meka --datasets ...` adds its rows to "
                 "the stored table.", ""]
     edges = sum(t["edge"] for n in names for t in store[n]["tuned"].values())
     total = sum(len(store[n]["tuned"]) for n in names)
@@ -395,12 +397,12 @@ def main(argv=None):
     p.add_argument("--n-jobs", type=int, default=1,
                    help="threads for hkern and BLAS alike (default 1)")
     p.add_argument("--no-write", action="store_true",
-                   help="print only; leave doc/results_compare.md and doc/figures alone")
+                   help="print only; leave the page, its plots and results/compare.json alone")
     p.add_argument("--methods", nargs="+", choices=[m.key for m in METHODS],
                    help="run only these methods: their rows replace the stored ones, the other "
                         "methods' stored rows are kept")
     p.add_argument("--render-only", action="store_true",
-                   help="no fits: rewrite the page and plots from doc/figures/compare.json")
+                   help="no fits: rewrite the page and plots from results/compare.json")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args.render_only:

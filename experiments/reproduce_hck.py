@@ -1,14 +1,14 @@
 """Reproduce the HCK paper's experiments (Chen, Avron, Sindhwani) on the shared UCI sets.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
-        python asv_bench/reproduce_hck.py --part trends
+        python experiments/reproduce_hck.py --part trends
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 \
-        python asv_bench/reproduce_hck.py --part randomness
-    python asv_bench/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
-    python asv_bench/reproduce_hck.py --render-only      # page + plots from the stored results
+        python experiments/reproduce_hck.py --part randomness
+    python experiments/reproduce_hck.py --quick --no-write          # smoke test, < 1 min
+    python experiments/reproduce_hck.py --render-only      # page + plots from the stored results
 
-Writes doc/reproduce_hck.md (and doc/figures/hck_*.png, doc/figures/reproduce_hck.json); each
-part keeps its results in the JSON file, so the parts can run separately.
+Writes doc/results/reproduce_hck.md (and doc/results/figures/hck_*.png, results/reproduce_hck.json);
+each part keeps its results in the JSON file, so the parts can run separately.
 
 1. trends (paper Sec. 5.3, Figs 5/6): relative test error ||y_hat - y|| / ||y|| (original units
    of y) against r for HCK, Nystrom, random Fourier features and the independent kernel, with
@@ -26,28 +26,30 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 
 import numpy as np
-from bench_common import (
+from common import (
+    FIGURES,
+    PAGES,
+    RESULTS,
+    ROOT,
+    blas_threads,
     command_line,
+    load_split,
     machine_note,
     markdown_table,
     pyplot,
-    raw_split,
+    relative_error,
     timed_fit,
     tune,
     validation_split,
 )
 from compare import METHODS
 
-from hkern._threads import blas_threads
 from hkern.datasets import standardize
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "doc" / "reproduce_hck.md"
-FIGURES = ROOT / "doc" / "figures"
-STORE = FIGURES / "reproduce_hck.json"
+PAGE = PAGES / "reproduce_hck.md"
+STORE = RESULTS / "reproduce_hck.json"
 
 KEYS = ("hck", "nystrom", "rff", "independent")
 FITS = {m.key: m for m in METHODS if m.key in KEYS}
@@ -63,17 +65,16 @@ QUICK = dict(trend_sets=("pol",), r_grid=(32, 64), sigma_factors=(0.5, 1.0), lam
              sigmas=(1, 4, 16))
 
 
-def relative_error(pred, y_test_std, y_scale, y_mean):
+def paper_error(pred, y_test_std, y_scale, y_mean):
     """||y_hat - y|| / ||y|| in the original units of y (the paper's regression metric)."""
     y = y_test_std * y_scale + y_mean
-    y_hat = np.asarray(pred).reshape(-1) * y_scale + y_mean
-    return float(np.linalg.norm(y_hat - y) / np.linalg.norm(y))
+    return relative_error(np.asarray(pred).reshape(-1) * y_scale + y_mean, y)
 
 
 def load(name):
     """Standardised split 0 of ``name`` plus y_scale and the training mean of y (to report
     errors in the original units)."""
-    raw = raw_split(name)
+    raw = load_split(name)
     return (*standardize(*raw), float(np.mean(raw[1])))
 
 
@@ -95,7 +96,7 @@ def trends(cfg, n_jobs):
                     X_train, y_train, fit_idx, val_idx, grid)
                 t, peak, model = timed_fit(lambda: m.fit(X_train, y_train, r, params["sigma"],
                                                          params["lam"], 0, n_jobs))
-                err = relative_error(model.predict(X_test), y_test, y_scale, y_mean)
+                err = paper_error(model.predict(X_test), y_test, y_scale, y_mean)
                 rows.append(dict(method=key, r=r, sigma=params["sigma"], lam=params["lam"],
                                  rel_error=err, fit_s=t, peak_mib=peak / 2**20))
                 print(f"  {key:12s} r={r:4d} sigma={params['sigma']:<7g} lam={params['lam']:<6g}"
@@ -117,7 +118,7 @@ def randomness(cfg, n_jobs):
             for seed in range(cfg["seeds"]):
                 for j, sigma in enumerate(cfg["sigmas"]):
                     model = FITS[key].fit(X_train, y_train, r, sigma, 0.01, seed, n_jobs)
-                    E[seed, j] = relative_error(model.predict(X_test), y_test, y_scale, y_mean)
+                    E[seed, j] = paper_error(model.predict(X_test), y_test, y_scale, y_mean)
             errors[f"{key}/{r}"] = E.tolist()
             print(f"  {key:12s} r={r:4d} mean over seeds per sigma "
                   f"{np.round(E.mean(0), 4).tolist()}  sd {np.round(E.std(0), 4).tolist()}",
@@ -174,8 +175,9 @@ def render(store):
     cfg = store["config"]
     out = ["# Reproduction: hierarchically compositional kernels (HCK paper)", "",
            "Chen, Avron and Sindhwani, *Hierarchically compositional kernels for scalable "
-           "nonparametric learning* (JMLR 2017).  Written by `asv_bench/reproduce_hck.py`; "
-           "the commands, machine and dates are at the end of each section.  The paper's "
+           "nonparametric learning* (JMLR 2017).  Written by `python experiments/reproduce_hck.py "
+           "--part trends|randomness`; the commands, machine and dates are at the end of each "
+           "section.  The paper's "
            "figures are plots without numbers in the text, so the comparison with the paper "
            "is of trends (its claims are quoted), not of values.  Our data sets differ from "
            "the paper's (cadata, YearPredictionMSD and the LIBSVM classification sets are "
@@ -324,7 +326,7 @@ def main(argv=None):
     p.add_argument("--n-jobs", type=int, default=1)
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--render-only", action="store_true",
-                   help="no fits: rewrite the page and plots from doc/figures/reproduce_hck.json")
+                   help="no fits: rewrite the page and plots from results/reproduce_hck.json")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     cfg_json = json.loads(json.dumps(cfg))

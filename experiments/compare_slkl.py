@@ -1,6 +1,6 @@
-"""SLKL acceptance measurements in one process run; prints markdown (doc/results_slkl.md).
+"""SLKL acceptance measurements in one process run; prints markdown (doc/results/slkl.md).
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python asv_bench/compare_slkl.py
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 5 python experiments/compare_slkl.py
 
 1. The paper's Table 2 on sinc and boston (housing), lam = 1, Gaussian kernel with the paper's
    width sigma^2 read as hkern's exp(-||x - x'||^2 / (2 sigma^2)) (spec 5 C), 20 runs each
@@ -20,18 +20,15 @@
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
+from common import best_time, blas_threads, load_split, mse, tune, validation_split
 from hkern.slkl._core import SlklCore
 
 import hkern
-from hkern._threads import blas_threads
-from hkern.datasets import load_uci
 
 RUNS = 20
-DATA_DIR = "/work/shared/data"    # used when HKERN_DATA is not set
 
 
 def sinc(Z):
@@ -52,7 +49,7 @@ def sinc_data(seed=0):
 
 def boston_data():
     # All 506 rows (split 0's train and test parts together), then the paper's 350 / 156.
-    parts = load_uci("housing", split=0, data_dir=os.environ.get("HKERN_DATA", DATA_DIR))
+    parts = load_split("housing")   # $HKERN_DATA
     X, y = np.vstack([parts[0], parts[2]]), np.concatenate([parts[1], parts[3]])
     perm = np.random.default_rng(0).permutation(len(y))
     tr, te = perm[:350], perm[350:]
@@ -61,20 +58,14 @@ def boston_data():
     return (X[tr] - centre) / scale, y[tr], (X[te] - centre) / scale, y[te]
 
 
-def mse(a, b):
-    return float(np.mean((a - b) ** 2))
-
-
 def pick_nu(X, y, M, sigma, grid):
-    n_val = len(y) // 5
-    perm = np.random.default_rng(123).permutation(len(y))
-    va, tr = perm[:n_val], perm[n_val:]
-    scores = {}
-    for nu in grid:
-        model = hkern.fit_slkl(X[tr], y[tr], r=min(M, len(tr)), nu=nu, sigma=sigma,
-                               seed=0, n_jobs=1)
-        scores[nu] = mse(model.predict(X[va]), y[va])
-    return min(scores, key=scores.get), scores
+    """nu with the smallest MSE on a 20% hold-out of the training points: (nu, {nu: MSE})."""
+    tr, va = validation_split(len(y), seed=123, sort=False)
+    best, _, scores = tune(
+        lambda X_, y_, nu: hkern.fit_slkl(X_, y_, r=min(M, len(tr)), nu=nu,
+                                          sigma=sigma, seed=0, n_jobs=1),
+        X, y, tr, va, [dict(nu=nu) for nu in grid], score=mse)
+    return best["nu"], {params[0][1]: v for params, v in scores.items()}
 
 
 def table_two(name, X, y, Xt, targets, sigma, Ms, grid, paper):
@@ -89,9 +80,9 @@ def table_two(name, X, y, Xt, targets, sigma, Ms, grid, paper):
         res = {t: {k: [] for k in ("KRRM", "Unif", "SLKL")} for t in targets}
         m0s[M], iters[M], secs[M] = [], [], []
         for run in range(RUNS):
-            t0 = time.perf_counter()
-            s = hkern.fit_slkl(X, y, r=M, nu=nu, sigma=sigma, seed=run, n_jobs=1)
-            secs[M].append(time.perf_counter() - t0)
+            t, s = best_time(lambda: hkern.fit_slkl(X, y, r=M, nu=nu, sigma=sigma,
+                                                    seed=run, n_jobs=1))
+            secs[M].append(t)
             u = hkern.fit_slkl_unif(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
             k = hkern.fit_slkl_krrm(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
             preds = {"SLKL": s.predict(Xt), "Unif": u.predict(Xt), "KRRM": k.predict(Xt)}
@@ -165,7 +156,7 @@ def per_iteration(ns=(1000, 2000, 4000, 8000, 16000, 32000), m0=100, M=200, step
 
 
 def main():
-    print("# SLKL results (asv_bench/compare_slkl.py)\n")
+    print("# SLKL results (experiments/compare_slkl.py)\n")
     print("## 1. Paper Table 2\n")
     with blas_threads(1):
         X, y, Xt, yt, yt_noisy = sinc_data()

@@ -1,6 +1,6 @@
 """Side-by-side comparison of hkern's foundation against scikit-learn, in one process run.
 
-    python asv_bench/compare_baselines.py            # about 2 minutes on 2 cores
+    python experiments/compare_baselines.py            # about 2 minutes on 2 cores
 
 1. ``hkern.kernel_matrix`` (Gaussian, 200 000 x 256, d = 8) against
    ``sklearn.metrics.pairwise.rbf_kernel`` on the same inputs (best of 5 runs each).
@@ -14,14 +14,12 @@ Prints markdown tables.  Thread counts: every core (both libraries' defaults).
 from __future__ import annotations
 
 import numpy as np
-from bench_common import best_time, rmse
+from common import banner, best_time, load_standardized, rmse, tune, validation_split
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import rbf_kernel
 
 import hkern
-from hkern._threads import resolve_n_jobs
-from hkern.datasets import load_uci, standardize
 
 R = 1024
 SIGMAS = (1.0, 1.5, 2.0, 3.0, 4.0)
@@ -47,24 +45,21 @@ def sklearn_nystroem(X, y, r, sigma, lam):
 
 
 def nystrom_comparison():
-    X_train, y_train, X_test, y_test, _ = standardize(*load_uci("kin40k", split=0))
-    perm = np.random.default_rng(0).permutation(len(y_train))
-    n_val = len(y_train) // 5
-    val, fit = perm[:n_val], perm[n_val:]
+    X_train, y_train, X_test, y_test, _ = load_standardized("kin40k")
+    fit, val = validation_split(len(y_train), seed=0, sort=False)
     print(f"## Nystrom KRR on kin40k split 0 (r = {R})\n")
-    print(f"Validation grid (hkern fit_nystrom on {len(fit)} points, RMSE on {n_val} held-out "
+    print(f"Validation grid (hkern fit_nystrom on {len(fit)} points, RMSE on {len(val)} held-out "
           "training points):\n")
+    grid = [dict(sigma=sigma, lam=lam) for sigma in SIGMAS for lam in LAMS]
+    best, _, scores = tune(
+        lambda X, y, **p: hkern.fit_nystrom(X, y, r=R, seed=0, **p),
+        X_train, y_train, fit, val, grid)
+    sigma, lam = best["sigma"], best["lam"]
     print("| sigma | " + " | ".join(f"lam={lam:g}" for lam in LAMS) + " |")
     print("|---:|" + "---:|" * len(LAMS))
-    scores = {}
-    for sigma in SIGMAS:
-        row = []
-        for lam in LAMS:
-            model = hkern.fit_nystrom(X_train[fit], y_train[fit], r=R, sigma=sigma, lam=lam, seed=0)
-            scores[sigma, lam] = rmse(model.predict(X_train[val]), y_train[val])
-            row.append(f"{scores[sigma, lam]:.4f}")
-        print(f"| {sigma:g} | " + " | ".join(row) + " |")
-    sigma, lam = min(scores, key=scores.get)
+    for s in SIGMAS:
+        print(f"| {s:g} | " + " | ".join(f"{scores[('sigma', s), ('lam', l)]:.4f}" for l in LAMS)
+              + " |")
     print(f"\nchosen: sigma={sigma:g}, lam={lam:g}\n")
 
     print("| method | sigma | lam | test RMSE | fit s (best of 3) | predict s |")
@@ -83,6 +78,6 @@ def nystrom_comparison():
 
 
 if __name__ == "__main__":
-    print(f"hkern {hkern.__version__}, {resolve_n_jobs(None)} threads\n")
+    print(banner() + "\n")
     kernel_comparison()
     nystrom_comparison()

@@ -1,13 +1,13 @@
 """GP-GRIEF-II on the UCI sets of the paper's Table 1, plus the n-independence and d = 100 runs.
 
-    HKERN_DATA=/work/shared/data/uci python asv_bench/compare_grief.py table --splits 0 1 2
-    python asv_bench/compare_grief.py table --datasets kin40k --optimize-subset 4000 --maxiter 100
-    python asv_bench/compare_grief.py nystrom            # fit_nystrom on kin40k, r = 1024, 2048
-    python asv_bench/compare_grief.py type1 --datasets yacht --splits 0 1 2   # GRIEF-I (MALA)
-    python asv_bench/compare_grief.py scaling            # LML + gradient time vs n (p fixed)
-    python asv_bench/compare_grief.py report             # doc/results_grief.md from the records
+    python experiments/compare_grief.py table --splits 0 1 2    # every set but kin40k: $HKERN_DATA
+    python experiments/compare_grief.py table --datasets kin40k --optimize-subset 4000 --maxiter 100
+    python experiments/compare_grief.py nystrom          # fit_nystrom on kin40k, r = 1024, 2048
+    python experiments/compare_grief.py type1 --datasets yacht --splits 0 1 2   # GRIEF-I (MALA)
+    python experiments/compare_grief.py scaling          # LML + gradient time vs n (p fixed)
+    python experiments/compare_grief.py report           # doc/results/grief.md from the records
 
-Each measurement is appended as one JSON line to asv_bench/results_grief.jsonl (so a long run
+Each measurement is appended as one JSON line to results/grief.jsonl (so a long run
 keeps what it finished); ``report`` turns the records into markdown.  RMSE is in the original
 units of y, as in the paper.  Settings follow the paper: SE-ARD, mbar = 10 in every dimension,
 p_II from Table 1, hyperparameters initialised by an exact GP on 1000 random training points.
@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
+from common import PAGES, RESULTS, best_time, code_version, load_split, rmse, tune
 
 import hkern
-from hkern.datasets import load_uci, standardize
+from hkern.datasets import standardize
 
-HERE = Path(__file__).parent
-RECORDS = HERE / "results_grief.jsonl"
-DOC = HERE.parent / "doc" / "results_grief.md"
+RECORDS = RESULTS / "grief.jsonl"
+NOTES = RESULTS / "grief_notes.md"     # prose (commands, code versions) the page ends with
+DOC = PAGES / "grief.md"
 
 # name: (p_II, paper GRIEF-II RMSE mean, std, paper hours per fold)  -- Table 1 of Evans & Nair
 PAPER = {
@@ -46,31 +45,15 @@ PAPER = {
 }
 
 
-def rmse(a, b):
-    return float(np.sqrt(np.mean((a - b) ** 2)))
+CODE = code_version()
 
 
-def _code_version():
-    """hkern's version and the last commit that changed hkern/ (with '+dirty' for uncommitted
-    changes there): records with the same value ran the same library code."""
-    try:
-        head = subprocess.run(["git", "-C", str(HERE), "log", "-1", "--format=%h", "--",
-                               "../hkern"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--",
-                                "../hkern"], capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return hkern.__version__
-    return f"{hkern.__version__} {head}{'+dirty' if dirty else ''}"
-
-
-CODE = _code_version()
-
-
-def record(entry):
+def record(entry, args):
+    """Print the measurement and append it to the records (unless ``--no-write``)."""
     entry["code"] = CODE
-    with RECORDS.open("a") as fh:
-        fh.write(json.dumps(entry) + "\n")
+    if not args.no_write:
+        with RECORDS.open("a") as fh:
+            fh.write(json.dumps(entry) + "\n")
     print(json.dumps(entry), flush=True)
 
 
@@ -94,14 +77,12 @@ def table(args):
     for name in args.datasets:
         p = PAPER[name][0]
         for split in args.splits:
-            X, y, Xt, yt = load_uci(name, split)
+            X, y, Xt, yt = load_split(name, split)
             cover = Xt if args.grid_covers_test else None
-            start = time.perf_counter()
-            gp = hkern.fit_grief(X, y, r=p, grid_size=10, seed=split, max_iter=args.maxiter,
-                                 optimize_subset=args.optimize_subset,
-                                 n_restarts=args.n_restarts, grid_inputs=cover,
-                                 n_jobs=args.n_jobs)
-            seconds = time.perf_counter() - start
+            seconds, gp = best_time(lambda: hkern.fit_grief(
+                X, y, r=p, grid_size=10, seed=split, max_iter=args.maxiter,
+                optimize_subset=args.optimize_subset, n_restarts=args.n_restarts,
+                grid_inputs=cover, n_jobs=args.n_jobs))
             entry = {"kind": "table", "data": name, "split": split, "n": len(y), "d": X.shape[1],
                      "p": gp.p_, "log10_m": round(float(np.log10(float(gp.m_))), 2),
                      "rmse": rmse(gp.predict(Xt), yt), "fit_s": round(seconds, 2),
@@ -113,34 +94,31 @@ def table(args):
                 entry["grid"] = "train+test inputs"
             if args.per_start:
                 entry["rmse_per_start"] = _rmse_per_start(gp, X, y, Xt, yt, p, cover)
-            record(entry)
+            record(entry, args)
 
 
 def nystrom(args):
     """fit_nystrom on kin40k with the GRIEF runs' standardisation (training mean and std of
     X and y); (sigma, lam) picked on a validation split carved from the training set."""
     # sigma up to 4: with the grid ending at 2, every fold picked the edge (2026-11-22 runs).
-    grid = [(s, lam) for s in (0.75, 1.0, 1.5, 2.0, 3.0, 4.0) for lam in (1e-4, 1e-3, 1e-2)]
+    grid = [dict(sigma=s, lam=lam) for s in (0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+            for lam in (1e-4, 1e-3, 1e-2)]
     for split in args.splits:
-        X, y, Xt, yt = load_uci("kin40k", split)
-        Xs, ys, Xts, yts, y_std = standardize(X, y, Xt, yt)
+        Xs, ys, Xts, yts, y_std = standardize(*load_split("kin40k", split))
         val = np.random.default_rng(split).permutation(len(ys))[:4000]
         tr = np.setdiff1d(np.arange(len(ys)), val)
         for r in args.ranks:
-            scores = {}
-            for sigma, lam in grid:
-                m = hkern.fit_nystrom(Xs[tr], ys[tr], r=r, sigma=sigma, lam=lam, seed=split,
-                                      n_jobs=args.n_jobs)
-                scores[sigma, lam] = rmse(m.predict(Xs[val]), ys[val])
-            sigma, lam = min(scores, key=scores.get)
-            start = time.perf_counter()
-            m = hkern.fit_nystrom(Xs, ys, r=r, sigma=sigma, lam=lam, seed=split,
-                                  n_jobs=args.n_jobs)
-            seconds = time.perf_counter() - start
-            record({"kind": "nystrom", "data": "kin40k", "split": split, "r": r, "sigma": sigma,
-                    "lam": lam, "val_rmse": round(scores[sigma, lam] * y_std, 5),
+            best, val_rmse, _ = tune(
+                lambda X, y, **kw: hkern.fit_nystrom(X, y, r=r, seed=split, n_jobs=args.n_jobs,
+                                                     **kw),
+                Xs, ys, tr, val, grid)
+            seconds, m = best_time(lambda: hkern.fit_nystrom(Xs, ys, r=r, seed=split,
+                                                             n_jobs=args.n_jobs, **best))
+            record({"kind": "nystrom", "data": "kin40k", "split": split, "r": r,
+                    "sigma": best["sigma"], "lam": best["lam"],
+                    "val_rmse": round(val_rmse * y_std, 5),
                     "rmse": rmse(m.predict(Xts), yts) * y_std, "fit_s": round(seconds, 2),
-                    "n_jobs": args.n_jobs})
+                    "n_jobs": args.n_jobs}, args)
 
 
 def exact(args):
@@ -154,7 +132,7 @@ def exact(args):
     from hkern.kernels import kernel_matrix
     for name in args.datasets:
         for split in args.splits:
-            X, y, Xt, yt = load_uci(name, split)
+            X, y, Xt, yt = load_split(name, split)
             start = time.perf_counter()
             XA, yA = X, y
             if args.stats_from == "all-rows":
@@ -176,7 +154,7 @@ def exact(args):
                      "lml": float(exact_lml(theta, Xs, (y - ym) / ysd)[0] - len(y) * np.log(ysd))}
             if args.stats_from == "all-rows":
                 entry["stats"] = "train+test rows"
-            record(entry)
+            record(entry, args)
 
 
 def leaky_init(args):
@@ -189,7 +167,7 @@ def leaky_init(args):
     for name in args.datasets:
         p = PAPER[name][0]
         for split in args.splits:
-            X, y, Xt, yt = load_uci(name, split)
+            X, y, Xt, yt = load_split(name, split)
             xm, xs = X.mean(axis=0), X.std(axis=0)
             act = xs > 0
             ym, ysd = y.mean(), y.std()
@@ -203,24 +181,23 @@ def leaky_init(args):
                                  noise=np.exp(theta[d + 1]) * ysd**2, n_restarts=args.n_restarts,
                                  n_jobs=args.n_jobs)
             record({"kind": "leaky_init", "data": name, "split": split, "p": gp.p_,
-                    "rmse": rmse(gp.predict(Xt), yt), "n_restarts": args.n_restarts})
+                    "rmse": rmse(gp.predict(Xt), yt), "n_restarts": args.n_restarts}, args)
 
 
 def type1(args):
     """GP-GRIEF-I (MALA, paper schedule and priors, p = 1000) on the given sets and splits."""
     for name in args.datasets:
         for split in args.splits:
-            X, y, Xt, yt = load_uci(name, split)
-            start = time.perf_counter()
-            gp = hkern.fit_grief(X, y, r=1000, grid_size=10, inference="type1", seed=split,
-                                 w_prior=args.w_prior, n_jobs=args.n_jobs)
-            seconds = time.perf_counter() - start
+            X, y, Xt, yt = load_split(name, split)
+            seconds, gp = best_time(lambda: hkern.fit_grief(
+                X, y, r=1000, grid_size=10, inference="type1", seed=split,
+                w_prior=args.w_prior, n_jobs=args.n_jobs))
             record({"kind": "type1", "data": name, "split": split, "n": len(y), "p": gp.p_,
                     "p_svd": int(gp._s.size), "w_prior": args.w_prior,
                     "rmse": rmse(gp.predict(Xt), yt),
                     "acceptance": round(gp.acceptance_rate_, 3),
                     "n_samples": int(gp.samples_.shape[0]), "fit_s": round(seconds, 2),
-                    "n_jobs": args.n_jobs})
+                    "n_jobs": args.n_jobs}, args)
 
 
 def scaling(args):
@@ -240,19 +217,13 @@ def scaling(args):
 
         def per_call(fn, reps, rounds=5):
             """Best of `rounds` mean times over `reps` calls (the min filters out other jobs)."""
-            best = np.inf
-            for _ in range(rounds):
-                start = time.perf_counter()
-                for _ in range(reps):
-                    fn()
-                best = min(best, (time.perf_counter() - start) / reps)
-            return best
+            return best_time(lambda: [fn() for _ in range(reps)], rounds)[0] / reps
 
         t_svd = per_call(lambda: svd_lml(yy, rho, n, w, 0.1), 2000)
         t_plain = per_call(lambda: plain_lml(yy, r, A, n, np.ones(p), 0.1), 20)
         record({"kind": "scaling", "n": n, "p": p, "d": d, "precompute_s": round(pre, 2),
                 "svd_lml_grad_us": round(t_svd * 1e6, 1),
-                "plain_lml_grad_ms": round(t_plain * 1e3, 2), "n_jobs": args.n_jobs})
+                "plain_lml_grad_ms": round(t_plain * 1e3, 2), "n_jobs": args.n_jobs}, args)
 
 
 def highdim(args):
@@ -262,17 +233,15 @@ def highdim(args):
     X = rng.uniform(-np.sqrt(3), np.sqrt(3), (n, d))
     f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
     y = f + 0.1 * rng.normal(size=n)
-    start = time.perf_counter()
-    gp = hkern.fit_grief(X, y, r=500, grid_size=10, seed=0, max_iter=args.maxiter,
-                         n_jobs=args.n_jobs)
-    seconds = time.perf_counter() - start
+    seconds, gp = best_time(lambda: hkern.fit_grief(X, y, r=500, grid_size=10, seed=0,
+                                                    max_iter=args.maxiter, n_jobs=args.n_jobs))
     Xt = rng.uniform(-np.sqrt(3), np.sqrt(3), (1000, d))
     ft = np.sin(Xt[:, 0]) + 0.5 * Xt[:, 1] * Xt[:, 2]
     mean, var = gp.predict(Xt, return_var=True)
     record({"kind": "highdim", "n": n, "d": d, "p": gp.p_, "m": "1e100",
             "finite": bool(np.isfinite(mean).all() and np.isfinite(var).all()),
             "rmse_latent": rmse(mean, ft), "std_f": float(ft.std()),
-            "lml": gp.log_marginal_likelihood(), "fit_s": round(seconds, 2)})
+            "lml": gp.log_marginal_likelihood(), "fit_s": round(seconds, 2)}, args)
 
 
 # name: (paper GRIEF-I RMSE mean, std, hours per fold)  -- Table 1, p = 1000
@@ -326,8 +295,8 @@ def _beside(variant_rows, baseline):
 def report(_args):
     rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
     out = ["# GP-GRIEF results", "",
-           "Measured with `asv_bench/compare_grief.py` "
-           "(records in `asv_bench/results_grief.jsonl`).",
+           "Measured with `python experiments/compare_grief.py table|exact|nystrom|...` "
+           "(records in `results/grief.jsonl`; every command at the end of the page).",
            "Machine: 2 cores shared with other jobs; n_jobs as listed.  RMSE in original units;",
            "mean ± std over the splits listed (std: population, over splits).", ""]
     codes = sorted({r.get("code", "unrecorded") for r in rows})
@@ -487,9 +456,8 @@ def report(_args):
                     "|" + "---|" * len(keys)]
             out += ["| " + " | ".join(str(r.get(k)) for k in keys) + " |" for r in rs]
             out.append("")
-    notes = HERE / "results_grief_notes.md"
-    if notes.exists():
-        out += [notes.read_text()]
+    if NOTES.exists():
+        out += [NOTES.read_text()]
     DOC.write_text("\n".join(out))
     print("\n".join(out))
 
@@ -517,6 +485,8 @@ def main():
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 1_000_000])
     ap.add_argument("--p", type=int, default=256)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--no-write", action="store_true",
+                    help="print the records only; leave results/grief.jsonl alone")
     args = ap.parse_args()
     {"table": table, "nystrom": nystrom, "type1": type1, "exact": exact, "scaling": scaling,
      "highdim": highdim, "leaky-init": leaky_init,

@@ -1,6 +1,6 @@
-"""Timing of oASIS-P for asv_bench/compare_oasis.py: run under mpiexec -n P (one thread per rank).
+"""Timing of oASIS-P for experiments/compare_oasis.py: run under mpiexec -n P (one thread per rank).
 
-    mpiexec -n 2 python asv_bench/oasis_mpi_speed.py 200000 400
+    mpiexec -n 2 python experiments/oasis_mpi_speed.py 200000 400
 """
 import sys
 import time
