@@ -1,7 +1,15 @@
-"""Helpers shared by the reliability tests: BLAS thread probes and hostile-input strategies."""
+"""Helpers shared by the reliability tests: read-only inputs, BLAS thread probes and hostile-input
+strategies."""
 import numpy as np
 import threadpoolctl
 from hypothesis import strategies as st
+
+
+def read_only(a):
+    """A read-only copy of ``a``."""
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
 
 
 def blas_threads_now():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import KERNELS
 
 import hkern
 
-KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 

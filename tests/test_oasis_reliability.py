@@ -9,7 +9,8 @@ import pytest
 import threadpoolctl
 from fresh_python import run_python
 from memory_probe import assert_estimate_close
-from reliability_helpers import blas_threads_now
+from oracles import KERNELS
+from reliability_helpers import blas_threads_now, read_only
 
 import hkern
 from hkern._memory import MemoryLimitError, peak_memory
@@ -17,7 +18,6 @@ from hkern.oasis import api
 
 METHODS = ("oasis", "greedy", "rpcholesky", "uniform")
 ADAPTIVE = ("oasis", "greedy", "rpcholesky")
-KERNELS = ("gaussian", "laplace", "imq", "matern12", "matern32", "matern52")
 ATTRS = ("indices", "C", "W_inv", "scores", "F")
 
 
@@ -37,12 +37,6 @@ def gram(points):
 
 
 # ------------------------------------------------------------------ read-only inputs (defect 6)
-
-
-def read_only(a):
-    a = a.copy()
-    a.setflags(write=False)
-    return a
 
 
 @pytest.mark.parametrize("method", METHODS)
