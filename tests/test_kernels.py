@@ -29,15 +29,7 @@ SUBNORMAL_ULP = np.nextafter(0.0, 1.0)      # 2**-1074
 TINY = np.finfo(np.float64).tiny            # smallest normal number
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_reference_blas():
-    """Run the NumPy/SciPy references on one BLAS thread: threaded OpenBLAS spin-waits, and on a
-    busy 2-core machine a 600 x 600 numpy.linalg.cholesky then takes a second instead of ms.
-    (hkern's own routines set their BLAS thread counts themselves.)"""
-    import scipy.linalg  # noqa: F401  (load SciPy's BLAS before threadpoolctl scans)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+pytestmark = pytest.mark.usefixtures("single_threaded_reference_blas")
 
 
 def libm_exp(x):
