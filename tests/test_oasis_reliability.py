@@ -10,7 +10,7 @@ import threadpoolctl
 from fresh_python import run_python
 from memory_probe import assert_estimate_close
 from oracles import KERNELS
-from reliability_helpers import blas_threads_now, read_only
+from reliability_helpers import blas_threads_now, read_only, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError, peak_memory
@@ -265,13 +265,7 @@ def test_max_memory_is_the_last_parameter():
 def test_explicit_n_jobs_bounds_blas(monkeypatch, points, method):
     """Every selector runs inside thread_budget(n_jobs): BLAS calls made while it computes
     (here: when C is formed) see n_jobs threads, even under a wider threadpoolctl limit."""
-    seen = []
-    columns = api._columns
-
-    def probe(*args):
-        seen.append(blas_threads_now())
-        return columns(*args)
-    monkeypatch.setattr(api, "_columns", probe)
+    seen = record_blas_threads(monkeypatch, [(api, "_columns")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         hkern.select_columns(points, 10, method=method, sigma=0.7, seed=0, n_jobs=1)
     assert seen and set(seen) == {1}

@@ -12,6 +12,7 @@ from fresh_python import run_python
 from hkern.slkl._core import SlklCore
 from memory_probe import assert_estimate_close
 from oracles import KERNELS, dense_kernel, slkl_beta, slkl_dense
+from reliability_helpers import record_thread_budgets
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -538,16 +539,7 @@ def test_public_calls_run_inside_thread_budget(monkeypatch):
     import hkern.baselines._model as model_base
     import hkern.slkl.api as api
     import hkern.slkl.baselines as baselines
-    seen = []
-    real = api.thread_budget
-
-    def recording(n_jobs):
-        seen.append(n_jobs)
-        return real(n_jobs)
-
-    monkeypatch.setattr(api, "thread_budget", recording)
-    monkeypatch.setattr(baselines, "thread_budget", recording)
-    monkeypatch.setattr(model_base, "thread_budget", recording)
+    seen = record_thread_budgets(monkeypatch, [api, baselines, model_base])
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()
