@@ -6,19 +6,16 @@ recomputed with ``seq_project``, which sums v[k] * x[k] in index order exactly l
 ``project`` (NumPy's elementwise ops do not contract to FMA), so threshold and routing checks are
 exact, ties included.
 """
-import importlib.util
 import itertools
-import os
-import sys
 from math import comb
 
 import numpy as np
 import pytest
+from cython_probe import build_probe, drop_probe
 from numpy.testing import assert_allclose
 from oracles import leaf_of_positions, node_ranges
 from scipy import stats
 
-import hkern
 from hkern.hierarchical import _tree
 
 RANDOM, PCA = _tree.PARTITIONS["random"], _tree.PARTITIONS["pca"]
@@ -399,27 +396,9 @@ def pca_id():
 def probe(tmp_path_factory):
     pytest.importorskip("Cython")
     pytest.importorskip("setuptools")
-    from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
-    tmp = tmp_path_factory.mktemp("tree_cimport")
-    pyx = tmp / f"{PROBE}.pyx"
-    pyx.write_text(PROBE_PYX)
-    root = os.path.dirname(os.path.dirname(hkern.__file__))
-    exts = cythonize([Extension(PROBE, [str(pyx)])], include_path=[root], quiet=True,
-                     force=True, compiler_directives={"language_level": 3})
-    dist = Distribution({"name": PROBE, "ext_modules": exts})
-    cmd = build_ext(dist)
-    cmd.build_lib = str(tmp / "lib")
-    cmd.build_temp = str(tmp / "build")
-    cmd.ensure_finalized()
-    cmd.run()
-    spec = importlib.util.spec_from_file_location(PROBE, cmd.get_ext_fullpath(PROBE))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, _ = build_probe(tmp_path_factory.mktemp("tree_cimport"), PROBE, PROBE_PYX)
     yield module
-    sys.modules.pop(PROBE, None)
+    drop_probe(PROBE)
 
 
 def test_cimport_tree(probe):
