@@ -1,4 +1,5 @@
-"""A second, slow statement of the HCK mathematics (hck.md), used only to check the oracle.
+"""A second, slow statement of the HCK mathematics (doc/specs/hck.md), used only to check
+the oracle.
 
 tests/oracles.py states K_hier from its pointwise psi-recursion.  This module follows the spec's
 other route line by line - the factors and Algorithms 1-3 - so that the two statements can be

@@ -8,12 +8,12 @@ NumPy/SciPy at small n, never by calling hkern.  One statement of each, shared b
 * Gaussian processes: :func:`dense_logdet`, :func:`dense_lml` (the log marginal likelihood) and
   :func:`dense_gp_posterior`;
 * Nystrom and random features: :func:`nystrom_krr`, :func:`rff_features`;
-* HCK: the hierarchically compositional kernel from its pointwise definition (hck.md section 1):
-  :func:`khier_matrix`, :func:`khier_cross`, :func:`hck_system`, :func:`dense_krr_predict` and
-  the heap-order tree helpers;
-* SLKL (slkl.md sections 1-2): :func:`slkl_dense`, :func:`slkl_G`, :func:`slkl_beta`;
-* MEKA (meka.md sections 2-3): :func:`nystrom_map`, :func:`meka_link`;
-* GRIEF (grief.md): :func:`grief_dense_phi`.
+* HCK: the hierarchically compositional kernel from its pointwise definition
+  (doc/specs/hck.md, section 1): :func:`khier_matrix`, :func:`khier_cross`, :func:`hck_system`,
+  :func:`dense_krr_predict` and the heap-order tree helpers;
+* SLKL (doc/specs/slkl.md, sections 1-2): :func:`slkl_dense`, :func:`slkl_G`, :func:`slkl_beta`;
+* MEKA (doc/specs/meka.md, sections 2-3): :func:`nystrom_map`, :func:`meka_link`;
+* GRIEF (doc/specs/grief.md): :func:`grief_dense_phi`.
 
 The oracles are themselves checked against independent facts in tests/test_oracles.py and
 tests/test_oracles_hck.py.
@@ -210,9 +210,9 @@ def rff_features(X, frequencies, offsets):
 
 
 # --------------------------------------------------------------------------------------------
-# HCK: the hierarchically compositional kernel from its pointwise definition (hck.md section 1),
-# NOT from the factor form (U, W, Sigma) or Algorithms 1-3, so that a fast factor-based
-# implementation is checked against an independent statement of the mathematics.
+# HCK: the hierarchically compositional kernel from its pointwise definition (doc/specs/hck.md,
+# section 1), NOT from the factor form (U, W, Sigma) or Algorithms 1-3, so that a fast
+# factor-based implementation is checked against an independent statement of the mathematics.
 #
 # Tree convention (shared with the fast implementation, which passes it in):
 #   * a COMPLETE binary tree of depth J in heap order: node 0 is the root, node i has children
@@ -462,7 +462,7 @@ def dense_krr_predict(X_tree, depth, landmarks, kern, lam, lam_p, y, Xq, leaf_of
 
 
 # --------------------------------------------------------------------------------------------
-# SLKL (slkl.md sections 1-2)
+# SLKL (doc/specs/slkl.md, sections 1-2)
 # --------------------------------------------------------------------------------------------
 def slkl_dense(C, mu, y, lam, nu):
     """SLKL quantities from their definitions (slkl.md sections 1-2), n x n inverse.
@@ -495,7 +495,7 @@ def slkl_beta(C, mu, y, lam):
 
 
 # --------------------------------------------------------------------------------------------
-# MEKA (meka.md sections 2-3)
+# MEKA (doc/specs/meka.md, sections 2-3)
 # --------------------------------------------------------------------------------------------
 def nystrom_map(K_ZZ, rank):
     """F = U_k Lambda_k^{-1/2} from the k = ``rank`` largest eigenpairs of K(Z, Z) (numpy eigh):
@@ -514,7 +514,7 @@ def meka_link(W_s, K_st, W_t, rtol=None):
 
 
 # --------------------------------------------------------------------------------------------
-# GRIEF (grief.md)
+# GRIEF (doc/specs/grief.md)
 # --------------------------------------------------------------------------------------------
 def grief_dense_phi(X, grids, lengthscales, p, jitter=1e-12):
     """GRIEF basis Phi = K_XU Q S_p' Lambda_p^(-1/2) built naively (tiny d and mbar only).

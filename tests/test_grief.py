@@ -1,4 +1,4 @@
-"""GP-GRIEF against dense references built from the definitions (spec shared/spec/grief.md)."""
+"""GP-GRIEF against dense references built from the definitions (spec doc/specs/grief.md)."""
 import itertools
 
 import numpy as np

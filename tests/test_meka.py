@@ -1,5 +1,5 @@
 """MEKA (hkern.meka, hkern.fit_meka) against dense references built from the definitions
-(spec: shared/spec/meka.md, sections 2-4 and 7).
+(spec: doc/specs/meka.md, sections 2-4 and 7).
 
 References (numpy, small n, tests/oracles.py): the dense kernel, the Nystrom basis
 W^(s) = K(X_s, Z_s) U Lambda^{-1/2} from numpy.linalg.eigh, the exact block least squares

@@ -1,5 +1,5 @@
 """Nystrom column selection (hkern.oasis, hkern.select_columns, OasisCore) against dense
-references built from the definitions (spec: shared/spec/oasis.md, sections 2, 3, 5, 8).
+references built from the definitions (spec: doc/specs/oasis.md, sections 2, 3, 5, 8).
 
 References used throughout (numpy/scipy, small n):
 

@@ -1,4 +1,4 @@
-"""SLKL (spec: shared/spec/slkl.md): the compiled state against dense references built from the
+"""SLKL (spec: doc/specs/slkl.md): the compiled state against dense references built from the
 definitions, the fitted model against KRR with the learned kernel, and bad input."""
 import numpy as np
 import pytest
