@@ -6,10 +6,9 @@ inside the measured block: ``setup`` builds the inputs, then ``call`` runs insid
 (every estimate passed to ``check_memory``; the first is the outermost call's).
 """
 import json
-import os
-import subprocess
-import sys
 import textwrap
+
+from fresh_python import run_python
 
 _SCRIPT = """
 import gc, json
@@ -26,10 +25,8 @@ print(json.dumps({{"peak": peak.bytes, "estimates": log}}))
 
 def measure(setup, call, *, env=None, timeout=600):
     """(peak RSS bytes of ``call``, [(what, estimated bytes), ...]) in a fresh interpreter."""
-    code = _SCRIPT.format(setup=textwrap.dedent(setup), call=call)
-    full_env = dict(os.environ, **(env or {}))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=timeout, env=full_env, cwd=os.path.dirname(__file__))
+    out = run_python(_SCRIPT.format(setup=textwrap.dedent(setup), call=call), env=env,
+                     timeout=timeout)
     if out.returncode != 0:
         raise AssertionError(f"measurement failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])

@@ -14,12 +14,12 @@ import sys
 import numpy as np
 from hkern.oasis._oasis import OasisCore
 from mpi4py import MPI
+from oracles import KERNELS
 
 from hkern.oasis import parallel as par
 
 COMM = MPI.COMM_WORLD
 RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
-KERNELS = ("gaussian", "laplace", "imq", "matern12", "matern32", "matern52")
 
 
 def data(n, d=3, scale=1.0):

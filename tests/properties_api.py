@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import KERNELS
 
 import hkern
 
 EXAMPLES = int(os.environ.get("HKERN_HYPOTHESIS_EXAMPLES", "100"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
-KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,18 +5,12 @@ smaller defects of item 12 (complex right-hand sides, missing labels, rcond = 1)
 """
 import numpy as np
 import pytest
+from oracles import KERNELS
+from reliability_helpers import read_only
 
 import hkern
 
 pd = pytest.importorskip("pandas")
-
-KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
-
-
-def read_only(a):
-    a = np.array(a)
-    a.flags.writeable = False
-    return a
 
 
 @pytest.fixture
@@ -66,12 +60,6 @@ class TestReadOnlyAndPandas:
         labels = pd.Series(np.where(y > 0, "up", "down"), dtype="string")
         model = hkern.fit_nystrom(X, labels, r=20, seed=0, task="classification")
         assert list(model.classes_) == ["down", "up"]
-
-
-def dense_gaussian(X, Y, sigma):
-    """exp(-(d / sigma)^2 / 2) with d / sigma formed first: valid for any sigma > 0."""
-    from scipy.spatial.distance import cdist
-    return np.exp(-0.5 * (cdist(X, Y) / sigma) ** 2)
 
 
 class TestExtremeMagnitudes:

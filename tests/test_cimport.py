@@ -7,13 +7,11 @@ the directory *containing* the hkern package on the Cython include path: no hker
 particular not hkern/kernels/_kernel_defs.h) is handed to the C compiler.  Its results are
 compared with NumPy.
 """
-import importlib.util
-import os
-import sys
-
 import numpy as np
 import pytest
+from cython_probe import build_probe, drop_probe
 from numpy.testing import assert_allclose
+from oracles import dense_kernel
 
 import hkern
 
@@ -82,41 +80,16 @@ def matmul_tn(double[:, ::1] A, double[:, ::1] B, double[:, ::1] C):
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     """Compile the outside module once per test session and import it from its build dir."""
-    from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
-    tmp = tmp_path_factory.mktemp("cimport")
-    pyx = tmp / f"{MODULE}.pyx"
-    pyx.write_text(PYX)
-    # The directory containing the installed hkern package: where `cimport hkern...` resolves.
-    root = os.path.dirname(os.path.dirname(hkern.__file__))
-    ext = Extension(MODULE, [str(pyx)])
-    exts = cythonize([ext], include_path=[root], quiet=True, force=True,
-                     compiler_directives={"language_level": 3})
-    c_source = (tmp / f"{MODULE}.c").read_text()
+    module, c_source = build_probe(tmp_path_factory.mktemp("cimport"), MODULE, PYX)
     # Outside code must not depend on hkern's private C header.
     assert "_kernel_defs.h" not in c_source
-
-    dist = Distribution({"name": MODULE, "ext_modules": exts})
-    cmd = build_ext(dist)
-    cmd.build_lib = str(tmp / "lib")
-    cmd.build_temp = str(tmp / "build")
-    cmd.ensure_finalized()
-    cmd.run()
-    path = cmd.get_ext_fullpath(MODULE)
-    assert os.path.exists(path)
-
-    spec = importlib.util.spec_from_file_location(MODULE, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     yield module
-    sys.modules.pop(MODULE, None)
+    drop_probe(MODULE)
 
 
 def test_kernel_pair_gaussian(probe):
     got = probe.gaussian_pair(0.5, -1.0, 2.0, 0.25, 1.5)
-    ref = np.exp(-((0.5 - 2.0) ** 2 + (-1.0 - 0.25) ** 2) / (2 * 1.5**2))
+    ref = dense_kernel([[0.5, -1.0]], [[2.0, 0.25]], sigma=1.5)[0, 0]
     assert_allclose(got, ref, rtol=1e-14, atol=0)
     assert probe.gaussian_pair(0.3, 0.7, 0.3, 0.7, 0.1) == 1.0
 
@@ -133,7 +106,9 @@ def test_kernel_pair_matches_kernel_matrix(probe):
         got = probe.pair(kind, x, y, 1.3)
         ref = hkern.kernel_matrix(x[None, :], y[None, :], kernel=name, sigma=1.3)[0, 0]
         assert_allclose(got, ref, rtol=1e-13, atol=0, err_msg=name)
-    ref = np.exp(-np.abs(x - y).sum() / 1.3)
+        definition = dense_kernel(x[None, :], y[None, :], kernel=name, sigma=1.3)[0, 0]
+        assert_allclose(got, definition, rtol=1e-13, atol=0, err_msg=name)
+    ref = dense_kernel(x[None, :], y[None, :], kernel="laplace", sigma=1.3)[0, 0]
     assert_allclose(probe.pair(laplace, x, y, 1.3), ref, rtol=1e-14, atol=0)
 
 

@@ -3,7 +3,7 @@
 Extreme bandwidths and magnitudes make the kernel matrix the identity (sigma = 1e-300: every
 landmark matrix Sigma_p is (1 + jitter) I) or all ones (sigma = 1e300: Sigma_p is rank one plus
 the jitter); repeated rows and constant columns make it rank deficient; tiny n gives trees of one
-or two points per node.  Each case is checked against the dense reference of tests/hck_dense.py
+or two points per node.  Each case is checked against the HCK oracle of tests/oracles.py
 (the pointwise definition of K_hier) on the very tree and landmarks of the fitted model, and
 against closed forms where the kernel is the identity.  Where the kernel is singular on the
 landmarks and the jitter cannot make up for it, the fit must refuse with a ValueError that names
@@ -14,15 +14,23 @@ the size of the terms they sum (|k(x, X)| |w|): with an all-ones kernel a predic
 weights of size ~1/lam that cancel to O(1), so its rounding error is relative to the terms, not
 to the result (the dense reference has the same cancellation).
 """
-import hck_dense as hd
 import numpy as np
 import pytest
-from test_hierarchical import make_kern, matrix_to_original, reconstruct, relmax, relnorm, route
+from oracles import (
+    KERNELS,
+    dense_lml,
+    dense_logdet,
+    hck_system,
+    khier_cross,
+    node_ranges,
+    rel_max,
+    rel_norm,
+)
+from test_hierarchical import make_kern, matrix_to_original, reconstruct, route
 
 import hkern
 
 LAM = 1e-2
-KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
 
 
 def _base(n=64, d=3, seed=0):
@@ -70,15 +78,15 @@ def _dense(model, X, r, seed, leaf_size, kernel, sigma):
     X_tree, tree, lms = reconstruct(X, r, seed, leaf_size)
     assert np.array_equal(tree["perm"], model.perm_), "replayed tree differs from the model's"
     kern = make_kern(kernel, sigma)
-    A = hd.hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter)
+    A = hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter)
     return X_tree, lms, kern, A
 
 
 def _assert_predictions(model, scores, X_tree, lms, kern, Y_tree, Xq):
     """Scores of new points against the dense KRR of the same tree, relative to the terms."""
     Xqc = Xq - model.centre_
-    Kq = hd.khier_cross(X_tree, model.depth_, lms, kern, model.jitter, Xqc, route(model, Xq))
-    w = np.linalg.solve(hd.hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter),
+    Kq = khier_cross(X_tree, model.depth_, lms, kern, model.jitter, Xqc, route(model, Xq))
+    w = np.linalg.solve(hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter),
                         Y_tree)
     ref = Kq @ w
     scale = np.abs(Kq) @ np.abs(w)
@@ -97,18 +105,18 @@ def test_hck_degenerate_inputs_match_dense(name, kernel):
     X_tree, lms, kern, A = _dense(model, X, r, seed, leaf_size, kernel, sigma)
     A_orig = matrix_to_original(A, model.perm_)
     # the operator, its inverse, log det and likelihood
-    assert relmax(model.matvec(np.eye(n)), A_orig) < 1e-12
+    assert rel_max(model.matvec(np.eye(n)), A_orig) < 1e-12
     B = np.random.default_rng(4).standard_normal((n, 2))
     for rhs in (y, B):
         out = model.solve(rhs)
         assert out.shape == rhs.shape and np.all(np.isfinite(out))
-        assert relnorm(out, np.linalg.solve(A_orig, rhs)) < 1e-10
-        assert relnorm(model.matvec(rhs), A_orig @ rhs) < 1e-12
-    logdet = hd.dense_logdet(A)
+        assert rel_norm(out, np.linalg.solve(A_orig, rhs)) < 1e-10
+        assert rel_norm(model.matvec(rhs), A_orig @ rhs) < 1e-12
+    logdet = dense_logdet(A)
     assert abs(model.logdet() - logdet) <= 1e-10 * max(abs(logdet), 1.0)
-    lml = hd.dense_lml(A, y[model.perm_])
+    lml = dense_lml(A, y[model.perm_])
     assert abs(model.log_marginal_likelihood(y) - lml) <= 1e-10 * abs(lml)
-    assert relnorm(model.dual_coef_[:, 0], np.linalg.solve(A, y[model.perm_])) < 1e-10
+    assert rel_norm(model.dual_coef_[:, 0], np.linalg.solve(A, y[model.perm_])) < 1e-10
     # predictions on training points and new points
     _assert_predictions(model, model.predict(X), X_tree, lms, kern, y[model.perm_], X)
     _assert_predictions(model, model.predict(Xq), X_tree, lms, kern, y[model.perm_], Xq)
@@ -149,7 +157,7 @@ def test_scaling_data_and_sigma_together_changes_nothing(fit, scale):
     ref = fit(X, y, sigma=0.5, **kw)
     scaled = fit(X * scale, y, sigma=0.5 * scale, **kw)
     assert np.array_equal(ref.perm_, scaled.perm_)
-    assert relnorm(scaled.predict(Xq * scale), ref.predict(Xq)) < 1e-10
+    assert rel_norm(scaled.predict(Xq * scale), ref.predict(Xq)) < 1e-10
     assert abs(scaled.logdet() - ref.logdet()) < 1e-10 * abs(ref.logdet())
 
 
@@ -178,14 +186,14 @@ def test_independent_degenerate_inputs_match_blockdiag_krr(name, kernel):
     kern = make_kern(kernel, sigma)
     X_tree = np.ascontiguousarray(X - m.centre_)[m.perm_]
     yt = y[m.perm_]
-    ranges = hd.node_ranges(len(X), m.depth_)[(1 << m.depth_) - 1:]
+    ranges = node_ranges(len(X), m.depth_)[(1 << m.depth_) - 1:]
     alpha, logdet = np.empty_like(yt), 0.0
     for s, c in ranges:
         if c:
             Kb = kern(X_tree[s:s + c], X_tree[s:s + c]) + LAM * np.eye(c)
             alpha[s:s + c] = np.linalg.solve(Kb, yt[s:s + c])
-            logdet += hd.dense_logdet(Kb)
-    assert relnorm(m.dual_coef_[:, 0], alpha) < 1e-10
+            logdet += dense_logdet(Kb)
+    assert rel_norm(m.dual_coef_[:, 0], alpha) < 1e-10
     assert abs(m.logdet() - logdet) <= 1e-10 * max(abs(logdet), 1.0)
     leaf_q = route(m, Xq)
     Xqc = Xq - m.centre_

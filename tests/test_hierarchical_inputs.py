@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 from fresh_python import run_python
-from reliability_helpers import blas_threads_now
+from reliability_helpers import blas_threads_now, record_thread_budgets
 
 import hkern
 
@@ -210,15 +210,7 @@ def test_public_calls_run_inside_their_thread_budget(fitted, monkeypatch):
     from hkern import _model
     from hkern.hierarchical import api as hapi
     X, y, _ = fitted
-    calls = []
-    real = hapi.thread_budget
-
-    def budget(n_jobs):
-        calls.append(n_jobs)
-        return real(n_jobs)
-
-    monkeypatch.setattr(hapi, "thread_budget", budget)
-    monkeypatch.setattr(_model, "thread_budget", budget)
+    calls = record_thread_budgets(monkeypatch, [hapi, _model])
     m = hkern.fit_hierarchical(X, y, r=16, seed=0, n_jobs=2)
     ind = hkern.fit_independent(X, y, r=16, seed=0, n_jobs=2)
     assert calls == [2, 2]

@@ -1,22 +1,21 @@
 """Tests of the HCK partition tree (hkern.hierarchical._tree): node ranges, build, landmarks,
 routing.
 
-References are pure NumPy.  Projections are recomputed with ``seq_project``, which sums
-v[k] * x[k] in index order exactly like the compiled ``project`` (NumPy's elementwise ops do not
-contract to FMA), so threshold and routing checks are exact, ties included.
+References are pure NumPy (node ranges and leaves: tests/oracles.py).  Projections are
+recomputed with ``seq_project``, which sums v[k] * x[k] in index order exactly like the compiled
+``project`` (NumPy's elementwise ops do not contract to FMA), so threshold and routing checks are
+exact, ties included.
 """
-import importlib.util
 import itertools
-import os
-import sys
 from math import comb
 
 import numpy as np
 import pytest
+from cython_probe import build_probe, drop_probe
 from numpy.testing import assert_allclose
+from oracles import leaf_of_positions, node_ranges
 from scipy import stats
 
-import hkern
 from hkern.hierarchical import _tree
 
 RANDOM, PCA = _tree.PARTITIONS["random"], _tree.PARTITIONS["pca"]
@@ -33,21 +32,6 @@ def seq_project(X, v):
     for k in range(X.shape[1]):
         acc = acc + v[k] * X[:, k]
     return acc
-
-
-def ref_node_ranges(n, depth):
-    """Recursive definition: root [0, n); left child floor(m/2) first, right child ceil(m/2)."""
-    n_nodes = 2 ** (depth + 1) - 1
-    start, count = [0] * n_nodes, [0] * n_nodes
-
-    def visit(i, s, m):
-        start[i], count[i] = s, m
-        if 2 * i + 2 < n_nodes:
-            visit(2 * i + 1, s, m // 2)
-            visit(2 * i + 2, s + m // 2, m - m // 2)
-
-    visit(0, 0, n)
-    return np.array(start), np.array(count)
 
 
 def ref_route(Xq, directions, thresholds, depth):
@@ -78,11 +62,6 @@ def make_tree(X, depth, partition, pca_iters=0, n_threads=1, seed=0):
     rng = np.random.default_rng(seed)
     S = rng.standard_normal((2 ** depth - 1, X.shape[1]))
     return S, _tree.build_tree(X, depth, S, partition, pca_iters, n_threads)
-
-
-def leaf_of_position(n, depth):
-    start, count = _tree.node_ranges(n, depth)
-    return np.repeat(np.arange(2 ** depth), count[2 ** depth - 1:])
 
 
 def same_bits(a, b):
@@ -118,7 +97,7 @@ def check_tree(X, depth, perm, directions, thresholds):
                                       (12345, 0), (12345, 7)])
 def test_node_ranges(n, depth):
     start, count = _tree.node_ranges(n, depth)
-    ref_start, ref_count = ref_node_ranges(n, depth)
+    ref_start, ref_count = np.array(node_ranges(n, depth)).T      # the oracle's definition
     assert start.dtype == count.dtype == np.int64
     assert np.array_equal(start, ref_start) and np.array_equal(count, ref_count)
     for t in range(depth + 1):
@@ -155,7 +134,7 @@ def test_build_tree_invariants_and_routing(partition, pca_iters, n, d, depth):
         assert same_bits(directions, S)
     # Continuous data, no ties: every training point routes to the leaf holding its position.
     leaves = _tree.route(X[perm], directions, thresholds, depth, 1)
-    assert np.array_equal(leaves, leaf_of_position(n, depth))
+    assert np.array_equal(leaves, leaf_of_positions(n, depth))
     # Thread count does not change a bit.
     perm2, directions2, thresholds2 = _tree.build_tree(X, depth, S, partition, pca_iters, 2)
     assert same_bits(perm, perm2)
@@ -177,7 +156,7 @@ def test_build_tree_more_leaves_than_points():
     S, (perm, directions, thresholds) = make_tree(X, 3, RANDOM)
     check_tree(X, 3, perm, directions, thresholds)
     leaves = _tree.route(X[perm], directions, thresholds, 3, 1)
-    assert np.array_equal(leaves, leaf_of_position(5, 3))
+    assert np.array_equal(leaves, leaf_of_positions(5, 3))
 
 
 @pytest.mark.parametrize("d, iters", [(5, 3), (5, 12), (30, 4)])
@@ -223,7 +202,7 @@ def test_build_tree_ties(partition, pca_iters):
     leaves = _tree.route(X[perm], directions, thresholds, depth, 2)
     assert np.array_equal(leaves, ref_route(X[perm], directions, thresholds, depth))
     # A training point may leave its leaf only through a tie at some threshold on its path.
-    expected = leaf_of_position(len(X), depth)
+    expected = leaf_of_positions(len(X), depth)
     for k in np.flatnonzero(leaves != expected):
         node = expected[k] + 2 ** depth - 1
         ties = []
@@ -417,27 +396,9 @@ def pca_id():
 def probe(tmp_path_factory):
     pytest.importorskip("Cython")
     pytest.importorskip("setuptools")
-    from Cython.Build import cythonize
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
-    tmp = tmp_path_factory.mktemp("tree_cimport")
-    pyx = tmp / f"{PROBE}.pyx"
-    pyx.write_text(PROBE_PYX)
-    root = os.path.dirname(os.path.dirname(hkern.__file__))
-    exts = cythonize([Extension(PROBE, [str(pyx)])], include_path=[root], quiet=True,
-                     force=True, compiler_directives={"language_level": 3})
-    dist = Distribution({"name": PROBE, "ext_modules": exts})
-    cmd = build_ext(dist)
-    cmd.build_lib = str(tmp / "lib")
-    cmd.build_temp = str(tmp / "build")
-    cmd.ensure_finalized()
-    cmd.run()
-    spec = importlib.util.spec_from_file_location(PROBE, cmd.get_ext_fullpath(PROBE))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, _ = build_probe(tmp_path_factory.mktemp("tree_cimport"), PROBE, PROBE_PYX)
     yield module
-    sys.modules.pop(PROBE, None)
+    drop_probe(PROBE)
 
 
 def test_cimport_tree(probe):

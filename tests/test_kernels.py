@@ -1,7 +1,8 @@
 """Dense-reference tests of hkern's kernel evaluation.
 
-References are built from the mathematical definitions in ``kernel_matrix``'s docstring with
-``scipy.spatial.distance.cdist`` and NumPy, never from hkern itself:
+References are the oracle ``dense_kernel`` of tests/oracles.py: the definitions of
+``kernel_matrix``'s docstring evaluated with ``scipy.spatial.distance.cdist`` and NumPy, never
+with hkern itself:
 
     gaussian  exp(-d2 / (2 s^2))              laplace   exp(-||x - y||_1 / s)
     imq       s / sqrt(d2 + s^2)              matern12  exp(-r / s)
@@ -18,46 +19,17 @@ from decimal import Decimal, localcontext
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from scipy.spatial.distance import cdist
+from oracles import KERNELS as ALL_KERNELS
+from oracles import dense_kernel, rel_norm
 
 import hkern
 from hkern.kernels import KERNELS, _api, _kernels, sample_spectral
 
-ALL_KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
 SUBNORMAL_ULP = np.nextafter(0.0, 1.0)      # 2**-1074
 TINY = np.finfo(np.float64).tiny            # smallest normal number
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_reference_blas():
-    """Run the NumPy/SciPy references on one BLAS thread: threaded OpenBLAS spin-waits, and on a
-    busy 2-core machine a 600 x 600 numpy.linalg.cholesky then takes a second instead of ms.
-    (hkern's own routines set their BLAS thread counts themselves.)"""
-    import scipy.linalg  # noqa: F401  (load SciPy's BLAS before threadpoolctl scans)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-def reference(X, Y, kernel, sigma, exp=np.exp):
-    """Kernel matrix from its definition (dense, small n only)."""
-    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
-    if kernel == "gaussian":
-        return exp(-cdist(X, Y, "sqeuclidean") / (2.0 * sigma**2))
-    if kernel == "laplace":
-        return exp(-cdist(X, Y, "cityblock") / sigma)
-    if kernel == "imq":
-        return sigma / np.sqrt(cdist(X, Y, "sqeuclidean") + sigma**2)
-    r = cdist(X, Y, "euclidean") / sigma
-    if kernel == "matern12":
-        return exp(-r)
-    if kernel == "matern32":
-        a = np.sqrt(3.0) * r
-        return (1.0 + a) * exp(-a)
-    if kernel == "matern52":
-        a = np.sqrt(5.0) * r
-        return (1.0 + a + a * a / 3.0) * exp(-a)
-    raise AssertionError(kernel)
+pytestmark = pytest.mark.usefixtures("single_threaded_reference_blas")
 
 
 def libm_exp(x):
@@ -79,7 +51,7 @@ def test_kernel_matrix_matches_definition(kernel, d):
         Y = rng.standard_normal((n, d))
         for sigma in (0.5, 1.7, 6.0):
             K = hkern.kernel_matrix(X, Y, kernel=kernel, sigma=sigma)
-            R = reference(X, Y, kernel, sigma)
+            R = dense_kernel(X, Y, kernel=kernel, sigma=sigma)
             assert K.shape == (m, n) and K.dtype == np.float64
             assert np.all(R >= TINY)          # all-normal references: rtol alone applies
             assert_allclose(K, R, rtol=1e-12, atol=0,
@@ -91,7 +63,7 @@ def test_kernel_matrix_symmetric_square(kernel):
     rng = np.random.default_rng(3)
     X = rng.standard_normal((301, 5))
     K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.3)
-    assert_allclose(K, reference(X, X, kernel, 1.3), rtol=1e-12, atol=0)
+    assert_allclose(K, dense_kernel(X, X, kernel=kernel, sigma=1.3), rtol=1e-12, atol=0)
     np.testing.assert_array_equal(np.diag(K), 1.0)
     # Each entry is computed from the same data either way round: symmetric to rounding.
     assert_allclose(K, K.T, rtol=1e-14, atol=0)
@@ -108,7 +80,7 @@ def test_near_duplicate_points(kernel, offset, noise):
     Y = X + noise * rng.standard_normal(X.shape)
     sigma = 0.8
     K = hkern.kernel_matrix(X, Y, kernel=kernel, sigma=sigma)
-    R = reference(X, Y, kernel, sigma)
+    R = dense_kernel(X, Y, kernel=kernel, sigma=sigma)
     assert_allclose(K, R, rtol=1e-12, atol=0)
     # Stricter on the near-duplicate pairs: within a few ulps of 1.  Without the exact
     # recomputation, ||x||^2 + ||y||^2 - 2 x.y would carry absolute errors ~ eps ||x||^2, far
@@ -129,7 +101,7 @@ def test_matern12_tiny_distances_are_accurate():
         Y = X + scale * rng.standard_normal(X.shape)
         r = np.sqrt(np.sum((X - Y) ** 2, axis=1))        # exact differences (Sterbenz)
         K = np.diag(hkern.kernel_matrix(X, Y, kernel="matern12", sigma=0.5))
-        ref = np.exp(-r / 0.5)
+        ref = np.diag(dense_kernel(X, Y, kernel="matern12", sigma=0.5))
         assert_allclose(K, ref, rtol=1e-12, atol=0)
         # 1 - k(r) = -expm1(-r/s) to the precision that a double near 1 allows.
         assert_allclose(1.0 - K, -np.expm1(-r / 0.5), rtol=0, atol=4 * np.finfo(float).eps)
@@ -198,7 +170,7 @@ def test_underflow_exact_arguments_pure_exp(kernel, sigma):
     y = Y[:, 0] / sigma
     s = y if kernel == "laplace" else y * y          # exact (powers of two, dyadic y)
     x = _exp_argument(kernel, s)                     # exact too
-    ref = reference(X, Y, kernel, sigma)[0]          # numpy's exp on the definition
+    ref = dense_kernel(X, Y, kernel=kernel, sigma=sigma)[0]   # numpy's exp on the definition
     np.testing.assert_array_equal(ref, np.exp(x))    # (the same arguments, exactly)
     ref_libm = libm_exp(x)
     normal = ref >= TINY
@@ -220,7 +192,7 @@ def test_underflow_exact_arguments_matern(kernel, sigma):
     K = hkern.kernel_matrix(X, Y, kernel=kernel, sigma=sigma)[0]
     s = (Y[:, 0] / sigma) ** 2
     x = _exp_argument(kernel, s)
-    ref = reference(X, Y, kernel, sigma)[0]          # numpy, the definition as written
+    ref = dense_kernel(X, Y, kernel=kernel, sigma=sigma)[0]   # numpy, the definition as written
     exact = _matern_exact(kernel, x)                 # the same arguments, rounded once
     normal = exact >= TINY
     assert normal.any() and (~normal).any() and (exact == 0).any()
@@ -259,7 +231,7 @@ def test_gaussian_underflow_random_points():
         X = rng.standard_normal((130, d)) * 0.3
         Y = rng.standard_normal((260, d)) * 0.3 + 38.0 * u
         K = hkern.kernel_matrix(X, Y, kernel="gaussian", sigma=1.0)
-        R = reference(X, Y, "gaussian", 1.0)
+        R = dense_kernel(X, Y, kernel="gaussian", sigma=1.0)
         assert (R < TINY).any() and (R >= TINY).any()
         normal = R >= TINY
         assert_allclose(K[normal], R[normal], rtol=1e-12, atol=0)
@@ -272,7 +244,7 @@ def test_very_far_points_give_zero(kernel):
     X = np.zeros((2, 2))
     Y = np.array([[1e4, 0.0], [0.0, -3e5], [1e150, 1e150]])
     K = hkern.kernel_matrix(X, Y, kernel=kernel, sigma=1.0)
-    R = reference(X, Y, kernel, 1.0)
+    R = dense_kernel(X, Y, kernel=kernel, sigma=1.0)
     if kernel == "imq":
         assert_allclose(K, R, rtol=1e-12, atol=0)
     else:
@@ -318,7 +290,7 @@ def test_aliases(alias, name):
     assert np.array_equal(hkern.kernel_matrix(X, Y, kernel=alias, sigma=0.7),
                           hkern.kernel_matrix(X, Y, kernel=name, sigma=0.7))
     assert_allclose(hkern.kernel_matrix(X, Y, kernel=alias, sigma=0.7),
-                    reference(X, Y, name, 0.7), rtol=1e-12, atol=0)
+                    dense_kernel(X, Y, kernel=name, sigma=0.7), rtol=1e-12, atol=0)
     assert np.array_equal(hkern.kernel_matvec(X, Y, np.ones(30), kernel=alias, sigma=0.7),
                           hkern.kernel_matvec(X, Y, np.ones(30), kernel=name, sigma=0.7))
     assert _api.kernel_kind(alias) == (name, KERNELS[name])
@@ -332,7 +304,7 @@ def test_matern12_is_exponential_and_laplace_in_1d():
                     hkern.kernel_matrix(X, Y, kernel="laplace", sigma=0.6), rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("kernel", ALL_KERNELS + ["rbf"])
+@pytest.mark.parametrize("kernel", [*ALL_KERNELS, "rbf"])
 def test_kernel_diag(kernel):
     rng = np.random.default_rng(35)
     X = rng.standard_normal((57, 4))
@@ -343,21 +315,26 @@ def test_kernel_diag(kernel):
     np.testing.assert_array_equal(diag, 1.0)
 
 
+def _matvec_data(seed, m, n, d, bdim, k):
+    """X (m, d), Y (n, d) and B (n,) for bdim 1 or (n, k) for bdim 2, standard normal."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m, d))
+    Y = rng.standard_normal((n, d))
+    B = rng.standard_normal(n) if bdim == 1 else rng.standard_normal((n, k))
+    return X, Y, B
+
+
 @pytest.mark.parametrize("kernel", ALL_KERNELS)
 @pytest.mark.parametrize("bdim", [1, 2])
 def test_kernel_matvec(kernel, bdim):
-    rng = np.random.default_rng(36)
-    X = rng.standard_normal((300, 6))
-    Y = rng.standard_normal((451, 6))
-    B = rng.standard_normal(451) if bdim == 1 else rng.standard_normal((451, 3))
+    X, Y, B = _matvec_data(36, 300, 451, 6, bdim, 3)
     B0 = B.copy()
     got = hkern.kernel_matvec(X, Y, B, kernel=kernel, sigma=1.4)
     K = hkern.kernel_matrix(X, Y, kernel=kernel, sigma=1.4)
     ref = K @ B
     assert got.shape == ref.shape
-    assert np.linalg.norm(got - ref) <= 1e-12 * np.linalg.norm(ref)
-    dense = reference(X, Y, kernel, 1.4) @ B
-    assert np.linalg.norm(got - dense) <= 1e-12 * np.linalg.norm(dense)
+    assert rel_norm(got, ref) <= 1e-12
+    assert rel_norm(got, dense_kernel(X, Y, kernel=kernel, sigma=1.4) @ B) <= 1e-12
     np.testing.assert_array_equal(B, B0)
     # A Fortran-ordered B gives the same bits.
     got_f = hkern.kernel_matvec(X, Y, np.asfortranarray(B), kernel=kernel, sigma=1.4)
@@ -366,10 +343,7 @@ def test_kernel_matvec(kernel, bdim):
 
 @pytest.mark.parametrize("bdim", [1, 2])
 def test_kernel_matvec_bitwise_identical_across_n_jobs(bdim):
-    rng = np.random.default_rng(39)
-    X = rng.standard_normal((300, 5))
-    Y = rng.standard_normal((600, 5))
-    B = rng.standard_normal(600) if bdim == 1 else rng.standard_normal((600, 300))
+    X, Y, B = _matvec_data(39, 300, 600, 5, bdim, 300)
     r1 = hkern.kernel_matvec(X, Y, B, kernel="matern52", sigma=0.8, n_jobs=1)
     r2 = hkern.kernel_matvec(X, Y, B, kernel="matern52", sigma=0.8, n_jobs=2)
     assert np.array_equal(r1, r2)
@@ -378,15 +352,12 @@ def test_kernel_matvec_bitwise_identical_across_n_jobs(bdim):
 @pytest.mark.parametrize("bdim", [1, 2])
 def test_kernel_matvec_row_blocks(monkeypatch, bdim):
     """Force many small row blocks of K: the result must not depend on the blocking."""
-    rng = np.random.default_rng(37)
-    X = rng.standard_normal((61, 3))
-    Y = rng.standard_normal((40, 3))
-    B = rng.standard_normal(40) if bdim == 1 else rng.standard_normal((40, 2))
+    X, Y, B = _matvec_data(37, 61, 40, 3, bdim, 2)
     whole = hkern.kernel_matvec(X, Y, B, kernel="matern32", sigma=0.9)
     monkeypatch.setattr(_api, "_MATVEC_BLOCK_BYTES", 8 * 40 * 7)     # 7 rows per block
     blocked = hkern.kernel_matvec(X, Y, B, kernel="matern32", sigma=0.9)
     ref = hkern.kernel_matrix(X, Y, kernel="matern32", sigma=0.9) @ B
-    assert np.linalg.norm(blocked - ref) <= 1e-12 * np.linalg.norm(ref)
+    assert rel_norm(blocked, ref) <= 1e-12
     assert np.linalg.norm(blocked - whole) <= 1e-12 * np.linalg.norm(ref)
 
 
@@ -418,7 +389,8 @@ def test_kernel_matvec_bad_inputs():
 # ------------------------------------------------------------------------------------------------
 
 def _kernel_at_offset(kernel, delta, sigma):
-    return reference(delta[None, :], np.zeros((1, delta.size)), kernel, sigma)[0, 0]
+    return dense_kernel(delta[None, :], np.zeros((1, delta.size)), kernel=kernel,
+                        sigma=sigma)[0, 0]
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "laplace", "matern12", "matern32", "matern52",
@@ -487,7 +459,7 @@ def test_input_conversions(kernel):
     Ki = hkern.kernel_matrix(Xi, Yi, kernel=kernel, sigma=1.2)
     assert np.array_equal(Ki, hkern.kernel_matrix(Xi.astype(np.float64), Yi.astype(np.float64),
                                                   kernel=kernel, sigma=1.2))
-    assert_allclose(Ki, reference(Xi, Yi, kernel, 1.2), rtol=1e-12, atol=0)
+    assert_allclose(Ki, dense_kernel(Xi, Yi, kernel=kernel, sigma=1.2), rtol=1e-12, atol=0)
     # Y = None with a strided X, and kernel_matvec with converted inputs.
     assert np.array_equal(hkern.kernel_matrix(Xs, kernel=kernel, sigma=1.2),
                           hkern.kernel_matrix(X, X, kernel=kernel, sigma=1.2))
@@ -595,11 +567,11 @@ def test_data_far_from_the_origin_keep_full_accuracy(kernel, sigma):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(200, 30)) + 30.0
     Y = rng.normal(size=(150, 30)) + 30.0
-    ref = reference(X, Y, kernel, sigma)
+    ref = dense_kernel(X, Y, kernel=kernel, sigma=sigma)
     normal = ref > np.finfo(float).tiny
     assert_allclose(hkern.kernel_matrix(X, Y, kernel=kernel, sigma=sigma)[normal], ref[normal],
                     rtol=1e-12, atol=0)
     K = hkern.kernel_matrix(X, kernel=kernel, sigma=sigma)
-    ref = reference(X, X, kernel, sigma)
+    ref = dense_kernel(X, X, kernel=kernel, sigma=sigma)
     normal = ref > np.finfo(float).tiny
     assert_allclose(K[normal], ref[normal], rtol=1e-12, atol=0)

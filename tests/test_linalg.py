@@ -16,6 +16,7 @@ import scipy.linalg as sla
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.linalg import LinAlgError
+from oracles import rel_norm
 
 from hkern import _linalg as hl
 
@@ -24,27 +25,11 @@ TILE = hl.TILE_SIZE                      # tile grid of the deterministic parall
 CHOL_BLOCK = hl.CHOLESKY_BLOCK_SIZE       # diagonal block of the tiled Cholesky
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_reference_blas():
-    """Run the NumPy/SciPy references on one BLAS thread: threaded OpenBLAS spin-waits, and on a
-    busy 2-core machine a 600 x 600 numpy.linalg.cholesky then takes a second instead of ms.
-    (hkern's own routines set their BLAS thread counts themselves.)"""
-    import scipy.linalg  # noqa: F401  (load SciPy's BLAS before threadpoolctl scans)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-def relerr(got, ref):
-    got, ref = np.asarray(got), np.asarray(ref)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    scale = np.linalg.norm(ref)
-    diff = np.linalg.norm(got - ref)
-    return diff / scale if scale > 0 else diff
+pytestmark = pytest.mark.usefixtures("single_threaded_reference_blas")
 
 
 def assert_rel(got, ref, tol=TOL):
-    err = relerr(got, ref)
+    err = rel_norm(got, ref)
     assert err <= tol, f"relative error {err:.3e} > {tol:.0e}"
 
 
@@ -686,7 +671,7 @@ def test_svd_lstsq_property(m, n, seed):
     ref = np.linalg.lstsq(A, B, rcond=None)[0]
     cond = s[0] / s[-1]
     assert rank == min(m, n)
-    assert relerr(X, ref) <= 1e-14 * cond**2 + TOL
+    assert rel_norm(X, ref) <= 1e-14 * cond**2 + TOL
 
 
 @pytest.mark.parametrize("lower", [True, False])

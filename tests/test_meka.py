@@ -1,26 +1,20 @@
 """MEKA (hkern.meka, hkern.fit_meka) against dense references built from the definitions
-(spec: shared/spec/meka.md, sections 2-4 and 7).
+(spec: doc/specs/meka.md, sections 2-4 and 7).
 
-References (numpy, small n): the dense kernel from tests/references.py, the Nystrom basis
+References (numpy, small n, tests/oracles.py): the dense kernel, the Nystrom basis
 W^(s) = K(X_s, Z_s) U Lambda^{-1/2} from numpy.linalg.eigh, the exact block least squares
 pinv(W^(s)) G^(s,t) pinv(W^(t))^T, and dense solves of (G~ + lam I) alpha = y.
 """
 import numpy as np
 import pytest
-from references import dense_kernel
+from oracles import dense_kernel, meka_link, nystrom_map, rel_max, rel_norm
+from problems import blobs
 
 import hkern
 from hkern import _linalg
 from hkern.meka import api as meka_api
 
 SIGMA = 1.0
-
-
-def blobs(n=600, d=3, centres=4, spread=0.6, seed=0):
-    """Points around well-separated centres (the regime MEKA is built for)."""
-    rng = np.random.default_rng(seed)
-    C = rng.normal(scale=4.0, size=(centres, d))
-    return C[rng.integers(centres, size=n)] + spread * rng.normal(size=(n, d))
 
 
 def dense_from_parts(G):
@@ -70,17 +64,16 @@ def test_dense_equals_W_L_Wt_and_bases_follow_definition():
     G = hkern.meka(X, r=12, n_clusters=4, sigma=SIGMA, seed=0)
     D = G.to_dense()
     ref, _ = dense_from_parts(G)
-    assert np.abs(D - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert rel_max(D, ref) <= 1e-12
     assert np.array_equal(D, D.T) or np.abs(D - D.T).max() <= 1e-14
     for s in range(G.n_clusters_):
         Z = G.landmarks(s)
-        w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
-        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
-        W_ref = dense_kernel(X[cluster_rows(G, s)], Z, SIGMA) @ U / np.sqrt(w)
+        F = nystrom_map(dense_kernel(Z, sigma=SIGMA), G.ranks_[s])
+        W_ref = dense_kernel(X[cluster_rows(G, s)], Z, sigma=SIGMA) @ F
         # eigenvectors are defined up to sign: compare column by column
         Ws = G.basis(s)
         signs = np.sign(np.sum(Ws * W_ref, axis=0))
-        assert np.abs(Ws - W_ref * signs).max() <= 1e-10 * np.abs(W_ref).max()
+        assert rel_max(Ws, W_ref * signs) <= 1e-10
         assert np.array_equal(G.L_[kslice(G, s), kslice(G, s)], np.eye(G.ranks_[s]))
         assert G.landmarks(s).shape[0] == min(2 * G.ranks_[s], G.sizes_[s])
     assert np.array_equal(G.L_, G.L_.T)
@@ -89,17 +82,16 @@ def test_dense_equals_W_L_Wt_and_bases_follow_definition():
 def test_links_with_all_entries_equal_exact_least_squares():
     X = blobs(n=300, d=2, centres=3)
     G = hkern.meka(X, r=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6)
-    K = dense_kernel(X, X, SIGMA)
+    K = dense_kernel(X, X, sigma=SIGMA)
     for s in range(3):
         for t in range(s + 1, 3):
             Ws, Wt = G.basis(s), G.basis(t)
-            ref = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, s), cluster_rows(G, t))] \
-                @ np.linalg.pinv(Wt).T
+            ref = meka_link(Ws, K[np.ix_(cluster_rows(G, s), cluster_rows(G, t))], Wt)
             got = G.L_[kslice(G, s), kslice(G, t)]
             # condition numbers of the bases are ~5 here, so round-off is ~1e-15 relative and
             # the default cutoff link_rcond = 1e-2 truncates nothing
             assert np.linalg.cond(Ws) < 100 and np.linalg.cond(Wt) < 100
-            assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+            assert rel_max(got, ref) <= 1e-10
 
 
 def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
@@ -126,11 +118,11 @@ def test_sampled_links_equal_least_squares_on_their_samples(monkeypatch):
         assert len(np.unique(vs)) == a and len(np.unique(vt)) == b
         A = G.basis(s)[vs - G._starts[s]]
         B = G.basis(t)[vt - G._starts[t]]
-        Gh = dense_kernel(Xs[vs], Xs[vt], SIGMA)
-        ref = np.linalg.pinv(A) @ Gh @ np.linalg.pinv(B).T
+        Gh = dense_kernel(Xs[vs], Xs[vt], sigma=SIGMA)
+        ref = meka_link(A, Gh, B)
         got = G.L_[kslice(G, s), kslice(G, t)]
         assert np.linalg.cond(A) < 50 and np.linalg.cond(B) < 50   # no truncation at 1e-2
-        assert np.abs(got - ref).max() <= 1e-10 * np.abs(ref).max()
+        assert rel_max(got, ref) <= 1e-10
         # normal equations of min ||G^ - A L B^T||_F
         assert np.abs(A.T @ (A @ got @ B.T - Gh) @ B).max() <= 1e-10 * np.abs(Gh).max()
 
@@ -140,21 +132,21 @@ def test_matvec_equals_dense():
     G = hkern.meka(X, r=10, n_clusters=5, sigma=SIGMA, seed=0)
     D = G.to_dense()
     V = np.random.default_rng(0).normal(size=(X.shape[0], 3))
-    assert np.abs(G.matvec(V) - D @ V).max() <= 1e-12 * np.abs(D @ V).max()
+    assert rel_max(G.matvec(V), D @ V) <= 1e-12
     v = V[:, 0]
     assert G.matvec(v).shape == v.shape
-    assert np.abs(G.matvec(v) - D @ v).max() <= 1e-12 * np.abs(D @ v).max()
+    assert rel_max(G.matvec(v), D @ v) <= 1e-12
 
 
 def test_rel_error_equals_dense_frobenius_ratio():
     X = blobs()
     G = hkern.meka(X, r=10, n_clusters=4, sigma=SIGMA, seed=0)
-    K = dense_kernel(X, X, SIGMA)
-    exact = np.linalg.norm(K - G.to_dense()) / np.linalg.norm(K)
+    K = dense_kernel(X, X, sigma=SIGMA)
+    exact = rel_norm(G.to_dense(), K)
     assert abs(G.rel_error() - exact) <= 1e-10 * exact
     # row-sampled: the same ratio on the sampled rows
     rows = np.sort(np.random.default_rng(7).choice(X.shape[0], 100, replace=False))
-    sub = np.linalg.norm((K - G.to_dense())[rows]) / np.linalg.norm(K[rows])
+    sub = rel_norm(G.to_dense()[rows], K[rows])
     assert abs(G.rel_error(n_rows=100, seed=7) - sub) <= 1e-10 * sub
 
 
@@ -196,7 +188,7 @@ def test_threshold_fraction_and_absolute():
     G = hkern.meka(X, r=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=0.3)
     P = c * (c - 1) // 2
     assert len(G.zeroed_pairs_) == int(np.ceil(0.3 * P))
-    Dmu = dense_kernel(G.centroids_, G.centroids_, SIGMA)
+    Dmu = dense_kernel(G.centroids_, G.centroids_, sigma=SIGMA)
     iu = np.triu_indices(c, 1)
     smallest = np.sort(Dmu[iu])[:len(G.zeroed_pairs_)]
     assert np.allclose(np.sort(Dmu[G.zeroed_pairs_[:, 0], G.zeroed_pairs_[:, 1]]), smallest)
@@ -208,7 +200,7 @@ def test_threshold_fraction_and_absolute():
     eps = float(np.median(Dmu[iu]))
     A = hkern.meka(X, r=6, n_clusters=c, sigma=SIGMA, seed=0, threshold=eps,
                    threshold_kind="absolute")
-    Da = dense_kernel(A.centroids_, A.centroids_, SIGMA)
+    Da = dense_kernel(A.centroids_, A.centroids_, sigma=SIGMA)
     expected = {(s, t) for s, t in zip(*iu, strict=True) if Da[s, t] <= eps}
     assert {tuple(p) for p in A.zeroed_pairs_} == expected
     # threshold=1 as a fraction zeroes every link: block-diagonal (low-rank BKA)
@@ -235,13 +227,13 @@ def test_rank_policies(policy):
         pooled = []
         for s in range(G.n_clusters_):
             Z = G.landmarks(s)
-            pooled += [(w, s) for w in np.linalg.eigvalsh(dense_kernel(Z, Z, SIGMA))]
+            pooled += [(w, s) for w in np.linalg.eigvalsh(dense_kernel(Z, Z, sigma=SIGMA))]
         top = sorted(pooled, key=lambda p: -p[0])[:40]
         counts = np.maximum(np.bincount([s for _, s in top], minlength=G.n_clusters_), 1)
         assert np.array_equal(k, np.minimum(counts, [G.landmarks(s).shape[0]
                                                      for s in range(G.n_clusters_)]))
     ref, _ = dense_from_parts(G)
-    assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert rel_max(G.to_dense(), ref) <= 1e-12
 
 
 def test_landmarks_per_cluster_caps_rank():
@@ -294,9 +286,9 @@ def test_krr_direct_equals_dense_solve_and_predictions_match_on_training_points(
     alpha_ref = np.linalg.solve(A, y)
     assert np.linalg.cond(A) < 1e4
     alpha = model.dual_coef_.ravel()
-    assert np.abs(alpha - alpha_ref).max() <= 1e-10 * np.abs(alpha_ref).max()
+    assert rel_max(alpha, alpha_ref) <= 1e-10
     pred_ref = D @ alpha_ref
-    assert np.abs(model.predict(X) - pred_ref).max() <= 1e-10 * np.abs(pred_ref).max()
+    assert rel_max(model.predict(X), pred_ref) <= 1e-10
 
 
 @pytest.mark.parametrize("psd", [True, False])
@@ -384,7 +376,7 @@ def test_out_of_sample_features_equal_training_rows(psd):
     assert np.array_equal(labels, G.labels_)
     for s, (sel, Wx) in enumerate(blocks):
         assert np.array_equal(sel, cluster_rows(G, s))
-        assert np.abs(Wx - G.basis(s)).max() <= 1e-12 * np.abs(G.basis(s)).max()
+        assert rel_max(Wx, G.basis(s)) <= 1e-12
 
 
 def test_prediction_on_new_points_uses_nearest_centroid_features():
@@ -402,14 +394,12 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
     for s in range(G.n_clusters_):
         sel = labels == s
         Z = G.landmarks(s)
-        w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
-        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
-        Fs = U / np.sqrt(w)
+        Fs = nystrom_map(dense_kernel(Z, sigma=SIGMA), G.ranks_[s])
         Ws = G.basis(s)
-        Fs = Fs * np.sign(np.sum(Ws * (dense_kernel(X[cluster_rows(G, s)], Z, SIGMA) @ Fs),
+        Fs = Fs * np.sign(np.sum(Ws * (dense_kernel(X[cluster_rows(G, s)], Z, sigma=SIGMA) @ Fs),
                                  axis=0))
-        ref[sel] = dense_kernel(Xt[sel], Z, SIGMA) @ Fs @ beta[kslice(G, s)].ravel()
-    assert np.abs(model.predict(Xt) - ref).max() <= 1e-9 * np.abs(ref).max()
+        ref[sel] = dense_kernel(Xt[sel], Z, sigma=SIGMA) @ Fs @ beta[kslice(G, s)].ravel()
+    assert rel_max(model.predict(Xt), ref) <= 1e-9
 
 
 def test_multi_output_equals_separate_fits_and_classification():
@@ -483,7 +473,7 @@ def test_empty_and_duplicate_clusters_are_handled():
     X = np.repeat(np.array([[0.0, 0.0], [3.0, 0.0]]), 50, axis=0)
     G = hkern.meka(X, r=2, n_clusters=4, seed=0)
     assert G.n_clusters_ == 2
-    assert np.abs(G.to_dense() - dense_kernel(X, X, SIGMA)).max() <= 1e-12
+    assert np.abs(G.to_dense() - dense_kernel(X, X, sigma=SIGMA)).max() <= 1e-12
     # an empty cluster after the assignment of all points is dropped and labels renumbered
     centroids = np.array([[0.0, 0.0], [100.0, 100.0], [3.0, 0.0]])
     labels = np.array([0, 2, 2, 0])
@@ -496,11 +486,9 @@ def test_single_cluster_is_plain_nystrom():
     X = blobs(n=300)
     G = hkern.meka(X, r=20, n_clusters=1, sigma=SIGMA, seed=0)
     Z = G.landmarks(0)
-    C = dense_kernel(X, Z, SIGMA)
-    w, U = np.linalg.eigh(dense_kernel(Z, Z, SIGMA))
-    w, U = w[::-1][:20], U[:, ::-1][:, :20]
-    ref = C @ U @ np.diag(1 / w) @ U.T @ C.T
-    assert np.abs(G.to_dense() - ref).max() <= 1e-10 * np.abs(ref).max()
+    W = dense_kernel(X, Z, sigma=SIGMA) @ nystrom_map(dense_kernel(Z, sigma=SIGMA), 20)
+    ref = W @ W.T
+    assert rel_max(G.to_dense(), ref) <= 1e-10
 
 
 def test_to_dense_refuses_large_n(monkeypatch):
@@ -515,13 +503,12 @@ def test_link_rcond_truncates_like_pinv():
     X = blobs(n=300, d=2, centres=3)
     rc = 0.3
     G = hkern.meka(X, r=6, n_clusters=3, sigma=SIGMA, seed=1, oversample=1e6, link_rcond=rc)
-    K = dense_kernel(X, X, SIGMA)
+    K = dense_kernel(X, X, sigma=SIGMA)
     Ws, Wt = G.basis(0), G.basis(1)
     sv = np.linalg.svd(Ws, compute_uv=False)
     assert np.any(sv <= rc * sv[0]), "test set-up: the cutoff must remove a direction"
-    ref = np.linalg.pinv(Ws, rtol=rc) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
-        @ np.linalg.pinv(Wt, rtol=rc).T
-    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - ref).max() <= 1e-10 * np.abs(ref).max()
+    ref = meka_link(Ws, K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))], Wt, rtol=rc)
+    assert rel_max(G.L_[kslice(G, 0), kslice(G, 1)], ref) <= 1e-10
 
 
 @pytest.mark.parametrize("module", ["hkern.meka.api", "hkern.meka.krr"])
@@ -551,18 +538,15 @@ def test_other_kernels_follow_the_definition(kernel):
     X = blobs(n=300)
     G = hkern.meka(X, r=8, n_clusters=3, kernel=kernel, sigma=1.5, seed=0, oversample=1e6)
     ref, _W = dense_from_parts(G)
-    assert np.abs(G.to_dense() - ref).max() <= 1e-12 * np.abs(ref).max()
-    K = hkern.kernel_matrix(X, kernel=kernel, sigma=1.5)
+    assert rel_max(G.to_dense(), ref) <= 1e-12
+    K = dense_kernel(X, kernel=kernel, sigma=1.5)
     for s in range(G.n_clusters_):
         Z = G.landmarks(s)
-        w, U = np.linalg.eigh(hkern.kernel_matrix(Z, kernel=kernel, sigma=1.5))
-        w, U = w[::-1][:G.ranks_[s]], U[:, ::-1][:, :G.ranks_[s]]
-        W_ref = hkern.kernel_matrix(X[cluster_rows(G, s)], Z, kernel=kernel, sigma=1.5) @ U \
-            / np.sqrt(w)
+        F = nystrom_map(dense_kernel(Z, kernel=kernel, sigma=1.5), G.ranks_[s])
+        W_ref = dense_kernel(X[cluster_rows(G, s)], Z, kernel=kernel, sigma=1.5) @ F
         signs = np.sign(np.sum(G.basis(s) * W_ref, axis=0))
-        assert np.abs(G.basis(s) - W_ref * signs).max() <= 1e-9 * np.abs(W_ref).max()
+        assert rel_max(G.basis(s), W_ref * signs) <= 1e-9
     Ws, Wt = G.basis(0), G.basis(1)
-    link = np.linalg.pinv(Ws) @ K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))] \
-        @ np.linalg.pinv(Wt).T
+    link = meka_link(Ws, K[np.ix_(cluster_rows(G, 0), cluster_rows(G, 1))], Wt)
     assert np.linalg.cond(Ws) < 50 and np.linalg.cond(Wt) < 50
-    assert np.abs(G.L_[kslice(G, 0), kslice(G, 1)] - link).max() <= 1e-10 * np.abs(link).max()
+    assert rel_max(G.L_[kslice(G, 0), kslice(G, 1)], link) <= 1e-10

@@ -14,19 +14,14 @@ from fresh_python import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_probe import assert_estimate_close
-from references import dense_kernel
+from oracles import dense_kernel
+from problems import blobs
 from reliability_helpers import hostile_data, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError
 
 FULL_RANK = {"oversample": 100.0}     # with rank >= n: landmarks = all points, exact links
-
-
-def blobs(n=300, d=3, seed=0):
-    rng = np.random.default_rng(seed)
-    C = rng.normal(scale=4.0, size=(4, d))
-    return C[rng.integers(4, size=n)] + 0.6 * rng.normal(size=(n, d))
 
 
 
@@ -59,7 +54,7 @@ def test_clustering_survives_distances_beyond_double_precision():
 def test_meka_at_extreme_magnitudes_equals_meka_at_unit_scale(k):
     # X * 2^495 (~1e149) with sigma 2^495, and X * 2^-500 (~3e-151) with sigma 2^-500: the
     # kernel depends on X / sigma only and the factor is exact, so the approximation is the same.
-    X = blobs()
+    X = blobs(n=300)
     a = hkern.meka(X, r=10, n_clusters=4, seed=0)
     b = hkern.meka(X * 2.0**k, r=10, n_clusters=4, sigma=2.0**k, seed=0)
     assert np.array_equal(a.labels_, b.labels_)
@@ -69,7 +64,7 @@ def test_meka_at_extreme_magnitudes_equals_meka_at_unit_scale(k):
 def test_tiny_data_keep_their_clusters():
     # Data near 1e-169 (squared distances underflow): k-means used to see one point and put
     # everything in one cluster.  sigma = 1 makes K = ones, which MEKA must reproduce.
-    X = blobs()
+    X = blobs(n=300)
     a = hkern.meka(X, r=10, n_clusters=4, seed=0)
     b = hkern.meka(X * 2.0**-560, r=10, n_clusters=4, seed=0)
     assert b.n_clusters_ == a.n_clusters_ == 4
@@ -85,7 +80,7 @@ def test_duplicates_constant_columns_and_few_distinct_points(scale):
     X = rows[np.random.default_rng(0).integers(3, size=60)] * scale
     G = hkern.meka(X, r=60, n_clusters=8, sigma=scale, seed=0, **FULL_RANK)
     assert 1 <= G.n_clusters_ <= 3
-    assert np.abs(G.to_dense() - dense_kernel(X / scale, X / scale, 1.0)).max() <= 1e-12
+    assert np.abs(G.to_dense() - dense_kernel(X / scale, X / scale, sigma=1.0)).max() <= 1e-12
 
 
 # ------------------------------------------------------------------ defect 9: extreme sigma
@@ -129,7 +124,7 @@ def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver
 
 @pytest.fixture(scope="module")
 def fitted():
-    X = blobs()
+    X = blobs(n=300)
     y = np.sin(X[:, 0])
     return X, y, hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0)
 

@@ -1,5 +1,5 @@
 """Nystrom column selection (hkern.oasis, hkern.select_columns, OasisCore) against dense
-references built from the definitions (spec: shared/spec/oasis.md, sections 2, 3, 5, 8).
+references built from the definitions (spec: doc/specs/oasis.md, sections 2, 3, 5, 8).
 
 References used throughout (numpy/scipy, small n):
 
@@ -13,7 +13,8 @@ References used throughout (numpy/scipy, small n):
 import numpy as np
 import pytest
 from hkern.oasis._oasis import OasisCore
-from references import dense_kernel
+from oracles import dense_kernel, nystrom_krr, rel_max, rel_norm
+from problems import smooth_regression
 from scipy.spatial.distance import cdist
 
 import hkern
@@ -64,14 +65,6 @@ def nystrom_dense(G, idx):
     return C @ np.linalg.solve(G[np.ix_(idx, idx)], C.T)
 
 
-def rel_fro(A, B):
-    return np.linalg.norm(A - B) / np.linalg.norm(B)
-
-
-def rel_max(A, B):
-    return np.abs(A - B).max() / np.abs(B).max()
-
-
 def sym(G):
     """Exactly symmetric copy (A @ A.T from a GEMM need not be bitwise symmetric)."""
     return (G + G.T) / 2
@@ -80,17 +73,6 @@ def sym(G):
 def low_rank_psd(rng, n, m):
     A = rng.normal(size=(n, m))
     return sym(A @ A.T)
-
-
-def kernel_from_definition(X, kernel, sigma):
-    if kernel == "gaussian":
-        return dense_kernel(X, X, sigma)
-    if kernel == "laplace":
-        return np.exp(-cdist(X, X, "cityblock") / sigma)
-    if kernel == "matern32":
-        r = np.sqrt(3.0) * cdist(X, X) / sigma
-        return (1 + r) * np.exp(-r)
-    raise AssertionError(kernel)
 
 
 # ------------------------------------------------------------------ 1. greedy = pivoted Cholesky
@@ -103,7 +85,7 @@ def _explicit_cases():
         cases.append((f"AAt-{n}x{m}", low_rank_psd(rng, n, m), k))
     for n, d, sigma, k in [(300, 3, 1.0, 40), (800, 2, 0.7, 50), (400, 5, 2.0, 30)]:
         X = rng.normal(size=(n, d))
-        cases.append((f"gauss-{n}-d{d}", sym(dense_kernel(X, X, sigma)), k))
+        cases.append((f"gauss-{n}-d{d}", sym(dense_kernel(X, X, sigma=sigma)), k))
     return cases
 
 
@@ -135,7 +117,7 @@ class TestGreedyIsPivotedCholesky:
     def test_data_path_equals_explicit_matrix(self, kernel, sigma):
         rng = np.random.default_rng(7)
         X = rng.normal(size=(300, 3))
-        G = sym(kernel_from_definition(X, kernel, sigma))
+        G = sym(dense_kernel(X, kernel=kernel, sigma=sigma))
         k = 40
         pivots, values, gaps = pivoted_cholesky(G, k)
         assert gaps[gaps > 0].min() > 1e-13   # scores agree to ~1e-15 (checked below to 1e-14)
@@ -195,7 +177,7 @@ class TestScores:
     def test_each_score_is_the_residual_diagonal_when_picked(self, method, init):
         rng = np.random.default_rng(11)
         X = rng.normal(size=(300, 3))
-        G = sym(dense_kernel(X, X, 1.0))
+        G = sym(dense_kernel(X, X, sigma=1.0))
         sel = hkern.select_columns(X, 40, method=method, init=init, seed=5)
         assert len(sel) == 40
         assert np.isnan(sel.scores[:init]).all() and not np.isnan(sel.scores[init:]).any()
@@ -214,7 +196,7 @@ class TestScores:
         else:
             X = rng.normal(size=(250, 2))
             sigma = 0.7
-            G = sym(dense_kernel(X, X, sigma))
+            G = sym(dense_kernel(X, X, sigma=sigma))
         max_d = G.diagonal().max()
         worst = {"delta": 0.0, "total": 0.0}
 
@@ -286,7 +268,7 @@ class TestUpdatesEqualDirectInversion:
             X, kw = G, dict(kernel="precomputed")
         else:
             pts = rng.normal(size=(400, 3))
-            G = sym(dense_kernel(pts, pts, 1.0))
+            G = sym(dense_kernel(pts, pts, sigma=1.0))
             X, kw = (pts, dict(sigma=1.0)) if case == "gauss-points" else (
                 G, dict(kernel="precomputed"))
         sel = hkern.select_columns(X, 30, method=method, init=init, seed=8, **kw)
@@ -333,7 +315,7 @@ class TestTheorem1:
             assert len(sel) == r, (f"seed {seed}: selected {len(sel)} columns of a rank-{r} "
                                    f"matrix (expected to stop at {r})")
             assert len(np.unique(sel.indices)) == r
-            worst = max(worst, rel_fro(sel.approximation(), G))
+            worst = max(worst, rel_norm(sel.approximation(), G))
             # Lemma 1: every pick had Delta > 0 (above the 1e-12 floor)
             scores = sel.scores[~np.isnan(sel.scores)]
             assert (scores > 1e-12 * G.diagonal().max()).all()
@@ -451,7 +433,7 @@ class TestStopping:
         still have scores far above tol: it stops after a handful of columns."""
         rng = np.random.default_rng(42)
         X = rng.normal(size=(400, 2))
-        G = sym(dense_kernel(X, X, 1.0))
+        G = sym(dense_kernel(X, X, sigma=1.0))
         greedy = hkern.select_columns(X, 60, method="greedy")
         tol = greedy.scores[20]   # ~0.29: many rows already below it, many above
         for seed in range(5):
@@ -492,7 +474,7 @@ class TestReproducibility:
 
     def test_greedy_matches_pivoted_cholesky_across_chunks(self, big_points):
         sel = hkern.select_columns(big_points, 25, method="greedy", sigma=0.3, n_jobs=2)
-        G = dense_kernel(big_points, big_points[sel.indices], 0.3)  # only the needed columns
+        G = dense_kernel(big_points, big_points[sel.indices], sigma=0.3)  # only the needed columns
         # Pivoted Cholesky on the (n x k) columns: the residual diagonal needs only those.
         L = np.zeros((9000, 25))
         d = np.ones(9000)
@@ -580,9 +562,9 @@ class TestBadMatrices:
         except ValueError as exc:
             pytest.fail(f"PSD Gaussian kernel matrix (n=200, 2-D normal points, sigma=1, "
                         f"method={method!r}, n_columns=200) rejected: {exc}")
-        G = dense_kernel(X, X, 1.0)
+        G = dense_kernel(X, X, sigma=1.0)
         assert len(np.unique(sel.indices)) == len(sel)
-        assert rel_fro(nystrom_dense(G, sel.indices), G) < 1e-6
+        assert rel_norm(nystrom_dense(G, sel.indices), G) < 1e-6
 
 
 # ------------------------------------------------------------------ 9. bad arguments
@@ -639,11 +621,7 @@ def test_oasis_entry_point_is_method_oasis():
 
 @pytest.fixture
 def krr_problem():
-    rng = np.random.default_rng(81)
-    X = rng.uniform(-1, 1, size=(240, 3))
-    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=240)
-    X_test = rng.uniform(-1, 1, size=(60, 3))
-    return X, y, X_test
+    return smooth_regression(np.random.default_rng(81))
 
 
 class TestFitNystromLandmarks:
@@ -653,16 +631,10 @@ class TestFitNystromLandmarks:
         sel = hkern.oasis(X, 25, sigma=sigma, seed=0)
         model = hkern.fit_nystrom(X, y, sigma=sigma, lam=lam, landmarks=sel.indices)
         np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices))
-        Z = X[sel.indices]
-        C, W = dense_kernel(X, Z, sigma), dense_kernel(Z, Z, sigma)
-        assert np.linalg.cond(W) < 1e8
-        W_inv = np.linalg.inv(W)
-        K_nys = C @ W_inv @ C.T
-        assert rel_fro(sel.approximation(), K_nys) < 1e-10
-        alpha = np.linalg.solve(K_nys + lam * np.eye(len(X)), y)
-        assert rel_fro(model.predict(X), K_nys @ alpha) < 1e-9
-        assert rel_fro(model.predict(X_test), dense_kernel(X_test, Z, sigma) @ W_inv @ C.T @ alpha
-                       ) < 1e-9
+        K_nys, alpha, pred = nystrom_krr(X, X[sel.indices], y, lam, sigma=sigma, X_test=X_test)
+        assert rel_norm(sel.approximation(), K_nys) < 1e-10
+        assert rel_norm(model.predict(X), K_nys @ alpha) < 1e-9
+        assert rel_norm(model.predict(X_test), pred) < 1e-9
 
     @pytest.mark.parametrize("method", ["oasis", "greedy", "rpcholesky"])
     def test_landmark_methods(self, krr_problem, method):
@@ -671,7 +643,7 @@ class TestFitNystromLandmarks:
         sel = hkern.select_columns(X, 30, method=method, sigma=0.5, seed=4)
         np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices))
         same = hkern.fit_nystrom(X, y, sigma=0.5, lam=1e-2, landmarks=sel.indices)
-        assert rel_fro(model.predict(X_test), same.predict(X_test)) < 1e-12
+        assert rel_norm(model.predict(X_test), same.predict(X_test)) < 1e-12
         # adaptive landmarks beat the uniform ones on the training fit of K here
         assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 0.2
 
@@ -732,9 +704,9 @@ def test_oasis_beats_uniform_on_two_moons():
     sigma = sigma_paper / np.sqrt(2)
     sel = hkern.oasis(X, 200, sigma=sigma, seed=0)
     assert len(sel) == 200
-    err_oasis = rel_fro(sel.approximation(), G)
+    err_oasis = rel_norm(sel.approximation(), G)
     err_uniform = np.median([
-        rel_fro(hkern.select_columns(X, 200, method="uniform", sigma=sigma, seed=s)
+        rel_norm(hkern.select_columns(X, 200, method="uniform", sigma=sigma, seed=s)
                 .approximation(), G) for s in range(100, 105)])
     assert err_oasis < 1e-5, err_oasis   # observed <= 1.1e-6 (paper: 1e-6 at n=2000, l=450)
     assert err_uniform > 100 * err_oasis, (err_oasis, err_uniform)

@@ -9,7 +9,8 @@ import pytest
 import threadpoolctl
 from fresh_python import run_python
 from memory_probe import assert_estimate_close
-from reliability_helpers import blas_threads_now
+from oracles import KERNELS
+from reliability_helpers import blas_threads_now, read_only, record_blas_threads
 
 import hkern
 from hkern._memory import MemoryLimitError, peak_memory
@@ -17,7 +18,6 @@ from hkern.oasis import api
 
 METHODS = ("oasis", "greedy", "rpcholesky", "uniform")
 ADAPTIVE = ("oasis", "greedy", "rpcholesky")
-KERNELS = ("gaussian", "laplace", "imq", "matern12", "matern32", "matern52")
 ATTRS = ("indices", "C", "W_inv", "scores", "F")
 
 
@@ -37,12 +37,6 @@ def gram(points):
 
 
 # ------------------------------------------------------------------ read-only inputs (defect 6)
-
-
-def read_only(a):
-    a = a.copy()
-    a.setflags(write=False)
-    return a
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -271,13 +265,7 @@ def test_max_memory_is_the_last_parameter():
 def test_explicit_n_jobs_bounds_blas(monkeypatch, points, method):
     """Every selector runs inside thread_budget(n_jobs): BLAS calls made while it computes
     (here: when C is formed) see n_jobs threads, even under a wider threadpoolctl limit."""
-    seen = []
-    columns = api._columns
-
-    def probe(*args):
-        seen.append(blas_threads_now())
-        return columns(*args)
-    monkeypatch.setattr(api, "_columns", probe)
+    seen = record_blas_threads(monkeypatch, [(api, "_columns")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         hkern.select_columns(points, 10, method=method, sigma=0.7, seed=0, n_jobs=1)
     assert seen and set(seen) == {1}

@@ -1,7 +1,7 @@
 """SLKL reliability (issue 16): targets in ordinary units, NaN in the core, n_jobs, read-only
 and pandas inputs, extreme magnitudes, the memory guard, boolean flags and thread budgets.
 
-References are built from the definitions with NumPy at the learned weights:
+References are built from the definitions with NumPy at the learned weights (tests/oracles.py):
 beta = D C^T (lam I + C D C^T)^{-1} y and f(x) = sum_m beta_m k(x_m, x).
 """
 import time
@@ -11,22 +11,13 @@ import pytest
 from fresh_python import run_python
 from hkern.slkl._core import SlklCore
 from memory_probe import assert_estimate_close
-from references import dense_kernel, slkl_dense
+from oracles import KERNELS, dense_kernel, slkl_beta, slkl_dense
+from reliability_helpers import record_thread_budgets
 
 import hkern
 from hkern._memory import MemoryLimitError
 
 EPS = np.finfo(float).eps
-KERNELS = ["gaussian", "laplace", "imq", "matern12", "matern32", "matern52"]
-
-
-def reference_beta(C, mu, y, lam):
-    """beta = D C^T (lam I + C D C^T)^{-1} y from its definition (n x n solve) and the
-    condition number kappa = 1 + ||C D C^T||_2 / lam that bounds its accuracy."""
-    K_tilde = (C * mu) @ C.T
-    n = C.shape[0]
-    beta = mu * (C.T @ np.linalg.solve(lam * np.eye(n) + K_tilde, y))
-    return beta, 1.0 + np.linalg.norm(K_tilde, 2) / lam
 
 
 def check_against_reference(model, X, y, Xt, lam, sigma=1.0, factor=10.0):
@@ -35,9 +26,9 @@ def check_against_reference(model, X, y, Xt, lam, sigma=1.0, factor=10.0):
     tolerance."""
     mu, S = model.weights_, model.candidates_
     active = mu > 0
-    C = dense_kernel(X, X[S[active]], sigma)
-    beta, kappa = reference_beta(C, mu[active], y, lam)
-    ref = dense_kernel(Xt, X[S[active]], sigma) @ beta
+    C = dense_kernel(X, X[S[active]], sigma=sigma)
+    beta, kappa = slkl_beta(C, mu[active], y, lam)
+    ref = dense_kernel(Xt, X[S[active]], sigma=sigma) @ beta
     tol = factor * EPS * kappa * np.abs(y).max()
     err = np.abs(model.predict(Xt) - ref).max()
     assert err <= tol, (err, tol, kappa)
@@ -90,13 +81,13 @@ def test_core_coefficients_at_large_weights():
     X = rng.normal(size=(80, 2))
     y = 1e3 * np.sin(X[:, 0])
     S = np.arange(0, 80, 3, dtype=np.intp)
-    C = dense_kernel(X, X[S], 1.0)
+    C = dense_kernel(X, X[S], sigma=1.0)
     core = SlklCore(y, 1.0, 1e-2, 0, np.ones(len(S)), S, cols=np.ascontiguousarray(C.T),
                     capacity=4, refresh_every=0)
     for m, mu in zip(range(0, len(S), 2), np.logspace(2, 7, 14)):
         core.set_weight(m, float(mu))
     act, beta = core.coefficients()
-    ref, kappa = reference_beta(C[:, act], core.weights[act], y, 1.0)
+    ref, kappa = slkl_beta(C[:, act], core.weights[act], y, 1.0)
     # compare predictions at the training points (beta itself is ill-determined)
     err = np.abs(C[:, act] @ beta - C[:, act] @ ref).max()
     assert err <= 10 * EPS * kappa * np.abs(y).max()
@@ -116,7 +107,7 @@ def test_kkt_at_learned_weights_in_ordinary_units(c):
     model = hkern.fit_slkl(X, y, r=80, nu=nu, seed=0, tol=None, kkt_tol=kkt_tol,
                            max_iter=300_000)
     assert model.converged_
-    C = dense_kernel(X, X[model.candidates_], 1.0)
+    C = dense_kernel(X, X[model.candidates_], sigma=1.0)
     a, _, _, _ = slkl_dense(C, model.weights_, y, 1.0, nu)
     g = a ** 2 - nu
     active = model.weights_ > 0
@@ -179,7 +170,7 @@ def test_scale_converged_objective_monotone(scale_problem):
         model = hkern.fit_slkl(X, y, r=50, sigma=1.0, seed=0, tol=None,
                                kkt_tol=1e-10 * c * c, max_iter=400_000)
         assert model.converged_
-        C = dense_kernel(X, X[model.candidates_], 1.0)
+        C = dense_kernel(X, X[model.candidates_], sigma=1.0)
         K_tilde = (C * model.weights_) @ C.T
         fit = y @ np.linalg.solve(np.eye(len(y)) + K_tilde, y) / (y @ y)
         # objective_ ends on F rebuilt from its definition: it matches the dense F
@@ -445,7 +436,7 @@ def reference_kernel(X, Y, kernel, sigma_case):
         return (np.abs(X[:, None, :] - Y[None, :, :]).sum(-1) == 0).astype(float)
     if sigma_case == "huge":
         return np.ones((len(X), len(Y)))
-    return hkern.kernel_matrix(X, Y, kernel=kernel, sigma=1.0)
+    return dense_kernel(X, Y, kernel=kernel, sigma=1.0)
 
 
 EXTREMES = [("tiny", 1.0, 1e-300), ("huge", 1.0, 1e300), ("scaled", 1e149, 1e149),
@@ -469,7 +460,7 @@ def test_extreme_magnitudes(extreme_data, kernel, case, x_scale, sigma):
         pred = model.predict(X)
         assert np.all(np.isfinite(pred))
         active = mu > 0
-        beta, kappa = reference_beta(K_all[:, active], mu[active], y, lam)
+        beta, kappa = slkl_beta(K_all[:, active], mu[active], y, lam)
         ref = K_all[:, active] @ beta
         assert np.abs(pred - ref).max() <= 100 * EPS * kappa * max(1.0, np.abs(y).max())
     Kss = reference_kernel(X0[S], X0[S], kernel, case)
@@ -548,16 +539,7 @@ def test_public_calls_run_inside_thread_budget(monkeypatch):
     import hkern._model as model_base
     import hkern.slkl.api as api
     import hkern.slkl.baselines as baselines
-    seen = []
-    real = api.thread_budget
-
-    def recording(n_jobs):
-        seen.append(n_jobs)
-        return real(n_jobs)
-
-    monkeypatch.setattr(api, "thread_budget", recording)
-    monkeypatch.setattr(baselines, "thread_budget", recording)
-    monkeypatch.setattr(model_base, "thread_budget", recording)
+    seen = record_thread_budgets(monkeypatch, [api, baselines, model_base])
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()

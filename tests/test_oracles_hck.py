@@ -1,64 +1,54 @@
-"""Validate tests/hck_dense.py (dense HCK reference from the pointwise definition).
+"""The HCK oracle (tests/oracles.py) against a second statement of the mathematics.
 
-Cross-checks against the slow executable statement /work/shared/reference/hck_reference.py
-(CI has it at ../shared relative to the repository root; the comparisons skip when it is absent),
-plus properties from hck.md section 1 (Thm 6, Prop 1, Prop 5) that need no reference.
+Cross-checks against the factor form and Algorithms 1-3 of tests/hck_factor_form.py, plus
+properties from hck.md section 1 (Thm 6, Prop 1, Prop 5) that need no second statement.
 """
-import importlib.util
-from pathlib import Path
-
-import hck_dense as hd
+import hck_factor_form as ff
 import numpy as np
 import pytest
-import scipy.linalg
 import scipy.stats
+from oracles import (
+    dense_kernel,
+    dense_krr_predict,
+    dense_lml,
+    dense_logdet,
+    hck_system,
+    khier_cross,
+    khier_matrix,
+    lca_below,
+    leaf_of_positions,
+    node_ranges,
+    rel_max,
+)
 
-REF_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "hck_reference.py"
 SIGMA = 0.8
+LAM = 1e-2
 
 
-def gauss(A, B, sigma=SIGMA):
-    """Gaussian kernel with the SAME floating-point formula as the reference's ``gauss``
-    (||a||^2 + ||b||^2 - 2 a.b, clipped at 0).  Using cdist instead changes each entry by a few
-    ulps; the K'^{-1} products amplify that by cond(K'_{ii}) (up to ~1e4 here), which would eat
-    most of the 1e-12 budget, so the comparisons use identical entry formulas."""
-    d2 = (A**2).sum(1)[:, None] + (B**2).sum(1)[None, :] - 2 * A @ B.T
-    return np.exp(-np.maximum(d2, 0) / (2 * sigma**2))
+def kern(A, B):
+    """The base kernel handed to the oracle: the same Gaussian as hck_factor_form's."""
+    return dense_kernel(A, B, sigma=SIGMA)
 
 
-def kprime(X_tree, lam_p, sigma=SIGMA):
+def kprime(X_tree, lam_p):
     """Dense k'(x_a, x_b) = k + lam_p [a == b] over all training positions."""
-    return gauss(X_tree, X_tree, sigma) + lam_p * np.eye(len(X_tree))
-
-
-def relmax(a, b):
-    return np.abs(a - b).max() / np.abs(b).max()
+    return kern(X_tree, X_tree) + lam_p * np.eye(len(X_tree))
 
 
 # --------------------------------------------------------------------------------------------
-# the reference module and the conversion of its tree to the heap convention
+# the factor-form statement, its tree converted to the heap convention
 # --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ref():
-    if not REF_PATH.is_file():
-        pytest.skip(f"HCK reference not found at {REF_PATH.resolve()} (expected at "
-                    "../shared/reference/hck_reference.py relative to the repository root)")
-    spec = importlib.util.spec_from_file_location("hck_reference_for_tests", REF_PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def build_reference_case(ref, n, depth, r, seed, d=3):
-    """Reference binary tree (random projection) converted to the heap convention.
+def build_reference_case(n, depth, r, seed, lam_p, d=3):
+    """Factor-form binary tree (random projection), its factors built with lam = LAM and
+    lam_p, converted to the heap convention.
 
     Returns X (original order), root, perm (tree position -> original index), pos (original
     index -> tree position), landmarks (heap id -> positions), heap_of (id(Node) -> heap id).
     """
     X = np.random.default_rng(seed).uniform(-1, 1, size=(n, d))
-    ref.rng = np.random.default_rng(seed + 1000)
+    ff.rng = np.random.default_rng(seed + 1000)
     n0 = -(-n // 2**depth)      # ceil(n / 2^J): level-J nodes stop, level J-1 nodes split
-    root = ref.build_tree(X, np.arange(n), n0, r)
+    root = ff.build_tree(X, np.arange(n), n0, r)
 
     heap_of, leaf_blocks = {}, []
 
@@ -77,15 +67,16 @@ def build_reference_case(ref, n, depth, r, seed, d=3):
     pos = np.empty(n, dtype=int)
     pos[perm] = np.arange(n)
 
-    ranges = hd.node_ranges(n, depth)
+    ranges = node_ranges(n, depth)
     landmarks = [None] * (2 ** (depth + 1) - 1)
-    for node in ref.nodes_pre(root):
+    for node in ff.nodes_pre(root):
         h = heap_of[id(node)]
         start, count = ranges[h]
         # every reference node must own exactly the heap node's contiguous range
         assert np.array_equal(np.sort(pos[node.idx]), np.arange(start, start + count))
         if not node.leaf:
             landmarks[h] = pos[node.lm]
+    ff.construct(X, root, SIGMA, LAM, lam_p)
     return X, root, perm, pos, landmarks, heap_of
 
 
@@ -97,7 +88,7 @@ CASES = [(60, 1, 8, 1), (90, 2, 8, 2), (120, 3, 8, 3)]   # (n, depth, r, seed)
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n,depth", [(1, 0), (7, 0), (10, 1), (11, 2), (100, 3), (37, 4)])
 def test_node_ranges(n, depth):
-    R = hd.node_ranges(n, depth)
+    R = node_ranges(n, depth)
     assert len(R) == 2 ** (depth + 1) - 1
     assert R[0] == (0, n)
     for i in range(2**depth - 1):
@@ -107,59 +98,59 @@ def test_node_ranges(n, depth):
     leaves = R[2**depth - 1:]
     assert [s for s, _ in leaves] == list(np.cumsum([0] + [c for _, c in leaves[:-1]]))
     assert sum(c for _, c in leaves) == n
+    # leaf_of_positions: position p lies in the range of leaf number leaf_of_positions[p]
+    owner = leaf_of_positions(n, depth)
+    assert owner.shape == (n,)
+    for leaf, (s, c) in enumerate(leaves):
+        assert np.all(owner[s:s + c] == leaf)
 
 
 # --------------------------------------------------------------------------------------------
-# against the reference
+# against the factor form
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lam_p", [0.0, 1e-3])
 @pytest.mark.parametrize("n,depth,r,seed", CASES)
-def test_khier_matrix_equals_khier_point(ref, n, depth, r, seed, lam_p):
-    X, root, perm, pos, lms, _ = build_reference_case(ref, n, depth, r, seed)
-    ref.construct(X, root, SIGMA, 1e-2, lam_p)        # khier_point reads node.Sigma
-    R = np.array([[ref.khier_point(X, root, SIGMA, lam_p, i, j) for j in range(n)]
+def test_khier_matrix_equals_khier_point(n, depth, r, seed, lam_p):
+    X, root, perm, pos, lms, _ = build_reference_case(n, depth, r, seed, lam_p)
+    R = np.array([[ff.khier_point(X, root, SIGMA, lam_p, i, j) for j in range(n)]
                   for i in range(n)])
-    K = hd.khier_matrix(X[perm], depth, lms, gauss, lam_p)
-    assert relmax(K[np.ix_(pos, pos)], R) < 1e-12
+    K = khier_matrix(X[perm], depth, lms, kern, lam_p)
+    assert rel_max(K[np.ix_(pos, pos)], R) < 1e-12
 
 
 @pytest.mark.parametrize("lam_p", [0.0, 1e-3])
 @pytest.mark.parametrize("n,depth,r,seed", CASES)
-def test_hck_system_equals_factor_dense(ref, n, depth, r, seed, lam_p):
-    lam = 1e-2
-    X, root, perm, pos, lms, _ = build_reference_case(ref, n, depth, r, seed)
-    ref.construct(X, root, SIGMA, lam, lam_p)
-    A_ref = ref.dense(root, n)                        # assembled from U, W, Sigma, A_ii
-    A = hd.hck_system(X[perm], depth, lms, gauss, lam, lam_p)
-    assert relmax(A[np.ix_(pos, pos)], A_ref) < 1e-12
+def test_hck_system_equals_factor_dense(n, depth, r, seed, lam_p):
+    X, root, perm, pos, lms, _ = build_reference_case(n, depth, r, seed, lam_p)
+    A_ref = ff.dense(root, n)                         # assembled from U, W, Sigma, A_ii
+    A = hck_system(X[perm], depth, lms, kern, LAM, lam_p)
+    assert rel_max(A[np.ix_(pos, pos)], A_ref) < 1e-12
     # leaf diagonal blocks are K + lam I
-    for s, c in hd.node_ranges(n, depth)[2**depth - 1:]:
+    for s, c in node_ranges(n, depth)[2**depth - 1:]:
         blk = slice(s, s + c)
-        assert relmax(A[blk, blk], gauss(X[perm][blk], X[perm][blk]) + lam * np.eye(c)) < 1e-14
+        assert rel_max(A[blk, blk], kern(X[perm][blk], X[perm][blk]) + LAM * np.eye(c)) < 1e-14
 
 
 @pytest.mark.parametrize("lam_p", [0.0, 1e-3])
 @pytest.mark.parametrize("n,depth,r,seed", CASES)
-def test_krr_predict_equals_algorithm3(ref, n, depth, r, seed, lam_p):
-    lam = 1e-2
-    X, root, perm, pos, lms, heap_of = build_reference_case(ref, n, depth, r, seed)
-    ref.construct(X, root, SIGMA, lam, lam_p)
+def test_krr_predict_equals_algorithm3(n, depth, r, seed, lam_p):
+    X, root, perm, pos, lms, heap_of = build_reference_case(n, depth, r, seed, lam_p)
     y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 - X[:, 2]
-    ref.invert(root)                                  # Algorithm 2
-    w = ref.matvec(root, y, tilde=True)               # w = A^{-1} y via Algorithm 1
-    ref.predict_pre(root, w)
+    ff.invert(root)                                   # Algorithm 2
+    w = ff.matvec(root, y, tilde=True)                # w = A^{-1} y via Algorithm 1
+    ff.predict_pre(root, w)
     Xq = np.random.default_rng(seed + 7).uniform(-1, 1, size=(12, 3))
-    pred_ref = np.array([ref.predict(root, X, w, x, SIGMA) for x in Xq])   # Algorithm 3
-    leaf_of_q = [heap_of[id(ref.route(root, X, x))] - (2**depth - 1) for x in Xq]
-    pred = hd.dense_krr_predict(X[perm], depth, lms, gauss, lam, lam_p, y[perm], Xq, leaf_of_q)
-    assert relmax(pred, pred_ref) < 1e-10
+    pred_ref = np.array([ff.predict(root, X, w, x, SIGMA) for x in Xq])   # Algorithm 3
+    leaf_of_q = [heap_of[id(ff.route(root, X, x))] - (2**depth - 1) for x in Xq]
+    pred = dense_krr_predict(X[perm], depth, lms, kern, LAM, lam_p, y[perm], Xq, leaf_of_q)
+    assert rel_max(pred, pred_ref) < 1e-10
     # several right-hand sides at once = column by column
     Y = np.column_stack([y, 2 - y])
-    P2 = hd.dense_krr_predict(X[perm], depth, lms, gauss, lam, lam_p, Y[perm], Xq, leaf_of_q)
+    P2 = dense_krr_predict(X[perm], depth, lms, kern, LAM, lam_p, Y[perm], Xq, leaf_of_q)
     assert P2.shape == (12, 2)
-    assert relmax(P2[:, 0], pred) < 1e-12
-    assert relmax(P2[:, 1], 2 * hd.dense_krr_predict(X[perm], depth, lms, gauss, lam, lam_p,
-                                                     np.ones(n), Xq, leaf_of_q) - pred) < 1e-10
+    assert rel_max(P2[:, 0], pred) < 1e-12
+    assert rel_max(P2[:, 1], 2 * dense_krr_predict(X[perm], depth, lms, kern, LAM, lam_p,
+                                                   np.ones(n), Xq, leaf_of_q) - pred) < 1e-10
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,7 +159,7 @@ def test_krr_predict_equals_algorithm3(ref, n, depth, r, seed, lam_p):
 def heap_case(n, depth, r, seed, d=3):
     rng = np.random.default_rng(seed)
     X_tree = rng.uniform(-1, 1, size=(n, d))
-    R = hd.node_ranges(n, depth)
+    R = node_ranges(n, depth)
     lms = [None] * len(R)
     for i in range(2**depth - 1):
         s, c = R[i]
@@ -176,25 +167,18 @@ def heap_case(n, depth, r, seed, d=3):
     return X_tree, R, lms
 
 
-def leaf_number_of_positions(n, depth):
-    out = np.empty(n, dtype=int)
-    for l, (s, c) in enumerate(hd.node_ranges(n, depth)[2**depth - 1:]):
-        out[s:s + c] = l
-    return out
-
-
 def test_depth0_is_base_kernel():
     X_tree, _, _ = heap_case(20, 0, 0, 5)
-    assert relmax(hd.khier_matrix(X_tree, 0, [], gauss, 1e-3), kprime(X_tree, 1e-3)) < 1e-15
+    assert rel_max(khier_matrix(X_tree, 0, [], kern, 1e-3), kprime(X_tree, 1e-3)) < 1e-15
     Xq = np.random.default_rng(1).uniform(-1, 1, size=(4, 3))
-    assert relmax(hd.khier_cross(X_tree, 0, [None], gauss, 1e-3, Xq, [0] * 4),
-                  gauss(Xq, X_tree)) < 1e-15
+    assert rel_max(khier_cross(X_tree, 0, [None], kern, 1e-3, Xq, [0] * 4),
+                  kern(Xq, X_tree)) < 1e-15
 
 
 def test_thm6_symmetric_positive_definite():
     X_tree, _, lms = heap_case(96, 3, 6, 11)
-    K = hd.khier_matrix(X_tree, 3, lms, gauss, 0.0)
-    assert np.array_equal(K, K.T) or relmax(K, K.T) < 1e-14
+    K = khier_matrix(X_tree, 3, lms, kern, 0.0)
+    assert np.array_equal(K, K.T) or rel_max(K, K.T) < 1e-14
     assert np.linalg.eigvalsh(0.5 * (K + K.T)).min() > 0
 
 
@@ -202,37 +186,37 @@ def test_thm6_symmetric_positive_definite():
 def test_prop1_depth1(lam_p):
     n = 50
     X_tree, R, lms = heap_case(n, 1, 7, 21)
-    K = hd.khier_matrix(X_tree, 1, lms, gauss, lam_p)
+    K = khier_matrix(X_tree, 1, lms, kern, lam_p)
     Kp = kprime(X_tree, lam_p)
     L = lms[0]
     # either point a root landmark: k_comp = k'
-    assert relmax(K[L, :], Kp[L, :]) < 1e-12
-    assert relmax(K[:, L], Kp[:, L]) < 1e-12
+    assert rel_max(K[L, :], Kp[L, :]) < 1e-12
+    assert rel_max(K[:, L], Kp[:, L]) < 1e-12
     # same part: k_comp = k'
     for s, c in R[1:]:
         blk = slice(s, s + c)
-        assert relmax(K[blk, blk], Kp[blk, blk]) < 1e-14
+        assert rel_max(K[blk, blk], Kp[blk, blk]) < 1e-14
     # elsewhere across parts it is the Nystrom kernel, not k itself
     (s1, c1), (s2, c2) = R[1], R[2]
     a = np.setdiff1d(np.arange(s1, s1 + c1), L)
     b = np.setdiff1d(np.arange(s2, s2 + c2), L)
-    C = gauss(X_tree[L], X_tree[L]) + lam_p * np.eye(len(L))
-    nys = gauss(X_tree[a], X_tree[L]) @ np.linalg.solve(C, gauss(X_tree[L], X_tree[b]))
-    assert relmax(K[np.ix_(a, b)], nys) < 1e-12
+    C = kern(X_tree[L], X_tree[L]) + lam_p * np.eye(len(L))
+    nys = kern(X_tree[a], X_tree[L]) @ np.linalg.solve(C, kern(X_tree[L], X_tree[b]))
+    assert rel_max(K[np.ix_(a, b)], nys) < 1e-12
     assert np.abs(K[np.ix_(a, b)] - Kp[np.ix_(a, b)]).max() > 1e-6
     # new points: k_comp(x, landmark) = k(x, landmark) (no jitter), same part = k
     Xq = np.random.default_rng(3).uniform(-1, 1, size=(6, 3))
     leaf_q = [0, 1, 0, 1, 1, 0]
-    Kq = hd.khier_cross(X_tree, 1, lms, gauss, lam_p, Xq, leaf_q)
-    assert relmax(Kq[:, L], gauss(Xq, X_tree[L])) < 1e-12
+    Kq = khier_cross(X_tree, 1, lms, kern, lam_p, Xq, leaf_q)
+    assert rel_max(Kq[:, L], kern(Xq, X_tree[L])) < 1e-12
     for q, l in enumerate(leaf_q):
         s, c = R[1 + l]
-        assert relmax(Kq[q, s:s + c], gauss(Xq[q:q + 1], X_tree[s:s + c])[0]) < 1e-14
+        assert rel_max(Kq[q, s:s + c], kern(Xq[q:q + 1], X_tree[s:s + c])[0]) < 1e-14
 
 
 def _prop5_pairs(depth, lms, n):
     """All (i, j) in different leaves meeting Prop 5's conditions."""
-    leaf_no = leaf_number_of_positions(n, depth)
+    leaf_no = leaf_of_positions(n, depth)
     sets = {h: set(map(int, L)) for h, L in enumerate(lms) if L is not None}
     pairs = []
     for i in range(n):
@@ -240,7 +224,7 @@ def _prop5_pairs(depth, lms, n):
             li, lj = leaf_no[i] + 2**depth - 1, leaf_no[j] + 2**depth - 1
             if li == lj:
                 continue
-            a, path_i, path_j = hd._lca_below(li, lj)
+            a, path_i, path_j = lca_below(li, lj)
             if (all(i in sets[q] for q in path_i[:-1]) and all(j in sets[q] for q in path_j[:-1])
                     and (i in sets[a] or j in sets[a])):
                 pairs.append((i, j))
@@ -262,15 +246,15 @@ def test_prop5(depth, lam_p):
         keep = rng.choice(rest, size=len(lms[p]) - 3, replace=False)
         lms[p] = np.concatenate([keep, shared])
         assert np.unique(lms[p]).size == len(lms[p])
-    K = hd.khier_matrix(X_tree, depth, lms, gauss, lam_p)
+    K = khier_matrix(X_tree, depth, lms, kern, lam_p)
     Kp = kprime(X_tree, lam_p)
     pairs = _prop5_pairs(depth, lms, n)
     assert len(pairs) >= 20
     I, J = np.array(pairs).T
     assert np.abs(K[I, J] - Kp[I, J]).max() / np.abs(Kp).max() < 1e-11
     # with an LCA strictly below the root as well as at the root
-    leaf_no = leaf_number_of_positions(n, depth)
-    lcas = {hd._lca_below(leaf_no[i] + 2**depth - 1, leaf_no[j] + 2**depth - 1)[0]
+    leaf_no = leaf_of_positions(n, depth)
+    lcas = {lca_below(leaf_no[i] + 2**depth - 1, leaf_no[j] + 2**depth - 1)[0]
             for i, j in pairs}
     assert 0 in lcas and len(lcas) > 1
 
@@ -279,23 +263,23 @@ def test_cross_at_training_points_equals_matrix_rows():
     # lam_p = 0: a new point equal to a training point gives that point's row of K_hier
     n, depth = 80, 3
     X_tree, _, lms = heap_case(n, depth, 5, 41)
-    K = hd.khier_matrix(X_tree, depth, lms, gauss, 0.0)
+    K = khier_matrix(X_tree, depth, lms, kern, 0.0)
     idx = np.random.default_rng(2).choice(n, size=15, replace=False)
-    Kq = hd.khier_cross(X_tree, depth, lms, gauss, 0.0, X_tree[idx],
-                        leaf_number_of_positions(n, depth)[idx])
-    assert relmax(Kq, K[idx]) < 1e-12
+    Kq = khier_cross(X_tree, depth, lms, kern, 0.0, X_tree[idx],
+                        leaf_of_positions(n, depth)[idx])
+    assert rel_max(Kq, K[idx]) < 1e-12
 
 
 def test_logdet_and_lml():
     n, depth, lam, lam_p = 64, 2, 1e-2, 1e-4
     X_tree, _, lms = heap_case(n, depth, 6, 51)
-    A = hd.hck_system(X_tree, depth, lms, gauss, lam, lam_p)
+    A = hck_system(X_tree, depth, lms, kern, lam, lam_p)
     sign, ld = np.linalg.slogdet(A)
-    assert sign > 0 and abs(hd.dense_logdet(A) - ld) < 1e-10 * abs(ld)
+    assert sign > 0 and abs(dense_logdet(A) - ld) < 1e-10 * abs(ld)
     y = np.cos(2 * X_tree[:, 0])
     lml = scipy.stats.multivariate_normal(mean=np.zeros(n), cov=A).logpdf(y)
-    assert abs(hd.dense_lml(A, y) - lml) < 1e-9 * abs(lml)
+    assert abs(dense_lml(A, y) - lml) < 1e-9 * abs(lml)
     Y = np.column_stack([y, X_tree[:, 1]])
-    assert abs(hd.dense_lml(A, Y) - hd.dense_lml(A, Y[:, 0]) - hd.dense_lml(A, Y[:, 1])) < 1e-9
+    assert abs(dense_lml(A, Y) - dense_lml(A, Y[:, 0]) - dense_lml(A, Y[:, 1])) < 1e-9
     with pytest.raises(ValueError):
-        hd.dense_logdet(-np.eye(3))
+        dense_logdet(-np.eye(3))
