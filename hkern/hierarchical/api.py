@@ -86,7 +86,8 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     largest of: the factorisation's per-thread workspace (hck._hck.work_alloc: 2(r d + r) + 3 r^2
     + leaf_max r + 2 (levels + 1) r^2) and the 2^(split+1) r^2 Theta blocks of the top levels;
     the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p); the
-    prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
+    prediction vectors (weights n k + 5 k sum r_p) and the weights' copy in training order
+    (n k).  The tree-building phase before them.
     """
     s = _tree_sizes(n, r, depth)
     rm, split = s["r_max"], min(depth, 3)
@@ -95,17 +96,18 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     factorize = (min(n_threads, 1 << split) * (workspace + 2 * (depth - split + 1) * rm * rm)
                  + (2 << split) * rm * rm)
     solve = 3 * n * k + 4 * k * s["ranks"]
-    prediction = n * k + 5 * k * s["ranks"]
+    prediction = 2 * n * k + 5 * k * s["ranks"]
     return max(8 * (base + max(factorize, solve, prediction)), _tree_phase_bytes(n, d))
 
 
 def _independent_fit_bytes(n, d, k, depth, n_threads):
     """Estimated peak bytes of fit_independent beyond its inputs (8-byte numbers): the
-    tree-ordered X (n d), perm and squared norms (2 n), targets and weights (2 n k) and one
-    leaf block K + lam I (leaf_max^2) per thread; the tree-building phase before them."""
+    tree-ordered X (n d), perm and squared norms (2 n), targets and weights in tree and in
+    training order (3 n k) and one leaf block K + lam I (leaf_max^2) per thread; the
+    tree-building phase before them."""
     leaf_max = -(-n // (1 << depth))
     blocks = min(n_threads, 1 << depth) * leaf_max * leaf_max
-    return max(8 * (n * d + 2 * n + 2 * n * k + blocks), _tree_phase_bytes(n, d))
+    return max(8 * (n * d + 2 * n + 3 * n * k + blocks), _tree_phase_bytes(n, d))
 
 
 def _fix_for_fit(leaf_size):
@@ -169,7 +171,7 @@ class HierarchicalKRR(_TreeModel):
     perm_ : ndarray (n,)
         Training row of each tree position.
     dual_coef_ : ndarray (n, k)
-        A^{-1} Y in tree order.
+        A^{-1} Y in training order (row i belongs to training sample i).
 
     Examples
     --------
@@ -187,7 +189,9 @@ class HierarchicalKRR(_TreeModel):
     def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, **kw):
         super().__init__(**kw)
         self._op = operator
-        self.dual_coef_ = weights
+        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        self._weights_tree = weights
+        self.dual_coef_ = self._from_tree(weights, False)
         self._pred_vectors = pred_vectors
         self._pred_offsets = pred_offsets
         self.r = r
@@ -198,7 +202,7 @@ class HierarchicalKRR(_TreeModel):
         n_threads = self._threads()
         Xg, order, leaf_start = self._grouped(X, n_threads)
         with blas_threads(1):
-            Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
+            Fg = self._op.predict(Xg, leaf_start, self._weights_tree, self._pred_vectors,
                                   self._pred_offsets, n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
@@ -332,9 +336,9 @@ class HierarchicalKRR(_TreeModel):
     @property
     def nbytes(self):
         """Bytes held: the factors, the tree-ordered data, the weights, the tree."""
-        extra = sum(a.nbytes for a in (self.dual_coef_, self._pred_vectors, self._pred_offsets,
-                                       self.perm_, self.directions_, self.thresholds_,
-                                       self.centre_, self._start, self._count))
+        extra = sum(a.nbytes for a in (self.dual_coef_, self._weights_tree, self._pred_vectors,
+                                       self._pred_offsets, self.perm_, self.directions_,
+                                       self.thresholds_, self.centre_, self._start, self._count))
         return int(self._op.nbytes + extra)
 
 
@@ -357,7 +361,9 @@ class IndependentKRR(_TreeModel):
     def __init__(self, *, X_tree, alpha, logdet, **kw):
         super().__init__(**kw)
         self._X_tree = X_tree
-        self.dual_coef_ = alpha
+        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        self._weights_tree = alpha
+        self.dual_coef_ = self._from_tree(alpha, False)
         self._logdet = logdet
 
     def _scores(self, X):
@@ -366,7 +372,7 @@ class IndependentKRR(_TreeModel):
         Xg, order, leaf_start = self._grouped(X, n_threads)
         with blas_threads(1):
             Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                        self._kind, self.sigma, self.dual_coef_, Xg, leaf_start,
+                                        self._kind, self.sigma, self._weights_tree, Xg, leaf_start,
                                         n_threads)
         F = np.empty_like(Fg)
         F[order] = Fg
@@ -524,8 +530,8 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     ``r``, ``leaf_size``, ``partition`` and ``seed`` (so the same leaves), the exact kernel
     inside each leaf and nothing across leaves.  Parameters as for
     :func:`fit_hierarchical`; ``r`` only sets the leaf size.  ``max_memory`` bounds the
-    estimated peak, about 8 (n d + 2 n k + n_jobs leaf size^2) bytes (tree-ordered data,
-    targets and weights, one leaf block per thread).
+    estimated peak, about 8 (n d + 3 n k + n_jobs leaf size^2) bytes (tree-ordered data,
+    targets, the weights in tree and in training order, one leaf block per thread).
 
     Returns
     -------
