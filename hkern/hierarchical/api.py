@@ -5,11 +5,13 @@ import math
 
 import numpy as np
 
+from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, thread_budget
-from .._validation import check_choice, check_int, check_nonnegative, check_seed, check_targets
-from . import _blocks, _tree
+from .._validation import (check_choice, check_int, check_nonnegative, check_rhs, check_seed,
+                           check_targets)
+from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
 
 __all__ = ["fit_hierarchical", "fit_independent", "HierarchicalKRR", "IndependentKRR",
@@ -153,12 +155,19 @@ class _TreeModel(KernelRidgeModel):
         return out[:, 0] if vector else out
 
 
-class HierarchicalKRR(_TreeModel):
+class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     """Kernel ridge regression / classification with the hierarchically compositional kernel.
 
-    The model holds the factors of A = K_hier + lam I (K_hier built from the jittered kernel,
-    see :func:`fit_hierarchical`) in tree order, and offers the operations of that matrix in the
-    training samples' original order.
+    The model holds the factors of A = K_hier' + (lam - lam') I in tree order (K_hier' is the
+    hierarchical kernel of the base kernel jittered by lam' = ``jitter`` on identical training
+    points, so the leaf diagonal blocks of A are K + lam I; see :func:`fit_hierarchical`), and
+    offers the operations of that matrix in the training samples' original order.
+
+    It is also a Gaussian process: the prior f ~ GP(0, k_hier') with the training targets'
+    covariance A, whose posterior mean is the prediction.  ``predict(X, return_std=True)`` adds
+    the posterior standard deviation of f (for a new point x, k_hier'(x, x) = k(x, x) and
+    k_hier'(x, X) is the row the prediction uses); ``log_marginal_likelihood()`` is
+    log N(y | 0, A) of the training targets.
 
     Attributes
     ----------
@@ -184,11 +193,20 @@ class HierarchicalKRR(_TreeModel):
     >>> model = hkern.fit_hierarchical(X, y, r=32, sigma=1.0, lam=1e-2, seed=0)
     >>> bool(np.allclose(model.matvec(model.solve(y)), y))
     True
+
+    The posterior standard deviation, and the evidence of the training targets:
+
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> std.shape, bool(np.all(std > 0))
+    ((3,), True)
+    >>> model.log_marginal_likelihood() == model.log_marginal_likelihood(y)
+    True
     """
 
-    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, **kw):
+    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, lml, **kw):
         super().__init__(**kw)
         self._op = operator
+        self._lml_train = lml
         # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
         self._weights_tree = weights
         self.dual_coef_ = self._from_tree(weights, False)
@@ -289,18 +307,44 @@ class HierarchicalKRR(_TreeModel):
         """log det(K_hier + lam I)."""
         return float(self._op.logdet_value)
 
-    def log_marginal_likelihood(self, y, max_memory=None):
-        """GP log marginal likelihood of targets y with covariance K_hier + lam I.
-
-        -1/2 y^T (K_hier + lam I)^{-1} y - 1/2 log det(K_hier + lam I) - n/2 log(2 pi), summed
-        over the columns of a 2-D y.  ``max_memory`` as for :meth:`solve`.
-        """
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): one solve; max_memory as for solve.
         yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
         with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
             alpha = self._op.solve(yt, n_threads)
-        n, k = yt.shape
-        return float(-0.5 * np.sum(yt * alpha) - 0.5 * k * self.logdet()
-                     - 0.5 * k * n * math.log(2.0 * math.pi))
+        return gaussian_lml(np.sum(yt * alpha), self.logdet(), *yt.shape)
+
+    def _posterior_bytes(self, m):
+        """Peak bytes of the posterior variance at m test points (8-byte numbers): theta and
+        Phi of every non-root node (2 T, T = sum of r_parent^2) and the leaves' C factors (b,
+        none at depth 0, where C is the fit's leaf factor) beside one thread's workspace (the
+        larger of leaf_max r_max and 5 r_max^2) per thread; then theta freed and the test
+        points' buffers (at most CHUNK_SIZE x (leaf_max + 2 r_max) per thread); and the grouped
+        test points and their outputs (m (d + 4))."""
+        op = self._op
+        T = int(_posterior.node_offsets(op)[-1])
+        b = int(op.factors()["b_off"][-1]) if op.depth > 0 else 0
+        threads = min(self._threads(), 1 << op.depth)
+        rm, lm = op.r_max, op.leaf_max
+        factors = 2 * T + b + threads * max(lm * rm, 5 * rm * rm)
+        chunk = min(m, _posterior.CHUNK_SIZE)
+        points = T + b + threads * (chunk * (lm + 2 * rm) + rm * (op.d + 1))
+        return 8 * (max(factors, points) + m * (op.d + 4))
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """Posterior variance of f at X under K_hier' (hkern/hierarchical/_posterior.pyx)."""
+        n = len(self.perm_)
+        check_memory(self._posterior_bytes(X.shape[0]), max_memory,
+                     what=f"the HCK posterior variance with n={n}, r={self.r} at "
+                     f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
+            var_g = _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
+                                                  n_threads)
+        var = np.empty_like(var_g)
+        var[order] = var_g
+        return var
 
     def kernel_pca(self, n_components=2, seed=0):
         """Top eigenpairs of the centred kernel matrix C K_hier C, C = I - 11^T/n.
@@ -342,8 +386,21 @@ class HierarchicalKRR(_TreeModel):
         return int(self._op.nbytes + extra)
 
 
-class IndependentKRR(_TreeModel):
+class IndependentKRR(GaussianProcessKRR, _TreeModel):
     """KRR with the independent kernel: exact kernel within a leaf, zero across leaves.
+
+    A Gaussian process too, with the block-diagonal prior covariance K_ind = blockdiag(K_leaf)
+    and noise variance lam: ``predict(X, return_std=True)`` and ``log_marginal_likelihood()`` as
+    for :class:`HierarchicalKRR` (a test point's posterior involves only its own leaf).
+
+    Attributes
+    ----------
+    depth_ : int
+        Depth J of the tree (2^J leaves).
+    perm_ : ndarray (n,)
+        Training row of each tree position.
+    dual_coef_ : ndarray (n, k)
+        (K_ind + lam I)^{-1} Y in training order (row i belongs to training sample i).
 
     Examples
     --------
@@ -356,10 +413,14 @@ class IndependentKRR(_TreeModel):
     >>> model = hkern.fit_independent(X, y, r=32, sigma=1.0, lam=1e-2, seed=0)
     >>> model.predict(X[:4]).shape
     (4,)
+    >>> mean, std = model.predict(X[:4], return_std=True)
+    >>> bool(np.all((std > 0) & (std < 1)))
+    True
     """
 
-    def __init__(self, *, X_tree, alpha, logdet, **kw):
+    def __init__(self, *, X_tree, alpha, logdet, lml, **kw):
         super().__init__(**kw)
+        self._lml_train = lml
         self._X_tree = X_tree
         # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
         self._weights_tree = alpha
@@ -381,6 +442,46 @@ class IndependentKRR(_TreeModel):
     def logdet(self):
         """log det(K_ind + lam I)."""
         return self._logdet
+
+    def _blocks_bytes(self, columns, points):
+        """Peak bytes of factorising the leaves again (8-byte numbers): per thread one leaf
+        block and, for ``points`` test points, one block of them (at most CHUNK_SIZE x leaf
+        size), beside ``columns`` numbers per training point."""
+        n = len(self.perm_)
+        leaf_max = int(self._count[self.n_leaves_ - 1:].max())
+        threads = min(self._threads(), self.n_leaves_)
+        chunk = min(points, _blocks.CHUNK_SIZE)
+        return 8 * (threads * leaf_max * (leaf_max + chunk) + columns * n)
+
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): every leaf factorised again, as in the fit.
+        n = len(self.perm_)
+        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        check_memory(self._blocks_bytes(4 * k, 0), max_memory,
+                     what=f"log_marginal_likelihood with n={n} and {k} column(s) in y",
+                     fix="pass y in blocks of fewer columns")
+        y = check_rhs(y, n, "y")
+        yt = np.ascontiguousarray(y.reshape(n, -1)[self.perm_])
+        alpha = yt.copy()
+        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+            logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
+                                        self._kind, self.sigma, self.lam, alpha, n_threads)
+        return gaussian_lml(np.sum(yt * alpha), logdet, *yt.shape)
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """Posterior variance of f at X: each leaf with test points factorised again."""
+        m = X.shape[0]
+        check_memory(self._blocks_bytes(0, m) + 8 * m * (X.shape[1] + 4), max_memory,
+                     what=f"the posterior variance of the independent kernel at {m} points",
+                     fix="fit with a smaller r or leaf_size, or pass fewer points")
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            var_g = _blocks.variance_blocks(self._X_tree, self._start, self._count, self.depth_,
+                                            self._kind, self.sigma, self.lam, Xg, leaf_start,
+                                            n_threads)
+        var = np.empty_like(var_g)
+        var[order] = var_g
+        return var
 
 
 def _build_tree(X, r, leaf_size, partition, rng, n_threads):
@@ -514,10 +615,12 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         with blas_threads(1):
             op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
                              inputs.sigma, inputs.lam, jitter, n_threads)
-            weights = op.solve(np.ascontiguousarray(Y[tree["perm"]]), n_threads)
+            Y_tree = np.ascontiguousarray(Y[tree["perm"]])
+            weights = op.solve(Y_tree, n_threads)
             pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
+    lml = gaussian_lml(np.sum(Y_tree * weights), op.logdet_value, *Y_tree.shape)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
-                           pred_offsets=pred_offsets, r=r, jitter=jitter,
+                           pred_offsets=pred_offsets, r=r, jitter=jitter, lml=lml,
                            **inputs.model_params(n_jobs), **tree)
 
 
@@ -562,5 +665,6 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
         with blas_threads(1):
             logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
                                         inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
-    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet,
+    lml = gaussian_lml(np.sum(Y[tree["perm"]] * alpha), logdet, *alpha.shape)
+    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, lml=lml,
                           **inputs.model_params(n_jobs), **tree)
