@@ -73,8 +73,10 @@ def node_offsets(HCKOperator op):
     return off
 
 
-cdef int _theta(HCKOperator op, Py_ssize_t i, double* theta, const Py_ssize_t* t_off) noexcept nogil:
-    """theta_i (r_p x r_p) of non-root node i, from its children's (non-leaf) or its leaf factors."""
+cdef int _theta(HCKOperator op, Py_ssize_t i, double* theta,
+                const Py_ssize_t* t_off) noexcept nogil:
+    """theta_i (r_p x r_p) of non-root node i, from its children's theta (non-leaf) or from its
+    leaf factors."""
     cdef Py_ssize_t p = parent_of(i), a
     cdef int rp = <int>op.rank[p], ri, m
     cdef double* work
@@ -164,8 +166,9 @@ cdef int _phi_children(HCKOperator op, Py_ssize_t q, const double* theta, double
 
 cdef int _leaf_factor(HCKOperator op, Py_ssize_t i, const double* phi, const Py_ssize_t* t_off,
                       double* LC) noexcept nogil:
-    """Cholesky factor of C_i = K(X_i, X_i) + lam I - U_i Phi_i U_i^T into LC (lower)."""
-    cdef int m = <int>op.count[i], rp = <int>op.rank[parent_of(i)], a, b
+    """Cholesky factor of C_i = K(X_i, X_i) + lam I - U_i Phi_i U_i^T into LC's lower triangle
+    (its strict upper triangle is left unspecified: only trsm with lower=True reads LC)."""
+    cdef int m = <int>op.count[i], rp = <int>op.rank[parent_of(i)], a
     cdef Py_ssize_t s0 = op.start[i]
     cdef double* T = <double*>malloc(max(<Py_ssize_t>m * rp, 1) * sizeof(double))
     if T == NULL:
@@ -178,9 +181,6 @@ cdef int _leaf_factor(HCKOperator op, Py_ssize_t i, const double* phi, const Py_
     free(T)
     if potrf(m, LC, m) != 0:
         return FAIL_POSTERIOR
-    for a in range(m):
-        for b in range(a + 1, m):
-            LC[a * m + b] = 0.0
     return 0
 
 

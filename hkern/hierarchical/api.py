@@ -9,8 +9,14 @@ from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, thread_budget
-from .._validation import (check_choice, check_int, check_nonnegative, check_rhs, check_seed,
-                           check_targets)
+from .._validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_rhs,
+    check_seed,
+    check_targets,
+)
 from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
 
@@ -144,6 +150,16 @@ class _TreeModel(KernelRidgeModel):
         np.cumsum(np.bincount(leaf, minlength=self.n_leaves_), out=leaf_start[1:])
         return np.ascontiguousarray(Xc[order]), order, leaf_start
 
+    def _by_leaf(self, X, n_threads, evaluate):
+        """``evaluate(Xg, leaf_start)`` on the test points grouped by leaf (BLAS on one thread:
+        the cores parallelise over leaves), its rows put back in X's order."""
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            out_g = evaluate(Xg, leaf_start)
+        out = np.empty_like(out_g)
+        out[order] = out_g
+        return out
+
     def _to_tree(self, B):
         """A checked (n,) or (n, k) B as a C-contiguous (n, k) array in tree order."""
         n = len(self.perm_)
@@ -218,13 +234,9 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     def _scores(self, X):
         # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
         n_threads = self._threads()
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
-            Fg = self._op.predict(Xg, leaf_start, self._weights_tree, self._pred_vectors,
-                                  self._pred_offsets, n_threads)
-        F = np.empty_like(Fg)
-        F[order] = Fg
-        return F
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: self._op.predict(
+            Xg, leaf_start, self._weights_tree, self._pred_vectors, self._pred_offsets,
+            n_threads))
 
     def _apply(self, B, inverse, n_threads):
         """A B or A^{-1} B for a checked B in training order (no memory check)."""
@@ -337,14 +349,11 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         check_memory(self._posterior_bytes(X.shape[0]), max_memory,
                      what=f"the HCK posterior variance with n={n}, r={self.r} at "
                      f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
+        def evaluate(Xg, leaf_start):
             LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
-            var_g = _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
-                                                  n_threads)
-        var = np.empty_like(var_g)
-        var[order] = var_g
-        return var
+            return _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
+                                                 n_threads)
+        return self._by_leaf(X, n_threads, evaluate)
 
     def kernel_pca(self, n_components=2, seed=0):
         """Top eigenpairs of the centred kernel matrix C K_hier C, C = I - 11^T/n.
@@ -430,14 +439,9 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     def _scores(self, X):
         # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
         n_threads = self._threads()
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
-            Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                        self._kind, self.sigma, self._weights_tree, Xg, leaf_start,
-                                        n_threads)
-        F = np.empty_like(Fg)
-        F[order] = Fg
-        return F
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.predict_blocks(
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self._weights_tree, Xg, leaf_start, n_threads))
 
     def logdet(self):
         """log det(K_ind + lam I)."""
@@ -474,14 +478,9 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         check_memory(self._blocks_bytes(0, m) + 8 * m * (X.shape[1] + 4), max_memory,
                      what=f"the posterior variance of the independent kernel at {m} points",
                      fix="fit with a smaller r or leaf_size, or pass fewer points")
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
-            var_g = _blocks.variance_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                            self._kind, self.sigma, self.lam, Xg, leaf_start,
-                                            n_threads)
-        var = np.empty_like(var_g)
-        var[order] = var_g
-        return var
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.variance_blocks(
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self.lam, Xg, leaf_start, n_threads))
 
 
 def _build_tree(X, r, leaf_size, partition, rng, n_threads):
