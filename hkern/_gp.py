@@ -2,9 +2,11 @@
 
 Kernel ridge regression with kernel k and ridge lam is the posterior mean of the GP
 f ~ GP(0, k) observed with Gaussian noise: the training targets have covariance A = K + lam I.
-Exact KRR (k the kernel), HCK (k the hierarchical kernel K_hier', jitter included) and the
-independent kernel (k block-diagonal on the leaves) are such models; :class:`GaussianProcessKRR`
-gives them the same two methods GRIEF's :class:`hkern.grief.GriefGP` has, with one meaning:
+Exact KRR (k the kernel), HCK (k the hierarchical kernel k_hier' of the jittered base kernel;
+A = K_hier' + (lam - lam') I, the jitter lam' on the training diagonal being part of lam, so
+that A's diagonal is k(x_i, x_i) + lam) and the independent kernel (k block-diagonal on the
+leaves) are such models; :class:`GaussianProcessKRR` gives them the same two methods GRIEF's
+:class:`hkern.grief.GriefGP` has, with one meaning:
 
 * ``predict(X, return_std=True)``: the posterior mean and the posterior standard deviation of
   the latent f at X, sqrt(k(x, x) - k(x, X) A^{-1} k(X, x)); ``include_noise=True`` adds the
@@ -88,12 +90,12 @@ class GaussianProcessKRR:
         return mean, np.sqrt(np.maximum(var, 0.0))
 
     def log_marginal_likelihood(self, y=None, *, max_memory=None):
-        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, K + lam I).
+        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).
 
-        K is the model's kernel matrix on the training inputs (for HCK: K_hier' of the jittered
-        kernel, whose leaf diagonal blocks are K + lam I); -1/2 y^T (K + lam I)^{-1} y
-        - 1/2 log det(K + lam I) - n/2 log(2 pi), in the units of y, summed over the columns of
-        a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
+        A = K + lam I, K the model's kernel matrix on the training inputs (for HCK
+        A = K_hier' + (lam - lam') I, whose leaf diagonal blocks are K + lam I):
+        -1/2 y^T A^{-1} y - 1/2 log det A - n/2 log(2 pi), in the units of y, summed over the
+        columns of a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
         (whose prior mean is the training mean of y; here it is 0).
 
         Parameters

@@ -349,6 +349,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         check_memory(self._posterior_bytes(X.shape[0]), max_memory,
                      what=f"the HCK posterior variance with n={n}, r={self.r} at "
                      f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
+
         def evaluate(Xg, leaf_start):
             LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
             return _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
@@ -562,8 +563,9 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     Returns
     -------
     HierarchicalKRR
-        With ``predict``, ``decision_function``, ``matvec``, ``solve``, ``logdet``,
-        ``log_marginal_likelihood``, ``kernel_pca`` and ``nbytes``.
+        With ``predict`` (``return_std=True``: the GP posterior standard deviation),
+        ``decision_function``, ``matvec``, ``solve``, ``logdet``, ``log_marginal_likelihood``,
+        ``kernel_pca`` and ``nbytes``; ``dual_coef_`` is in the training order.
 
     Raises
     ------
