@@ -237,9 +237,9 @@ def highdim(args):
                                                     max_iter=args.maxiter, n_jobs=args.n_jobs))
     Xt = rng.uniform(-np.sqrt(3), np.sqrt(3), (1000, d))
     ft = np.sin(Xt[:, 0]) + 0.5 * Xt[:, 1] * Xt[:, 2]
-    mean, var = gp.predict(Xt, return_var=True)
+    mean, std = gp.predict(Xt, return_std=True)
     record({"kind": "highdim", "n": n, "d": d, "p": gp.p_, "m": "1e100",
-            "finite": bool(np.isfinite(mean).all() and np.isfinite(var).all()),
+            "finite": bool(np.isfinite(mean).all() and np.isfinite(std).all()),
             "rmse_latent": rmse(mean, ft), "std_f": float(ft.std()),
             "lml": gp.log_marginal_likelihood(), "fit_s": round(seconds, 2)}, args)
 

@@ -327,8 +327,8 @@ def test_grief(data, p, grid_size, inference, seed):
                                **extra)
     if model is None:
         return
-    mean, var = model.predict(X, return_var=True)
+    mean, std = model.predict(X, return_std=True)
     assert_finite(mean, (n_rows(X),))
-    assert_finite(var, (n_rows(X),))
-    assert (var >= 0).all()
+    assert_finite(std, (n_rows(X),))
+    assert (std >= 0).all()
     assert np.isfinite(model.log_marginal_likelihood())

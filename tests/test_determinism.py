@@ -80,10 +80,10 @@ def test_grief_does_not_depend_on_n_jobs(inference, data):
               dict(max_iter=20, n_restarts=0, init_subset=300))
     one = hkern.fit_grief(X[:600], y[:600], n_jobs=1, **kw)
     two = hkern.fit_grief(X[:600], y[:600], n_jobs=2, **kw)
-    m1, v1 = one.predict(X[600:800], return_var=True)
-    m2, v2 = two.predict(X[600:800], return_var=True)
+    m1, s1 = one.predict(X[600:800], return_std=True)
+    m2, s2 = two.predict(X[600:800], return_std=True)
     _same(m1, m2)
-    _same(v1, v2)
+    _same(s1, s2)
 
 
 def test_hierarchical_operators_do_not_depend_on_n_jobs(data):

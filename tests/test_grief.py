@@ -182,11 +182,11 @@ def test_type2_predict_matches_dense_gp(small):
     mean_ref, var_ref = dense_gp_posterior(s2 * Phi @ Phi.T, s2 * Pt @ Phi.T,
                                            s2 * np.sum(Pt**2, axis=1), y - ym, noise)
     mean_ref += ym
-    mean, var = gp.predict(Xt, return_var=True)
+    mean, std = gp.predict(Xt, return_std=True)
     assert rel_max(mean, mean_ref) < RTOL
-    assert rel_max(var, var_ref) < 1e-8           # a difference of two O(1) terms: cancellation
-    _, var_y = gp.predict(Xt, return_var=True, include_noise=True)
-    np.testing.assert_allclose(var_y, var + noise, rtol=1e-14)
+    assert rel_max(std**2, var_ref) < 1e-8        # a difference of two O(1) terms: cancellation
+    _, std_y = gp.predict(Xt, return_std=True, include_noise=True)
+    np.testing.assert_allclose(std_y**2, std**2 + noise, rtol=1e-14)
     lml_ref = dense_lml(s2 * Phi @ Phi.T, y - ym, noise)
     assert abs(gp.log_marginal_likelihood() - lml_ref) < RTOL * abs(lml_ref)
     np.testing.assert_allclose(gp.lengthscales_, [0.8, 1.3, 0.6], rtol=1e-14)
@@ -281,8 +281,8 @@ def test_type1_mala():
     gp_sub = np.mean([Ut @ (gp._coef_samples[i]) for i in range(0, 100, 10)], axis=0)
     assert rel_max(gp_sub, np.mean(means, axis=0)) < 1e-9
     assert np.sqrt(np.mean((gp.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1
-    _mean, var = gp.predict(Xt, return_var=True)
-    assert np.all(var > 0)
+    _mean, std = gp.predict(Xt, return_std=True)
+    assert np.all(std > 0)
     again = hkern.fit_grief(X, y, seed=3, **kw)
     np.testing.assert_array_equal(again.samples_, gp.samples_)
     # The paper code's prior (mode 1 in the orthogonalised basis, spec 7.5): same checks.

@@ -52,8 +52,8 @@ def test_type1_on_small_problems_gives_finite_results(seed):
     X, y, p, grid_size = small_problem(seed)
     gp = hkern.fit_grief(X, y, r=p, grid_size=grid_size, inference="type1", seed=seed,
                          n_iter=500, burn_in=100, thin=10)
-    mean, var = gp.predict(X, return_var=True)
-    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
+    mean, std = gp.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std >= 0)
     assert np.isfinite(gp.log_marginal_likelihood())
     assert gp.samples_.shape == (40, gp._s.size + 1) and np.all(np.isfinite(gp.samples_))
     assert 0.0 < gp.acceptance_rate_ < 1.0
@@ -130,8 +130,8 @@ def test_inputs_scaled_by_a_power_of_two_give_the_same_model(k):
     X, y = data()
     ref = hkern.fit_grief(X, y, **FAST)
     gp = hkern.fit_grief(X * 2.0**k, y, **FAST)
-    np.testing.assert_array_equal(gp.predict(X * 2.0**k, return_var=True),
-                                  ref.predict(X, return_var=True))
+    np.testing.assert_array_equal(gp.predict(X * 2.0**k, return_std=True),
+                                  ref.predict(X, return_std=True))
     np.testing.assert_allclose(gp.lengthscales_, ref.lengthscales_ * 2.0**k, rtol=1e-14)
     assert gp.log_marginal_likelihood() == ref.log_marginal_likelihood()
 
@@ -143,11 +143,12 @@ def test_targets_scaled_by_a_power_of_two_scale_the_predictions(k):
         kw = {**FAST, "inference": inference, **MALA}
         ref = hkern.fit_grief(X, y, **kw)
         gp = hkern.fit_grief(X, y * 2.0**k, **kw)
-        mean, var = gp.predict(X, return_var=True)
-        ref_mean, ref_var = ref.predict(X, return_var=True)
+        mean, std = gp.predict(X, return_std=True)
+        ref_mean, ref_std = ref.predict(X, return_std=True)
         np.testing.assert_array_equal(mean, ref_mean * 2.0**k)
-        # variances are in y^2 units: 2^-2000 underflows, and then 0 is the nearest double
-        np.testing.assert_array_equal(var, ref_var * 2.0**(2 * k))
+        # standard deviations are in y's units (formed in standardised units, then scaled:
+        # the variance 2^-2000 var would underflow), so they scale exactly too
+        np.testing.assert_array_equal(std, ref_std * 2.0**k)
 
 
 @pytest.mark.parametrize("scale", [1e149, 1e-150])
@@ -183,12 +184,12 @@ def test_duplicated_points_and_far_prediction_points():
     X, y = data(20)
     Xd, yd = np.repeat(X, 5, axis=0), np.repeat(y, 5)
     gp = hkern.fit_grief(Xd, yd, **FAST)
-    mean, var = gp.predict(X, return_var=True)
-    assert np.all(np.isfinite(mean)) and np.all(var >= 0)
+    mean, std = gp.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std >= 0)
     # points 1e150 standard deviations away get the prior mean and variance, not NaN
     tiny = hkern.fit_grief(X * 1e-150, y, **FAST)
-    mean, var = tiny.predict(np.full((3, 2), 1e150), return_var=True)
-    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
+    mean, std = tiny.predict(np.full((3, 2), 1e150), return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
     np.testing.assert_allclose(mean, y.mean(), rtol=1e-12)
 
 
@@ -199,18 +200,18 @@ def test_predict_checks_its_input_and_converts_layouts(tmp_path):
     pd = pytest.importorskip("pandas")
     X, y = data()
     gp = hkern.fit_grief(X, y, **FAST)
-    ref = gp.predict(X, return_var=True)
+    ref = gp.predict(X, return_std=True)
     np.save(tmp_path / "X.npy", X)
     for variant in (np.asfortranarray(X), np.load(tmp_path / "X.npy", mmap_mode="r"),
                     pd.DataFrame(X), np.repeat(X, 2, axis=1)[:, ::2]):
-        np.testing.assert_array_equal(gp.predict(variant, return_var=True), ref)
+        np.testing.assert_array_equal(gp.predict(variant, return_std=True), ref)
     X32 = X.astype(np.float32)
     np.testing.assert_array_equal(gp.predict(X32), gp.predict(X32.astype(np.float64)))
     for bad, match in [(np.where(X > 1, np.nan, X), "NaN"), (X[:, :1], "features"),
                        (X[0], "2-D")]:
         with pytest.raises(ValueError, match=match):
             gp.predict(bad)
-    for flag in ("return_var", "include_noise"):
+    for flag in ("return_std", "include_noise"):
         with pytest.raises(ValueError, match=flag):
             gp.predict(X, **{flag: "yes"})
 
@@ -248,8 +249,8 @@ def test_n_jobs_bounds_blas_threads_in_fit_and_predict(monkeypatch):
         gp1 = hkern.fit_grief(X, y, r=40, grid_size=8, seed=0, inference="type1", n_jobs=1,
                               **MALA)
         n_fit = len(seen)
-        gp2.predict(X, return_var=True)
-        gp1.predict(X, return_var=True)
+        gp2.predict(X, return_std=True)
+        gp1.predict(X, return_std=True)
     assert n_fit > 20 and set(seen) == {1}, seen
 
 
@@ -266,8 +267,8 @@ def test_fits_are_bitwise_identical_for_any_n_jobs():
         a = hkern.fit_grief(X, y, max_iter=2, n_restarts=0, n_jobs=n_jobs, **kw)
         b = hkern.fit_grief(X, y, inference="type1", n_iter=200, burn_in=100, thin=10,
                             n_jobs=n_jobs, **kw)
-        runs[n_jobs] = [a.theta_, *a.predict(X, return_var=True), b.samples_,
-                        *b.predict(X, return_var=True)]
+        runs[n_jobs] = [a.theta_, *a.predict(X, return_std=True), b.samples_,
+                        *b.predict(X, return_std=True)]
     for one, two in zip(runs[1], runs[2]):
         np.testing.assert_array_equal(one, two)
 
@@ -323,7 +324,7 @@ def test_fit_grief_gives_finite_results_or_a_value_error(data, y_exp, inference,
         assert "constant" in str(exc)          # the only refusal these inputs deserve
         assert np.all(X == X[0])
         return
-    mean, var = gp.predict(X, return_var=True)
-    assert mean.shape == var.shape == (n,)
-    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0)
+    mean, std = gp.predict(X, return_std=True)
+    assert mean.shape == std.shape == (n,)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std >= 0)
     assert np.isfinite(gp.log_marginal_likelihood())

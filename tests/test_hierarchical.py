@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 import pytest
+from hck_model import make_kern, matrix_to_original, reconstruct, route, to_original
 from oracles import (
     dense_kernel,
     dense_krr_predict,
@@ -36,7 +37,6 @@ from oracles import (
 )
 
 import hkern
-from hkern.hierarchical import _tree
 from hkern.hierarchical import api as hapi
 
 LAM = 1e-2
@@ -58,53 +58,6 @@ def _report_observed():
         print("\nworst observed errors / values in test_hierarchical:")
         for key in sorted(OBSERVED):
             print(f"  {key:48s} {OBSERVED[key]:.3e}")
-
-
-def make_kern(kernel, sigma):
-    """The base kernel k(A, B) for the reference (empty blocks allowed: empty leaves exist)."""
-    def kern(A, B):
-        if len(A) == 0 or len(B) == 0:
-            return np.zeros((len(A), len(B)))
-        return hkern.kernel_matrix(A, B, kernel=kernel, sigma=sigma, n_jobs=1)
-    return kern
-
-
-def reconstruct(X, r, seed, leaf_size=None, partition="random"):
-    """Tree-ordered centred data, tree dict and landmark position arrays of
-    fit_hierarchical(X, ..., r=r, seed=seed, leaf_size=leaf_size, partition=partition).
-
-    api.fit_hierarchical draws from one Generator: first the (2^J - 1, d) start vectors inside
-    _build_tree, then the (2^J - 1, r) landmark uniforms for _tree.select_landmarks.
-    """
-    rng = np.random.default_rng(seed)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    X_tree, tree = hapi._build_tree(X, r, leaf_size, partition, rng, 1)
-    depth = tree["depth"]
-    n_nonleaf = (1 << depth) - 1
-    uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
-    off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms, 1)
-    landmarks = [lm[off[i]:off[i + 1]].copy() for i in range(n_nonleaf)]
-    return X_tree, tree, landmarks
-
-
-def route(model, Xq):
-    """Leaf number of each new point, by the model's stored directions and thresholds."""
-    Xc = np.ascontiguousarray(np.asarray(Xq, dtype=float) - model.centre_)
-    return _tree.route(Xc, model.directions_, model.thresholds_, model.depth_, 1)
-
-
-def to_original(M_tree, perm):
-    """Rows of a tree-ordered array back in training order."""
-    out = np.empty_like(M_tree)
-    out[perm] = M_tree
-    return out
-
-
-def matrix_to_original(A_tree, perm):
-    """A tree-ordered n x n matrix in training order: A[perm[a], perm[b]] = A_tree[a, b]."""
-    out = np.empty_like(A_tree)
-    out[np.ix_(perm, perm)] = A_tree
-    return out
 
 
 def data(n, seed):
@@ -287,7 +240,7 @@ def test_predictions_equal_dense_krr(name):
     assert err < 1e-10, f"{name}: prediction error on training points {err:.2e}"
     if c.jitter == 0.0:
         # then the fitted values are (A - lam I) A^{-1} y = y - lam w
-        w = to_original(c.model.dual_coef_[:, 0], c.perm)
+        w = c.model.dual_coef_[:, 0]
         err = note("3 fitted values = y - lam w, jitter 0 [rel_norm]",
                    rel_norm(pred_tr, c.y - LAM * w))
         assert err < 1e-10
@@ -399,7 +352,8 @@ def test_dual_coef_is_dense_solve(name):
     c = case(name)
     w = c.model.dual_coef_
     assert w.shape == (c.n, 1)
-    ref = np.linalg.solve(c.A, c.y[c.perm])
+    # training order: row i of dual_coef_ belongs to training sample i
+    ref = to_original(np.linalg.solve(c.A, c.y[c.perm]), c.perm)
     err = note("5 dual_coef_ vs solve(hck_system, y_tree) [rel_norm]", rel_norm(w[:, 0], ref))
     assert err < 1e-10, f"{name}: dual_coef_ error {err:.2e}"
 
@@ -453,7 +407,7 @@ def test_multioutput_regression():
     err = note("6 multi-output predict vs dense [rel_norm]", rel_norm(P, ref))
     assert err < 1e-10
     err = note("6 multi-output dual_coef_ vs dense [rel_norm]",
-               rel_norm(m.dual_coef_, np.linalg.solve(c.A, Y[c.perm])))
+               rel_norm(m.dual_coef_, to_original(np.linalg.solve(c.A, Y[c.perm]), c.perm)))
     assert err < 1e-10
     for j in range(2):
         single = hkern.fit_hierarchical(c.X, Y[:, j], **kw).predict(c.Xq)
@@ -574,7 +528,7 @@ def test_fit_independent_equals_blockdiag_krr(kernel, sigma, n, r, leaf_size):
         alpha[blk] = np.linalg.solve(Kb, Yt[blk])
         logdet += dense_logdet(Kb)
     err = note("9 independent weights vs blockdiag solve [rel_norm]",
-               rel_norm(mi.dual_coef_, alpha))
+               rel_norm(mi.dual_coef_[mi.perm_], alpha))
     assert err < 1e-10
     assert abs(mi.logdet() - logdet) < 1e-10 * abs(logdet)
     leaf_q = route(mi, Xq)

@@ -55,10 +55,10 @@ def test_linear_fits(name, c, data):
 def test_grief(c, data):
     X, y, X_new = data
     kw = dict(r=50, grid_size=6, seed=0, max_iter=30, n_restarts=0, init_subset=300)
-    ref_mean, ref_var = hkern.fit_grief(X, y, **kw).predict(X_new, return_var=True)
-    mean, var = hkern.fit_grief(X, c * y, **kw).predict(X_new, return_var=True)
+    ref_mean, ref_std = hkern.fit_grief(X, y, **kw).predict(X_new, return_std=True)
+    mean, std = hkern.fit_grief(X, c * y, **kw).predict(X_new, return_std=True)
     assert_scaled(mean, ref_mean, c)
-    assert_scaled(var, ref_var, c * c)
+    assert_scaled(std, ref_std, c)
 
 
 @pytest.mark.parametrize("precompute", [True, False])

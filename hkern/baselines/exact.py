@@ -1,23 +1,49 @@
 """Exact kernel ridge regression: the reference every approximation is measured against."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _linalg
+from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import thread_budget
-from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
+from .._validation import check_rhs
+from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+from ._ridge import block_rows
 
 __all__ = ["fit_exact", "ExactKRR"]
 
-class ExactKRR(KernelRidgeModel):
+
+def _system_factor(kind, sigma, lam, X, n_threads):
+    """Lower Cholesky factor of K(X, X) + lam I, computed in the kernel matrix's memory."""
+    n = X.shape[0]
+    K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
+    K.flat[:: n + 1] += lam
+    return _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+
+
+def _logdet(factor):
+    """log det(L L^T) from the Cholesky factor L."""
+    return 2.0 * float(np.sum(np.log(np.diagonal(factor))))
+
+
+class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     """Exact KRR: f(x) = k(x, X) alpha with alpha = (K + lam I)^{-1} Y.
+
+    Also the posterior mean of the Gaussian process f ~ GP(0, k) observed with noise variance
+    lam: ``predict(X, return_std=True)`` adds the posterior standard deviation of f,
+    sqrt(k(x, x) - k(x, X) (K + lam I)^{-1} k(X, x)), and ``log_marginal_likelihood()`` is
+    log N(y | 0, K + lam I) of the training targets.  The model keeps only X and alpha: the
+    standard deviation and ``log_marginal_likelihood(y)`` factorise K + lam I again (the fit's
+    cost: O(n^3) time and 8 n^2 bytes per call), so pass all test points in one call.
 
     Attributes
     ----------
     X_fit_ : ndarray (n, d)
         Training inputs.
     dual_coef_ : ndarray (n, k)
-        alpha.
+        alpha, in training order.
 
     Examples
     --------
@@ -31,16 +57,61 @@ class ExactKRR(KernelRidgeModel):
     >>> K = hkern.kernel_matrix(X[:5], X, sigma=1.0)
     >>> bool(np.allclose(model.predict(X[:5]), K @ model.dual_coef_[:, 0]))
     True
+
+    The posterior standard deviation, and the evidence of the training targets:
+
+    >>> mean, std = model.predict(X[:5], return_std=True)
+    >>> bool(np.all((std > 0) & (std < 1)))
+    True
+    >>> model.log_marginal_likelihood() == model.log_marginal_likelihood(y)
+    True
     """
 
-    def __init__(self, X, alpha, **kw):
+    def __init__(self, X, alpha, *, lml, **kw):
         super().__init__(**kw)
         self.X_fit_ = X
         self.dual_coef_ = alpha
+        self._lml_train = lml
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self.sigma, X, self.X_fit_, self.dual_coef_,
                                       self._threads())
+
+    def _factor(self, extra_bytes, what, fix, max_memory, n_threads):
+        """The Cholesky factor of K + lam I, again, after checking that it and ``extra_bytes``
+        fit in max_memory."""
+        n = self.X_fit_.shape[0]
+        check_memory(8 * n * n + extra_bytes, max_memory,
+                     what=f"{what} (the n x n kernel matrix, n={n})", fix=fix)
+        return _system_factor(self._kind, self.sigma, self.lam, self.X_fit_, n_threads)
+
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): the fit's factorisation and solve again.
+        n = self.X_fit_.shape[0]
+        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        with thread_budget(self.n_jobs) as n_threads:
+            factor = self._factor(32 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
+                                  "fit on a subsample", max_memory, n_threads)
+            Y = check_rhs(y, n, "y").reshape(n, -1)
+            alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+            return gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
+        n, m = self.X_fit_.shape[0], X.shape[0]
+        step = min(m, block_rows(m, n))
+        factor = self._factor(16 * n * step + 8 * m, f"the posterior variance at {m} points",
+                              "fit on a subsample", max_memory, n_threads)
+        var = kernel_diag(X, kernel=self.kernel, sigma=self.sigma)
+        for start in range(0, m, max(step, 1)):
+            stop = min(m, start + step)
+            V = _linalg.solve_triangular(
+                factor, _kernel_matrix_trusted(self._kind, self.sigma, self.X_fit_,
+                                               X[start:stop], n_threads),
+                lower=True, n_threads=n_threads)
+            var[start:stop] -= np.einsum("ij,ij->j", V, V)
+            del V     # before the next block's kernel matrix and its copy (the 16 n step bytes)
+        return var
 
 
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", n_jobs=None,
@@ -101,9 +172,8 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     with thread_budget(n_jobs) as n_threads:
-        K = _kernel_matrix_trusted(inputs.kind, inputs.sigma, X, X, n_threads)
-        K.flat[:: n + 1] += inputs.lam
-        factor = _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+        factor = _system_factor(inputs.kind, inputs.sigma, inputs.lam, X, n_threads)
         alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        del K, factor
-    return ExactKRR(X, alpha, **inputs.model_params(n_jobs))
+        lml = gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+        del factor
+    return ExactKRR(X, alpha, lml=lml, **inputs.model_params(n_jobs))

@@ -80,23 +80,29 @@ class GriefGP:
             # basis function is 0 there, and the prediction is the prior.
             return self._x_scaler.transform(X)
 
-    def predict(self, X, return_var=False, include_noise=False):
-        """Predictive mean (and variance) at X.
+    def predict(self, X, *, return_std=False, include_noise=False):
+        """Predictive mean (and standard deviation) at X.
+
+        The same face as the kernel ridge models that are GPs (``hkern.fit_exact``,
+        ``fit_hierarchical``, ``fit_independent``): the latent f by default, the noise with
+        ``include_noise``.
 
         Parameters
         ----------
         X : ndarray of shape (n_test, n_features)
-        return_var : bool, default=False
-            Also return the predictive variance.
+        return_std : bool, default=False
+            Also return the predictive standard deviation.
         include_noise : bool, default=False
-            Variance of y* (latent variance + noise) instead of the latent V[f*].
+            With ``return_std``: the standard deviation of y* (latent variance + noise) instead
+            of that of the latent f*.
 
         Returns
         -------
         mean : ndarray of shape (n_test,)
-        var : ndarray of shape (n_test,), only with ``return_var``
-            Type II: V[f*] = noise phi*' P^-1 phi* (doc/specs/grief.md, section 3).  Type I:
-            E[V] + Var[mean] over the MCMC samples.  Both in the units of y squared.
+        std : ndarray of shape (n_test,), only with ``return_std``
+            The square root of the predictive variance, in the units of y.  Type II:
+            V[f*] = noise phi*' P^-1 phi* (doc/specs/grief.md, section 3).  Type I: E[V] + Var[mean] over the
+            MCMC samples.  With ``include_noise``, V[f*] + ``noise_``.
 
         Examples
         --------
@@ -104,51 +110,58 @@ class GriefGP:
         >>> rng = np.random.default_rng(0)
         >>> X = rng.uniform(-2, 2, (200, 2)); y = np.sin(X[:, 0]) * np.cos(X[:, 1])
         >>> gp = hkern.fit_grief(X, y + 0.05 * rng.normal(size=200), r=50, grid_size=8, seed=0)
-        >>> mean, var = gp.predict(X[:5], return_var=True)
-        >>> bool(np.all(var >= 0)) and mean.shape == (5,)
+        >>> mean, std = gp.predict(X[:5], return_std=True)
+        >>> bool(np.all(std >= 0)) and mean.shape == (5,)
         True
         """
-        return_var = check_bool(return_var, "return_var")
+        return_std = check_bool(return_std, "return_std")
         include_noise = check_bool(include_noise, "include_noise")
         Xs = self._standardise(X)
         with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
             # BLAS calls made through NumPy run on one thread (their results can change with
             # the thread count); the large products go through hkern's tiled kernels on
             # n_threads OpenMP threads, which are bitwise equal for any count.
-            return self._predict(Xs, return_var, include_noise, n_threads)
+            return self._predict(Xs, return_std, include_noise, n_threads)
 
-    def _predict(self, Xs, return_var, include_noise, n_threads):
+    def _predict(self, Xs, return_std, include_noise, n_threads):
+        """Mean, and with ``return_std`` the predictive standard deviation, in y's units."""
         means, vars_ = [], []
         for _, Phi in self._basis.phi_blocks(Xs, n_threads):
             if self.inference == "type2":
                 means.append(_linalg.matvec(Phi, self._beta))
-                if return_var:
+                if return_std:
                     T = _linalg.solve_triangular(self._L, Phi.T.copy(), lower=True)
                     vars_.append(self._noise_s * np.einsum("ij,ij->j", T, T))
             else:
                 Pt = _linalg.matmul(Phi, self._V, n_threads=n_threads) / self._s
                 m = Pt @ self._coef_mean
                 means.append(m)
-                if return_var:
+                if return_std:
                     e_var = (Pt**2) @ self._var_weights
                     spread = _linalg.matmul(Pt, self._coef_samples, trans_b=True,
                                             n_threads=n_threads) - m[:, None]
                     vars_.append(e_var + np.mean(spread**2, axis=1))
         mean = np.concatenate(means) * self._y_std + self._y_mean
-        if not return_var:
+        if not return_std:
             return mean
-        var = np.concatenate(vars_) * self._y_std**2
+        # Standardised units, then scaled by std(y): var * std(y)^2 could underflow (y ~ 1e-300)
+        # where the standard deviation itself is a normal number.
+        var = np.concatenate(vars_)
         if include_noise:
-            var = var + self.noise_
-        return mean, var
+            var = var + self._noise_s
+        return mean, np.sqrt(var) * self._y_std
 
     def log_marginal_likelihood(self):
         """log p(y | hyperparameters) of the fitted model, in the original units of y.
 
-        Type II: the eq. 3 kernel s2 Phi Phi' + noise I at the fitted hyperparameters.  Type I:
-        the SVD-basis model at the posterior-mean weights and noise.  The targets are centred by
-        their training mean (a fixed offset); the Jacobian of the scaling of y, -n log(std y), is
-        included so the value is the density of y itself.
+        The log density of the training targets under the fitted GP, the same meaning as the
+        ``log_marginal_likelihood()`` of the kernel ridge models that are GPs
+        (:func:`hkern.fit_exact`, :func:`hkern.fit_hierarchical`): there the prior mean is 0,
+        here the training mean of y (a fixed offset).  Type II: the eq. 3 kernel
+        s2 Phi Phi' + noise I at the fitted hyperparameters.  Type I: the SVD-basis model at
+        the posterior-mean weights and noise.  The Jacobian of the scaling of y, -n log(std y),
+        is included so the value is the density of y itself.  The model does not keep the
+        training inputs, so it is not evaluated at other targets.
 
         Examples
         --------

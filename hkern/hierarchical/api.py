@@ -5,11 +5,19 @@ import math
 
 import numpy as np
 
+from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, thread_budget
-from .._validation import check_choice, check_int, check_nonnegative, check_seed, check_targets
-from . import _blocks, _tree
+from .._validation import (
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_rhs,
+    check_seed,
+    check_targets,
+)
+from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
 
 __all__ = ["fit_hierarchical", "fit_independent", "HierarchicalKRR", "IndependentKRR",
@@ -87,7 +95,8 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     largest of: the factorisation's per-thread workspace (hck._hck.work_alloc: 2(r d + r) + 3 r^2
     + leaf_max r + 2 (levels + 1) r^2) and the 2^(split+1) r^2 Theta blocks of the top levels;
     the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p); the
-    prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
+    prediction vectors (weights n k + 5 k sum r_p) and the weights' copy in training order
+    (n k).  The tree-building phase before them.
     """
     s = _tree_sizes(n, r, depth)
     rm, split = s["r_max"], min(depth, 3)
@@ -96,17 +105,18 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     factorize = (min(n_threads, 1 << split) * (workspace + 2 * (depth - split + 1) * rm * rm)
                  + (2 << split) * rm * rm)
     solve = 3 * n * k + 4 * k * s["ranks"]
-    prediction = n * k + 5 * k * s["ranks"]
+    prediction = 2 * n * k + 5 * k * s["ranks"]
     return max(8 * (base + max(factorize, solve, prediction)), _tree_phase_bytes(n, d))
 
 
 def _independent_fit_bytes(n, d, k, depth, n_threads):
     """Estimated peak bytes of fit_independent beyond its inputs (8-byte numbers): the
-    tree-ordered X (n d), perm and squared norms (2 n), targets and weights (2 n k) and one
-    leaf block K + lam I (leaf_max^2) per thread; the tree-building phase before them."""
+    tree-ordered X (n d), perm and squared norms (2 n), targets and weights in tree and in
+    training order (3 n k) and one leaf block K + lam I (leaf_max^2) per thread; the
+    tree-building phase before them."""
     leaf_max = -(-n // (1 << depth))
     blocks = min(n_threads, 1 << depth) * leaf_max * leaf_max
-    return max(8 * (n * d + 2 * n + 2 * n * k + blocks), _tree_phase_bytes(n, d))
+    return max(8 * (n * d + 2 * n + 3 * n * k + blocks), _tree_phase_bytes(n, d))
 
 
 def _fix_for_fit(leaf_size):
@@ -141,6 +151,16 @@ class _TreeModel(KernelRidgeModel):
         np.cumsum(np.bincount(leaf, minlength=self.n_leaves_), out=leaf_start[1:])
         return np.ascontiguousarray(Xc[order]), order, leaf_start
 
+    def _by_leaf(self, X, n_threads, evaluate):
+        """``evaluate(Xg, leaf_start)`` on the test points grouped by leaf (BLAS on one thread:
+        the cores parallelise over leaves), its rows put back in X's order."""
+        Xg, order, leaf_start = self._grouped(X, n_threads)
+        with blas_threads(1):
+            out_g = evaluate(Xg, leaf_start)
+        out = np.empty_like(out_g)
+        out[order] = out_g
+        return out
+
     def _to_tree(self, B):
         """A checked (n,) or (n, k) B as a C-contiguous (n, k) array in tree order."""
         n = len(self.perm_)
@@ -152,12 +172,19 @@ class _TreeModel(KernelRidgeModel):
         return out[:, 0] if vector else out
 
 
-class HierarchicalKRR(_TreeModel):
+class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     """Kernel ridge regression / classification with the hierarchically compositional kernel.
 
-    The model holds the factors of A = K_hier + lam I (K_hier built from the jittered kernel,
-    see :func:`fit_hierarchical`) in tree order, and offers the operations of that matrix in the
-    training samples' original order.
+    The model holds the factors of A = K_hier' + (lam - lam') I in tree order (K_hier' is the
+    hierarchical kernel of the base kernel jittered by lam' = ``jitter`` on identical training
+    points, so the leaf diagonal blocks of A are K + lam I; see :func:`fit_hierarchical`), and
+    offers the operations of that matrix in the training samples' original order.
+
+    It is also a Gaussian process: the prior f ~ GP(0, k_hier') with the training targets'
+    covariance A, whose posterior mean is the prediction.  ``predict(X, return_std=True)`` adds
+    the posterior standard deviation of f (for a new point x, k_hier'(x, x) = k(x, x) and
+    k_hier'(x, X) is the row the prediction uses); ``log_marginal_likelihood()`` is
+    log N(y | 0, A) of the training targets.
 
     Attributes
     ----------
@@ -170,7 +197,7 @@ class HierarchicalKRR(_TreeModel):
     perm_ : ndarray (n,)
         Training row of each tree position.
     dual_coef_ : ndarray (n, k)
-        A^{-1} Y in tree order.
+        A^{-1} Y in training order (row i belongs to training sample i).
 
     Examples
     --------
@@ -183,12 +210,23 @@ class HierarchicalKRR(_TreeModel):
     >>> model = hkern.fit_hierarchical(X, y, r=32, sigma=1.0, lam=1e-2, seed=0)
     >>> bool(np.allclose(model.matvec(model.solve(y)), y))
     True
+
+    The posterior standard deviation, and the evidence of the training targets:
+
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> std.shape, bool(np.all(std > 0))
+    ((3,), True)
+    >>> model.log_marginal_likelihood() == model.log_marginal_likelihood(y)
+    True
     """
 
-    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, **kw):
+    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, lml, **kw):
         super().__init__(**kw)
         self._op = operator
-        self.dual_coef_ = weights
+        self._lml_train = lml
+        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        self._weights_tree = weights
+        self.dual_coef_ = self._from_tree(weights, False)
         self._pred_vectors = pred_vectors
         self._pred_offsets = pred_offsets
         self.r = r
@@ -197,13 +235,9 @@ class HierarchicalKRR(_TreeModel):
     def _scores(self, X):
         # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
         n_threads = self._threads()
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
-            Fg = self._op.predict(Xg, leaf_start, self.dual_coef_, self._pred_vectors,
-                                  self._pred_offsets, n_threads)
-        F = np.empty_like(Fg)
-        F[order] = Fg
-        return F
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: self._op.predict(
+            Xg, leaf_start, self._weights_tree, self._pred_vectors, self._pred_offsets,
+            n_threads))
 
     def _apply(self, B, inverse, n_threads):
         """A B or A^{-1} B for a checked B in training order (no memory check)."""
@@ -286,18 +320,42 @@ class HierarchicalKRR(_TreeModel):
         """log det(K_hier + lam I)."""
         return float(self._op.logdet_value)
 
-    def log_marginal_likelihood(self, y, max_memory=None):
-        """GP log marginal likelihood of targets y with covariance K_hier + lam I.
-
-        -1/2 y^T (K_hier + lam I)^{-1} y - 1/2 log det(K_hier + lam I) - n/2 log(2 pi), summed
-        over the columns of a 2-D y.  ``max_memory`` as for :meth:`solve`.
-        """
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): one solve; max_memory as for solve.
         yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
         with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
             alpha = self._op.solve(yt, n_threads)
-        n, k = yt.shape
-        return float(-0.5 * np.sum(yt * alpha) - 0.5 * k * self.logdet()
-                     - 0.5 * k * n * math.log(2.0 * math.pi))
+        return gaussian_lml(np.sum(yt * alpha), self.logdet(), *yt.shape)
+
+    def _posterior_bytes(self, m):
+        """Peak bytes of the posterior variance at m test points (8-byte numbers): theta and
+        Phi of every non-root node (2 T, T = sum of r_parent^2) and the leaves' C factors (b,
+        none at depth 0, where C is the fit's leaf factor) beside one thread's workspace (the
+        larger of leaf_max r_max and 5 r_max^2) per thread; then theta freed and the test
+        points' buffers (at most CHUNK_SIZE x (leaf_max + 2 r_max) per thread); and the grouped
+        test points and their outputs (m (d + 4))."""
+        op = self._op
+        T = int(_posterior.node_offsets(op)[-1])
+        b = int(op.factors()["b_off"][-1]) if op.depth > 0 else 0
+        threads = min(self._threads(), 1 << op.depth)
+        rm, lm = op.r_max, op.leaf_max
+        factors = 2 * T + b + threads * max(lm * rm, 5 * rm * rm)
+        chunk = min(m, _posterior.CHUNK_SIZE)
+        points = T + b + threads * (chunk * (lm + 2 * rm) + rm * (op.d + 1))
+        return 8 * (max(factors, points) + m * (op.d + 4))
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """Posterior variance of f at X under K_hier' (hkern/hierarchical/_posterior.pyx)."""
+        n = len(self.perm_)
+        check_memory(self._posterior_bytes(X.shape[0]), max_memory,
+                     what=f"the HCK posterior variance with n={n}, r={self.r} at "
+                     f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
+
+        def evaluate(Xg, leaf_start):
+            LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
+            return _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
+                                                 n_threads)
+        return self._by_leaf(X, n_threads, evaluate)
 
     def kernel_pca(self, n_components=2, seed=0):
         """Top eigenpairs of the centred kernel matrix C K_hier C, C = I - 11^T/n.
@@ -333,14 +391,27 @@ class HierarchicalKRR(_TreeModel):
     @property
     def nbytes(self):
         """Bytes held: the factors, the tree-ordered data, the weights, the tree."""
-        extra = sum(a.nbytes for a in (self.dual_coef_, self._pred_vectors, self._pred_offsets,
-                                       self.perm_, self.directions_, self.thresholds_,
-                                       self.centre_, self._start, self._count))
+        extra = sum(a.nbytes for a in (self.dual_coef_, self._weights_tree, self._pred_vectors,
+                                       self._pred_offsets, self.perm_, self.directions_,
+                                       self.thresholds_, self.centre_, self._start, self._count))
         return int(self._op.nbytes + extra)
 
 
-class IndependentKRR(_TreeModel):
+class IndependentKRR(GaussianProcessKRR, _TreeModel):
     """KRR with the independent kernel: exact kernel within a leaf, zero across leaves.
+
+    A Gaussian process too, with the block-diagonal prior covariance K_ind = blockdiag(K_leaf)
+    and noise variance lam: ``predict(X, return_std=True)`` and ``log_marginal_likelihood()`` as
+    for :class:`HierarchicalKRR` (a test point's posterior involves only its own leaf).
+
+    Attributes
+    ----------
+    depth_ : int
+        Depth J of the tree (2^J leaves).
+    perm_ : ndarray (n,)
+        Training row of each tree position.
+    dual_coef_ : ndarray (n, k)
+        (K_ind + lam I)^{-1} Y in training order (row i belongs to training sample i).
 
     Examples
     --------
@@ -353,29 +424,65 @@ class IndependentKRR(_TreeModel):
     >>> model = hkern.fit_independent(X, y, r=32, sigma=1.0, lam=1e-2, seed=0)
     >>> model.predict(X[:4]).shape
     (4,)
+    >>> mean, std = model.predict(X[:4], return_std=True)
+    >>> bool(np.all((std > 0) & (std < 1)))
+    True
     """
 
-    def __init__(self, *, X_tree, alpha, logdet, **kw):
+    def __init__(self, *, X_tree, alpha, logdet, lml, **kw):
         super().__init__(**kw)
+        self._lml_train = lml
         self._X_tree = X_tree
-        self.dual_coef_ = alpha
+        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        self._weights_tree = alpha
+        self.dual_coef_ = self._from_tree(alpha, False)
         self._logdet = logdet
 
     def _scores(self, X):
         # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
         n_threads = self._threads()
-        Xg, order, leaf_start = self._grouped(X, n_threads)
-        with blas_threads(1):
-            Fg = _blocks.predict_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                        self._kind, self.sigma, self.dual_coef_, Xg, leaf_start,
-                                        n_threads)
-        F = np.empty_like(Fg)
-        F[order] = Fg
-        return F
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.predict_blocks(
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self._weights_tree, Xg, leaf_start, n_threads))
 
     def logdet(self):
         """log det(K_ind + lam I)."""
         return self._logdet
+
+    def _blocks_bytes(self, columns, points):
+        """Peak bytes of factorising the leaves again (8-byte numbers): per thread one leaf
+        block and, for ``points`` test points, one block of them (at most CHUNK_SIZE x leaf
+        size), beside ``columns`` numbers per training point."""
+        n = len(self.perm_)
+        leaf_max = int(self._count[self.n_leaves_ - 1:].max())
+        threads = min(self._threads(), self.n_leaves_)
+        chunk = min(points, _blocks.CHUNK_SIZE)
+        return 8 * (threads * leaf_max * (leaf_max + chunk) + columns * n)
+
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): every leaf factorised again, as in the fit.
+        n = len(self.perm_)
+        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        check_memory(self._blocks_bytes(4 * k, 0), max_memory,
+                     what=f"log_marginal_likelihood with n={n} and {k} column(s) in y",
+                     fix="pass y in blocks of fewer columns")
+        y = check_rhs(y, n, "y")
+        yt = np.ascontiguousarray(y.reshape(n, -1)[self.perm_])
+        alpha = yt.copy()
+        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+            logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
+                                        self._kind, self.sigma, self.lam, alpha, n_threads)
+        return gaussian_lml(np.sum(yt * alpha), logdet, *yt.shape)
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """Posterior variance of f at X: each leaf with test points factorised again."""
+        m = X.shape[0]
+        check_memory(self._blocks_bytes(0, m) + 8 * m * (X.shape[1] + 4), max_memory,
+                     what=f"the posterior variance of the independent kernel at {m} points",
+                     fix="fit with a smaller r or leaf_size, or pass fewer points")
+        return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.variance_blocks(
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self.lam, Xg, leaf_start, n_threads))
 
 
 def _build_tree(X, r, leaf_size, partition, rng, n_threads):
@@ -458,8 +565,9 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     Returns
     -------
     HierarchicalKRR
-        With ``predict``, ``decision_function``, ``matvec``, ``solve``, ``logdet``,
-        ``log_marginal_likelihood``, ``kernel_pca`` and ``nbytes``.
+        With ``predict`` (``return_std=True``: the GP posterior standard deviation),
+        ``decision_function``, ``matvec``, ``solve``, ``logdet``, ``log_marginal_likelihood``,
+        ``kernel_pca`` and ``nbytes``; ``dual_coef_`` is in the training order.
 
     Raises
     ------
@@ -510,10 +618,12 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         with blas_threads(1):
             op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
                              inputs.sigma, inputs.lam, jitter, n_threads)
-            weights = op.solve(np.ascontiguousarray(Y[tree["perm"]]), n_threads)
+            Y_tree = np.ascontiguousarray(Y[tree["perm"]])
+            weights = op.solve(Y_tree, n_threads)
             pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
+    lml = gaussian_lml(np.sum(Y_tree * weights), op.logdet_value, *Y_tree.shape)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
-                           pred_offsets=pred_offsets, r=r, jitter=jitter,
+                           pred_offsets=pred_offsets, r=r, jitter=jitter, lml=lml,
                            **inputs.model_params(n_jobs), **tree)
 
 
@@ -526,8 +636,8 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     ``r``, ``leaf_size``, ``partition`` and ``seed`` (so the same leaves), the exact kernel
     inside each leaf and nothing across leaves.  Parameters as for
     :func:`fit_hierarchical`; ``r`` only sets the leaf size.  ``max_memory`` bounds the
-    estimated peak, about 8 (n d + 2 n k + n_jobs leaf size^2) bytes (tree-ordered data,
-    targets and weights, one leaf block per thread).
+    estimated peak, about 8 (n d + 3 n k + n_jobs leaf size^2) bytes (tree-ordered data,
+    targets, the weights in tree and in training order, one leaf block per thread).
 
     Returns
     -------
@@ -558,5 +668,6 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
         with blas_threads(1):
             logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
                                         inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
-    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet,
+    lml = gaussian_lml(np.sum(Y[tree["perm"]] * alpha), logdet, *alpha.shape)
+    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, lml=lml,
                           **inputs.model_params(n_jobs), **tree)

@@ -1,0 +1,125 @@
+"""The Gaussian-process face of the kernel ridge models that are GP posteriors.
+
+Kernel ridge regression with kernel k and ridge lam is the posterior mean of the GP
+f ~ GP(0, k) observed with Gaussian noise: the training targets have covariance A = K + lam I.
+Exact KRR (k the kernel), HCK (k the hierarchical kernel k_hier' of the jittered base kernel;
+A = K_hier' + (lam - lam') I, the jitter lam' on the training diagonal being part of lam, so
+that A's diagonal is k(x_i, x_i) + lam) and the independent kernel (k block-diagonal on the
+leaves) are such models; :class:`GaussianProcessKRR` gives them the same two methods GRIEF's
+:class:`hkern.grief.GriefGP` has, with one meaning:
+
+* ``predict(X, return_std=True)``: the posterior mean and the posterior standard deviation of
+  the latent f at X, sqrt(k(x, x) - k(x, X) A^{-1} k(X, x)); ``include_noise=True`` adds the
+  noise variance of a new target, lam (the diagonal of A is k(x_i, x_i) + lam).
+* ``log_marginal_likelihood()``: log p(y_train | hyperparameters), the log density of the
+  training targets under the model, log N(y | 0, A) in the units of y, summed over the columns
+  of a 2-D y (outputs are independent GPs sharing the kernel); ``log_marginal_likelihood(y)``
+  evaluates it at other targets y.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._threads import thread_budget
+from ._validation import check_bool, check_n_features
+
+__all__ = ["GaussianProcessKRR", "gaussian_lml"]
+
+
+def gaussian_lml(quad, logdet, n, k):
+    """log N(Y | 0, A) summed over the k columns of Y (n, k), from quad = sum(Y * A^{-1} Y)
+    and logdet = log det A: -quad / 2 - k logdet / 2 - k n log(2 pi) / 2."""
+    return float(-0.5 * quad - 0.5 * k * logdet - 0.5 * k * n * math.log(2.0 * math.pi))
+
+
+class GaussianProcessKRR:
+    """Mixin: ``predict(X, return_std=...)`` and ``log_marginal_likelihood(y=None)`` of a
+    kernel ridge model (put it before :class:`hkern._model.KernelRidgeModel` in the bases).
+
+    Subclasses set ``_lml_train`` (the log marginal likelihood of the encoded training targets,
+    computed by the fit from the quantities it already has) and implement
+    ``_latent_variance(X, n_threads, max_memory)`` (the posterior variance of f at validated X,
+    shape (m,), unclipped) and ``_lml_at(y, max_memory)`` (the log marginal likelihood of other
+    targets).
+    """
+
+    def predict(self, X, *, return_std=False, include_noise=False, max_memory=None):
+        """Predictions at X, and with ``return_std`` the posterior standard deviation.
+
+        Parameters
+        ----------
+        X : array_like (m, d)
+        return_std : bool, default=False
+            Also return the standard deviation of the GP posterior at X (regression only).
+        include_noise : bool, default=False
+            With ``return_std``: the standard deviation of a new target y = f(x) + noise,
+            sqrt(var f(x) + lam), instead of that of the latent f(x).
+        max_memory : int or None
+            With ``return_std``: most bytes the variance may allocate; None: the memory
+            available when the call starts.  The mean alone allocates O(m k) plus per-thread
+            buffers and is not checked.
+
+        Returns
+        -------
+        y_pred : ndarray (m,) or (m, k)
+            Predicted outputs (regression) or class labels (classification).
+        y_std : ndarray (m,), only with ``return_std``
+            Posterior standard deviation at each point, the same for every output (the outputs
+            share the kernel and the noise).  Rounding below zero is clipped to 0.
+
+        Raises
+        ------
+        ValueError
+            With ``return_std=True`` on a classifier: its predictions are labels, which have no
+            Gaussian posterior (``decision_function`` gives the one-vs-rest scores).
+        """
+        return_std = check_bool(return_std, "return_std")
+        include_noise = check_bool(include_noise, "include_noise")
+        if not return_std:
+            return super().predict(X)
+        self._require_regression("predict(X, return_std=True)",
+                                 "use decision_function for the one-vs-rest scores")
+        X = check_n_features(X, self.n_features_in_)
+        with thread_budget(self.n_jobs) as n_threads:
+            var = self._latent_variance(X, n_threads, max_memory)
+            mean = self.encoding_.decode(self._scores(X))
+        if include_noise:
+            var = var + self.lam
+        return mean, np.sqrt(np.maximum(var, 0.0))
+
+    def log_marginal_likelihood(self, y=None, *, max_memory=None):
+        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).
+
+        A = K + lam I, K the model's kernel matrix on the training inputs (for HCK
+        A = K_hier' + (lam - lam') I, whose leaf diagonal blocks are K + lam I):
+        -1/2 y^T A^{-1} y - 1/2 log det A - n/2 log(2 pi), in the units of y, summed over the
+        columns of a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
+        (whose prior mean is the training mean of y; here it is 0).
+
+        Parameters
+        ----------
+        y : array_like (n,) or (n, k), optional
+            Targets in training order.  None (default): the training targets, from the fit
+            (no extra work).
+        max_memory : int or None
+            With ``y``: most bytes the evaluation may allocate; None: the memory available when
+            the call starts.
+
+        Raises
+        ------
+        ValueError
+            With ``y=None`` on a classifier: class labels have no Gaussian likelihood (pass
+            ``y``, e.g. their +-1 one-vs-rest encoding, to evaluate it at real targets).
+        """
+        if y is None:
+            self._require_regression("log_marginal_likelihood()",
+                                     "pass y (e.g. the +-1 one-vs-rest encoding of the labels)")
+            return self._lml_train
+        return self._lml_at(y, max_memory)
+
+    def _require_regression(self, call, fix):
+        if self.encoding_.task != "regression":
+            raise ValueError(f"{call} is defined for regression, but this model was fitted with "
+                             f"task='classification' (its predictions are class labels); {fix}")
