@@ -76,10 +76,12 @@ class HkernEstimator(BaseEstimator):
 
     def _fit_model(self, X, y):
         """Fit ``model_``; its iteration count, where it has one, is also ``n_iter_`` (the
-        attribute scikit-learn expects of an estimator with ``max_iter``)."""
+        attribute scikit-learn expects of an estimator with ``max_iter``; one count per output
+        as an array, as scikit-learn's one-vs-rest estimators give it)."""
         self.model_ = self._call_fit_function(X, y)
         if hasattr(self.model_, "n_iter_"):
-            self.n_iter_ = self.model_.n_iter_
+            n_iter = self.model_.n_iter_
+            self.n_iter_ = np.asarray(n_iter) if isinstance(n_iter, list) else n_iter
 
     def _checked_input(self, X):
         """X for prediction: fitted, the features seen in fit, converted by scikit-learn."""

@@ -54,8 +54,8 @@ candidates, max_memory
     ----------
     model_ : hkern.slkl.SlklModel
         The fitted model, what :func:`hkern.fit_slkl` returns.
-    n_iter_ : int or list of int
-        Coordinate steps taken (one per output), ``model_.n_iter_``.
+    n_iter_ : int or ndarray (n_outputs,)
+        Coordinate steps taken (one per output for 2-D targets), from ``model_.n_iter_``.
     n_features_in_ : int
         Number of features seen in fit.
     feature_names_in_ : ndarray of str
@@ -98,8 +98,8 @@ candidates, max_memory
     ----------
     model_ : hkern.slkl.SlklModel
         The fitted model, what :func:`hkern.fit_slkl` returns.
-    n_iter_ : list of int
-        Coordinate steps taken, one per class, ``model_.n_iter_``.
+    n_iter_ : ndarray (n_classes,)
+        Coordinate steps taken, one per class, from ``model_.n_iter_``.
     classes_ : ndarray (n_classes,)
         The sorted class labels.
     n_features_in_ : int
