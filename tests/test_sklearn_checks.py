@@ -4,8 +4,10 @@ The few checks an estimator fails for a stated reason are listed, with the reaso
 ``_expected_failed_checks`` (read through the ``_xfail_checks`` tag before scikit-learn 1.6).
 """
 import inspect
+import os
 
 import sklearn
+from fresh_python import run_python
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn_cases import check_instances
 
@@ -25,3 +27,17 @@ def test_sklearn_check(estimator, check):
 def test_a_supported_scikit_learn():
     major, minor = (int(v) for v in sklearn.__version__.split(".")[:2])
     assert (major, minor) >= (1, 3)
+
+
+def test_dispatch_checks_in_a_process_with_scipy_array_api():
+    """Recent scikit-learn checks that array API dispatch with NumPy inputs changes no result,
+    but only where SCIPY_ARRAY_API=1 was set before SciPy was imported; in this process those
+    checks skip.  They run here in a fresh interpreter with it set (none are selected, exit
+    code 5, on the versions without them)."""
+    out = run_python(f"""
+        import sys, pytest
+        sys.exit(pytest.main(["-q", "-rs", "-p", "no:cacheprovider", {os.path.basename(__file__)!r},
+                              "-k", "check_array_api"]))
+    """, env={"SCIPY_ARRAY_API": "1"}, timeout=600)
+    assert out.returncode in (0, 5), out.stdout + out.stderr
+    assert "skipped" not in out.stdout and "failed" not in out.stdout, out.stdout
