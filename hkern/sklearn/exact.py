@@ -4,6 +4,7 @@ from __future__ import annotations
 import hkern
 
 from ._base import HkernClassifier, HkernRegressor
+from ._docs import documented
 
 __all__ = ["ExactRegressor", "ExactClassifier"]
 
@@ -12,6 +13,7 @@ class _ExactParameters:
     """The parameters of :func:`hkern.fit_exact` (it draws nothing: no random_state)."""
 
     _fit_function = staticmethod(hkern.fit_exact)
+    _doc = {"model": "hkern.baselines.ExactKRR"}
 
     def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, n_jobs=None,
                  max_memory=None):
@@ -22,31 +24,11 @@ class _ExactParameters:
         self.max_memory = max_memory
 
 
+@documented
 class ExactRegressor(_ExactParameters, HkernRegressor):
     """Exact kernel ridge regression: :func:`hkern.fit_exact` as a scikit-learn regressor.
 
     The reference every approximation is measured against: O(n^2) memory, O(n^3) time.
-
-    Parameters
-    ----------
-    kernel, sigma, lam, max_memory
-        As in :func:`hkern.fit_exact` (same names and defaults).
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.ExactKRR
-        The fitted model, what :func:`hkern.fit_exact` returns.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    ExactClassifier : the same fit for class labels.
 
     Examples
     --------
@@ -60,32 +42,10 @@ class ExactRegressor(_ExactParameters, HkernRegressor):
     """
 
 
+@documented
 class ExactClassifier(_ExactParameters, HkernClassifier):
     """Exact kernel ridge classification (one-vs-rest): :func:`hkern.fit_exact` as a
     scikit-learn classifier.
-
-    Parameters
-    ----------
-    kernel, sigma, lam, max_memory
-        As in :func:`hkern.fit_exact` (same names and defaults).
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.ExactKRR
-        The fitted model, what :func:`hkern.fit_exact` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    ExactRegressor : the same fit for real targets.
 
     Examples
     --------

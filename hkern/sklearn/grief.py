@@ -9,6 +9,7 @@ import hkern
 
 from ..grief.api import RESTARTS_DEFAULT
 from ._base import HkernRegressor
+from ._docs import documented
 
 __all__ = ["GriefRegressor"]
 
@@ -26,6 +27,7 @@ def predict_with_std(model, X):
     return mean, np.sqrt(var)
 
 
+@documented
 class GriefRegressor(HkernRegressor):
     """Gaussian-process regression with grid-structured eigenfunctions (GP-GRIEF):
     :func:`hkern.fit_grief` as a scikit-learn regressor.
@@ -34,29 +36,6 @@ class GriefRegressor(HkernRegressor):
     integrated over by MCMC with ``inference="type1"``), so there is no ``sigma`` or ``lam``
     to tune; ``predict(X, return_std=True)`` also returns the posterior standard deviation.
     Targets are one-dimensional.
-
-    Parameters
-    ----------
-    r, kernel, grid_size, inference, lengthscales, signal_variance, noise, optimize, \
-max_iter, optimize_subset, init_subset, n_restarts, n_iter, burn_in, thin, w_prior, \
-grid_inputs, max_memory
-        As in :func:`hkern.fit_grief` (same names and defaults): ``r`` basis functions.
-    random_state : int, RandomState instance or None, default=None
-        Initialisation subset, restarts and MCMC.  An int is the function's ``seed``; None
-        (numpy's global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.grief.api.GriefGP
-        The fitted model, what :func:`hkern.fit_grief` returns (hyperparameters,
-        ``log_marginal_likelihood``).
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
 
     Examples
     --------
@@ -74,6 +53,8 @@ grid_inputs, max_memory
     _fit_function = staticmethod(hkern.fit_grief)
     _fixed_arguments = {}       # fit_grief is a regression: it has no task argument
     _multi_output = False
+    _doc = {"model": "hkern.grief.api.GriefGP",
+            "draws": "Initialisation subset, restarts and MCMC", "size": "``r`` basis functions"}
 
     def __init__(self, r=1000, *, kernel="gaussian", random_state=None, n_jobs=None,
                  grid_size=10, inference="type2", lengthscales=None, signal_variance=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hkern
 
 from ._base import HkernClassifier, HkernRegressor
+from ._docs import documented
 
 __all__ = ["HierarchicalRegressor", "HierarchicalClassifier", "IndependentRegressor",
            "IndependentClassifier"]
@@ -14,6 +15,9 @@ class _HierarchicalParameters:
     """The parameters of :func:`hkern.fit_hierarchical`."""
 
     _fit_function = staticmethod(hkern.fit_hierarchical)
+    _doc = {"model": "hkern.hierarchical.HierarchicalKRR",
+            "draws": "Split directions and landmarks",
+            "size": "``r`` landmarks per tree node, 1 <= r < n"}
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, jitter=None, partition="random", leaf_size=None,
@@ -30,35 +34,10 @@ class _HierarchicalParameters:
         self.max_memory = max_memory
 
 
+@documented
 class HierarchicalRegressor(_HierarchicalParameters, HkernRegressor):
     """Kernel ridge regression with the hierarchically compositional kernel (HCK):
     :func:`hkern.fit_hierarchical` as a scikit-learn regressor.
-
-    Parameters
-    ----------
-    r, kernel, sigma, lam, jitter, partition, leaf_size, max_memory
-        As in :func:`hkern.fit_hierarchical` (same names and defaults): ``r`` landmarks per
-        tree node, 1 <= r < n.
-    random_state : int, RandomState instance or None, default=None
-        Split directions and landmarks.  An int is the function's ``seed``; None (numpy's
-        global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.hierarchical.HierarchicalKRR
-        The fitted model, what :func:`hkern.fit_hierarchical` returns (``matvec``, ``solve``,
-        ``logdet``, ``log_marginal_likelihood`` ...).
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    HierarchicalClassifier, IndependentRegressor
 
     Examples
     --------
@@ -79,46 +58,24 @@ class HierarchicalRegressor(_HierarchicalParameters, HkernRegressor):
     """
 
 
+@documented
 class HierarchicalClassifier(_HierarchicalParameters, HkernClassifier):
     """Kernel ridge classification (one-vs-rest) with the hierarchically compositional kernel:
     :func:`hkern.fit_hierarchical` as a scikit-learn classifier.
 
-    Parameters
-    ----------
-    r, kernel, sigma, lam, jitter, partition, leaf_size, max_memory
-        As in :func:`hkern.fit_hierarchical` (same names and defaults): ``r`` landmarks per
-        tree node, 1 <= r < n.
-    random_state : int, RandomState instance or None, default=None
-        Split directions and landmarks.  An int is the function's ``seed``; None (numpy's
-        global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.hierarchical.HierarchicalKRR
-        The fitted model, what :func:`hkern.fit_hierarchical` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    HierarchicalRegressor, IndependentClassifier
-
     Examples
     --------
+    In a pipeline, after scaling columns of very different spread:
+
     >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
     >>> from hkern.sklearn import HierarchicalClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(1000, 2)); y = (np.hypot(X[:, 0], X[:, 1]) > 1).astype(int)
-    >>> clf = HierarchicalClassifier(r=32, random_state=0).fit(X, y)
-    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
-    ([0, 1], True)
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2)) * [1.0, 100.0]
+    >>> y = (np.hypot(X[:, 0], X[:, 1] / 100) > 1).astype(int)
+    >>> clf = make_pipeline(StandardScaler(), HierarchicalClassifier(r=32, random_state=0))
+    >>> bool(clf.fit(X, y).score(X, y) > 0.9)
+    True
     """
 
 
@@ -126,6 +83,8 @@ class _IndependentParameters:
     """The parameters of :func:`hkern.fit_independent`."""
 
     _fit_function = staticmethod(hkern.fit_independent)
+    _doc = {"model": "hkern.hierarchical.IndependentKRR", "draws": "Split directions",
+            "size": "``r`` sets the leaf size as for :func:`hkern.fit_hierarchical`, 1 <= r < n"}
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, partition="random", leaf_size=None, max_memory=None):
@@ -140,34 +99,10 @@ class _IndependentParameters:
         self.max_memory = max_memory
 
 
+@documented
 class IndependentRegressor(_IndependentParameters, HkernRegressor):
     """Kernel ridge regression with the independent (block-diagonal) kernel on an HCK tree:
     :func:`hkern.fit_independent` as a scikit-learn regressor.
-
-    Parameters
-    ----------
-    r, kernel, sigma, lam, partition, leaf_size, max_memory
-        As in :func:`hkern.fit_independent` (same names and defaults): ``r`` sets the leaf
-        size as for :func:`hkern.fit_hierarchical`, 1 <= r < n.
-    random_state : int, RandomState instance or None, default=None
-        Split directions.  An int is the function's ``seed``; None (numpy's global state) and
-        a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.hierarchical.IndependentKRR
-        The fitted model, what :func:`hkern.fit_independent` returns.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    IndependentClassifier, HierarchicalRegressor
 
     Examples
     --------
@@ -181,36 +116,10 @@ class IndependentRegressor(_IndependentParameters, HkernRegressor):
     """
 
 
+@documented
 class IndependentClassifier(_IndependentParameters, HkernClassifier):
     """Kernel ridge classification (one-vs-rest) with the independent (block-diagonal) kernel:
     :func:`hkern.fit_independent` as a scikit-learn classifier.
-
-    Parameters
-    ----------
-    r, kernel, sigma, lam, partition, leaf_size, max_memory
-        As in :func:`hkern.fit_independent` (same names and defaults): ``r`` sets the leaf
-        size as for :func:`hkern.fit_hierarchical`, 1 <= r < n.
-    random_state : int, RandomState instance or None, default=None
-        Split directions.  An int is the function's ``seed``; None (numpy's global state) and
-        a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.hierarchical.IndependentKRR
-        The fitted model, what :func:`hkern.fit_independent` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    IndependentRegressor, HierarchicalClassifier
 
     Examples
     --------

@@ -8,6 +8,7 @@ import hkern
 from .. import _linalg
 from ..meka.api import LINK_RCOND
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer
+from ._docs import documented
 
 __all__ = ["MekaRegressor", "MekaClassifier", "MekaTransformer"]
 
@@ -15,12 +16,20 @@ __all__ = ["MekaRegressor", "MekaClassifier", "MekaTransformer"]
 # settings of doc/results_meka.md's UCI runs (total rank about r * n_clusters = 640).
 RANK = 64
 N_CLUSTERS = 10
+SIZE_NOTE = ("``r`` is the rank of each cluster's basis (total rank about r * n_clusters); the "
+             "function has no defaults for ``r`` and ``n_clusters``, the estimators' 64 and 10 "
+             "are the settings of the UCI runs in the MEKA results")
 
 
 class _MekaParameters:
     """The parameters of :func:`hkern.fit_meka`."""
 
     _fit_function = staticmethod(hkern.fit_meka)
+    _doc = {"model": "hkern.meka.krr.MekaKRR", "draws": "k-means, landmarks and link samples",
+            "size": SIZE_NOTE,
+            "attributes": "n_iter_ : int or None\n"
+                          "    CG iterations (None for the direct solver), from "
+                          "``model_.n_iter_``.\n"}
 
     def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma=1.0, lam=1e-2,
                  random_state=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000,
@@ -56,100 +65,45 @@ class _MekaParameters:
         return {}
 
 
+@documented
 class MekaRegressor(_MekaParameters, HkernRegressor):
     """Kernel ridge regression on the MEKA approximation: :func:`hkern.fit_meka` as a
     scikit-learn regressor.
 
-    Parameters
-    ----------
-    r : int, default=64
-        Rank of each cluster's basis (total rank about ``r * n_clusters``).
-    n_clusters : int, default=10
-        Number of clusters.  :func:`hkern.fit_meka` has no defaults for ``r`` and
-        ``n_clusters``; these are the settings of the UCI runs in the MEKA results.
-    kernel, sigma, lam, solver, tol, max_iter, psd, oversample, landmarks_per_cluster, \
-rank_policy, threshold, threshold_kind, kmeans_sample, kmeans_iter, link_rcond, max_memory
-        As in :func:`hkern.fit_meka` (same names and defaults).
-    random_state : int, RandomState instance or None, default=None
-        k-means, landmarks and link samples.  An int is the function's ``seed``; None
-        (numpy's global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.meka.krr.MekaKRR
-        The fitted model, what :func:`hkern.fit_meka` returns.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    MekaClassifier, MekaTransformer
-
     Examples
     --------
+    With the conjugate-gradient solver, whose iterations are ``n_iter_``:
+
     >>> import numpy as np
     >>> from hkern.sklearn import MekaRegressor
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(2000, 3)); y = np.sin(X[:, 0])
-    >>> reg = MekaRegressor(r=30, n_clusters=5, lam=1e-3, random_state=0).fit(X, y)
-    >>> bool(reg.score(X, y) > 0.99)
-    True
+    >>> X = np.random.default_rng(0).normal(size=(2000, 3)); y = np.sin(X[:, 0])
+    >>> reg = MekaRegressor(r=30, n_clusters=5, lam=1e-3, solver="cg", random_state=0)
+    >>> reg = reg.fit(X, y)
+    >>> reg.n_iter_ > 0, bool(reg.score(X, y) > 0.99)
+    (True, True)
     """
 
 
+@documented
 class MekaClassifier(_MekaParameters, HkernClassifier):
     """Kernel ridge classification (one-vs-rest) on the MEKA approximation:
     :func:`hkern.fit_meka` as a scikit-learn classifier.
 
-    Parameters
-    ----------
-    r : int, default=64
-        Rank of each cluster's basis (total rank about ``r * n_clusters``).
-    n_clusters : int, default=10
-        Number of clusters.  :func:`hkern.fit_meka` has no defaults for ``r`` and
-        ``n_clusters``; these are the settings of the UCI runs in the MEKA results.
-    kernel, sigma, lam, solver, tol, max_iter, psd, oversample, landmarks_per_cluster, \
-rank_policy, threshold, threshold_kind, kmeans_sample, kmeans_iter, link_rcond, max_memory
-        As in :func:`hkern.fit_meka` (same names and defaults).
-    random_state : int, RandomState instance or None, default=None
-        k-means, landmarks and link samples.  An int is the function's ``seed``; None
-        (numpy's global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.meka.krr.MekaKRR
-        The fitted model, what :func:`hkern.fit_meka` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    MekaRegressor, MekaTransformer
-
     Examples
     --------
+    Cross-validated accuracy:
+
     >>> import numpy as np
+    >>> from sklearn.model_selection import cross_val_score
     >>> from hkern.sklearn import MekaClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(1000, 2)); y = (np.hypot(X[:, 0], X[:, 1]) > 1).astype(int)
-    >>> clf = MekaClassifier(r=20, n_clusters=4, random_state=0).fit(X, y)
-    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
-    ([0, 1], True)
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2)); y = X[:, 0] * X[:, 1] > 0
+    >>> clf = MekaClassifier(r=20, n_clusters=4, random_state=0)
+    >>> bool(cross_val_score(clf, X, y, cv=3).mean() > 0.9)
+    True
     """
 
 
+@documented
 class MekaTransformer(HkernTransformer):
     """The feature map of a MEKA approximation (:func:`hkern.meka`) as a scikit-learn
     transformer.
@@ -160,33 +114,12 @@ class MekaTransformer(HkernTransformer):
     basis features of x (:meth:`hkern.meka.api.MekaApproximation.features`, in the columns of
     the nearest centroid's cluster).  On the training points Phi Phi^T = G~.
 
-    Parameters
-    ----------
-    r : int, default=64
-        Rank of each cluster's basis (total rank about ``r * n_clusters``).
-    n_clusters : int, default=10
-        Number of clusters.  :func:`hkern.meka` has no defaults for ``r`` and
-        ``n_clusters``; these are the settings of the UCI runs in the MEKA results.
-    kernel, sigma, oversample, landmarks_per_cluster, rank_policy, threshold, \
-threshold_kind, kmeans_sample, kmeans_iter, link_rcond, max_memory
-        As in :func:`hkern.meka` (same names and defaults).
-    random_state : int, RandomState instance or None, default=None
-        k-means, landmarks and link samples.  An int is :func:`hkern.meka`'s ``seed``; None
-        (numpy's global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
     Attributes
     ----------
     approximation_ : hkern.meka.api.MekaApproximation
         G~, what ``hkern.meka(X, r, n_clusters=..., psd=True, ...)`` returns.
     normalization_ : ndarray (K, n_components)
         S, for K = sum of the cluster ranks.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
 
     See Also
     --------
@@ -205,6 +138,7 @@ threshold_kind, kmeans_sample, kmeans_iter, link_rcond, max_memory
 
     _fit_function = staticmethod(hkern.meka)
     _fixed_arguments = {"psd": True}
+    _doc = {"draws": "k-means, landmarks and link samples", "size": SIZE_NOTE}
 
     def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma=1.0,
                  random_state=None, n_jobs=None, oversample=2.0, landmarks_per_cluster=None,

@@ -9,6 +9,7 @@ from .. import _linalg
 from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
 from ..baselines.nystrom import nystrom_feature_map
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
+from ._docs import documented
 
 __all__ = ["NystromRegressor", "NystromClassifier", "NystromTransformer"]
 
@@ -17,6 +18,8 @@ class _NystromParameters:
     """The parameters of :func:`hkern.fit_nystrom`."""
 
     _fit_function = staticmethod(hkern.fit_nystrom)
+    _doc = {"model": "hkern.baselines.NystromKRR", "draws": "Landmark sampling",
+            "size": "``r`` landmarks"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
@@ -31,32 +34,9 @@ class _NystromParameters:
         self.max_memory = max_memory
 
 
+@documented
 class NystromRegressor(_NystromParameters, HkernRegressor):
     """Nystrom kernel ridge regression: :func:`hkern.fit_nystrom` as a scikit-learn regressor.
-
-    Parameters
-    ----------
-    r, kernel, sigma, lam, landmarks, rcond, max_memory
-        As in :func:`hkern.fit_nystrom` (same names and defaults): ``r`` landmarks.
-    random_state : int, RandomState instance or None, default=None
-        Landmark sampling.  An int is the function's ``seed``; None (numpy's global state)
-        and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.NystromKRR
-        The fitted model, what :func:`hkern.fit_nystrom` returns.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    NystromClassifier, NystromTransformer
 
     Examples
     --------
@@ -70,48 +50,25 @@ class NystromRegressor(_NystromParameters, HkernRegressor):
     """
 
 
+@documented
 class NystromClassifier(_NystromParameters, HkernClassifier):
     """Nystrom kernel ridge classification (one-vs-rest): :func:`hkern.fit_nystrom` as a
     scikit-learn classifier.
-
-    Parameters
-    ----------
-    r, kernel, sigma, lam, landmarks, rcond, max_memory
-        As in :func:`hkern.fit_nystrom` (same names and defaults): ``r`` landmarks.
-    random_state : int, RandomState instance or None, default=None
-        Landmark sampling.  An int is the function's ``seed``; None (numpy's global state)
-        and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.NystromKRR
-        The fitted model, what :func:`hkern.fit_nystrom` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    NystromRegressor, NystromTransformer
 
     Examples
     --------
     >>> import numpy as np
     >>> from hkern.sklearn import NystromClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(500, 2)); y = (np.hypot(X[:, 0], X[:, 1]) > 1).astype(int)
+    >>> X = np.random.default_rng(0).normal(size=(500, 2))
+    >>> y = np.where(np.hypot(X[:, 0], X[:, 1]) > 1, "outside", "inside")
     >>> clf = NystromClassifier(r=100, random_state=0).fit(X, y)
-    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
-    ([0, 1], True)
+    >>> score = clf.decision_function(X[:4])       # two classes: > 0 for classes_[1]
+    >>> bool(np.all(clf.classes_[(score > 0).astype(int)] == clf.predict(X[:4])))
+    True
     """
 
 
+@documented
 class NystromTransformer(HkernTransformer):
     """The Nystrom feature map of :func:`hkern.fit_nystrom` as a scikit-learn transformer.
 
@@ -123,20 +80,6 @@ class NystromTransformer(HkernTransformer):
     A linear ridge regression without intercept on these features with ``alpha=lam`` is
     :func:`hkern.fit_nystrom` with the same ``lam``.
 
-    Parameters
-    ----------
-    r, kernel, sigma, landmarks, rcond
-        As in :func:`hkern.fit_nystrom` (same names and defaults): ``r`` landmarks.
-    random_state : int, RandomState instance or None, default=None
-        Landmark sampling.  An int is :func:`hkern.fit_nystrom`'s ``seed``; None (numpy's
-        global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-    max_memory : int or None, default=None
-        Most bytes the landmark selection and the r x r kernel matrix may take; None: the
-        memory available.
-
     Attributes
     ----------
     landmarks_ : ndarray (r, n_features)
@@ -145,10 +88,6 @@ class NystromTransformer(HkernTransformer):
         Their rows in the X of ``fit``, sorted.
     normalization_ : ndarray (r, n_components)
         M; ``n_components`` is the numerical rank of W kept.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
 
     See Also
     --------
@@ -167,6 +106,10 @@ class NystromTransformer(HkernTransformer):
     >>> bool(np.abs(F @ F.T - K).max() < 1e-3)
     True
     """
+
+    _doc = {"function": "fit_nystrom", "draws": "Landmark sampling",
+            "size": "``r`` landmarks; ``max_memory`` bounds the landmark selection and the "
+                    "r x r kernel matrix"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, random_state=None,
                  n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):

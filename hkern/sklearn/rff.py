@@ -9,6 +9,7 @@ from .. import _linalg
 from .._validation import check_bandwidth, check_int, check_seed
 from ..kernels import kernel_kind, sample_spectral
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
+from ._docs import documented
 
 __all__ = ["RFFRegressor", "RFFClassifier", "RFFTransformer"]
 
@@ -17,6 +18,8 @@ class _RFFParameters:
     """The parameters of :func:`hkern.fit_rff`."""
 
     _fit_function = staticmethod(hkern.fit_rff)
+    _doc = {"model": "hkern.baselines.RFFKRR", "draws": "The frequencies and offsets",
+            "size": "``r`` features"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, max_memory=None):
@@ -29,88 +32,45 @@ class _RFFParameters:
         self.max_memory = max_memory
 
 
+@documented
 class RFFRegressor(_RFFParameters, HkernRegressor):
     """Ridge regression on random Fourier features: :func:`hkern.fit_rff` as a scikit-learn
     regressor.
 
-    Parameters
-    ----------
-    r, kernel, sigma, lam, max_memory
-        As in :func:`hkern.fit_rff` (same names and defaults): ``r`` features.
-    random_state : int, RandomState instance or None, default=None
-        The frequencies and offsets.  An int is the function's ``seed``; None (numpy's global
-        state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.RFFKRR
-        The fitted model, what :func:`hkern.fit_rff` returns.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    RFFClassifier, RFFTransformer
-
     Examples
     --------
+    Two outputs, one solve:
+
     >>> import numpy as np
     >>> from hkern.sklearn import RFFRegressor
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(500, 2)); y = np.sin(X[:, 0])
-    >>> reg = RFFRegressor(r=300, lam=1e-3, random_state=0).fit(X, y)
-    >>> bool(reg.score(X, y) > 0.98)
-    True
+    >>> X = np.random.default_rng(0).normal(size=(500, 2))
+    >>> Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])])
+    >>> reg = RFFRegressor(r=300, lam=1e-3, random_state=0).fit(X, Y)
+    >>> reg.predict(X[:3]).shape, bool(reg.score(X, Y) > 0.98)
+    ((3, 2), True)
     """
 
 
+@documented
 class RFFClassifier(_RFFParameters, HkernClassifier):
     """Ridge classification (one-vs-rest) on random Fourier features: :func:`hkern.fit_rff` as
     a scikit-learn classifier.
 
-    Parameters
-    ----------
-    r, kernel, sigma, lam, max_memory
-        As in :func:`hkern.fit_rff` (same names and defaults): ``r`` features.
-    random_state : int, RandomState instance or None, default=None
-        The frequencies and offsets.  An int is the function's ``seed``; None (numpy's global
-        state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
-    Attributes
-    ----------
-    model_ : hkern.baselines.RFFKRR
-        The fitted model, what :func:`hkern.fit_rff` returns.
-    classes_ : ndarray (n_classes,)
-        The sorted class labels.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
-
-    See Also
-    --------
-    RFFRegressor, RFFTransformer
-
     Examples
     --------
+    Three classes, one score each:
+
     >>> import numpy as np
     >>> from hkern.sklearn import RFFClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(500, 2)); y = (np.hypot(X[:, 0], X[:, 1]) > 1).astype(int)
-    >>> clf = RFFClassifier(r=200, random_state=0).fit(X, y)
-    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
-    ([0, 1], True)
+    >>> X = np.random.default_rng(0).normal(size=(600, 2))
+    >>> y = np.digitize(np.arctan2(X[:, 1], X[:, 0]), [-1.0, 1.0])      # three sectors
+    >>> clf = RFFClassifier(r=300, random_state=0).fit(X, y)
+    >>> clf.classes_.tolist(), clf.decision_function(X[:5]).shape, bool(clf.score(X, y) > 0.9)
+    ([0, 1, 2], (5, 3), True)
     """
 
 
+@documented
 class RFFTransformer(HkernTransformer):
     """The random Fourier feature map of :func:`hkern.fit_rff` as a scikit-learn transformer.
 
@@ -121,28 +81,12 @@ class RFFTransformer(HkernTransformer):
     A linear ridge regression without intercept on these features with ``alpha=lam`` is
     :func:`hkern.fit_rff` with the same ``lam``.
 
-    Parameters
-    ----------
-    r, kernel, sigma
-        As in :func:`hkern.fit_rff` (same names and defaults): ``r`` features; kernels with a
-        spectral sampler: "gaussian", "laplace" and the Matern kernels.
-    random_state : int, RandomState instance or None, default=None
-        The frequencies and offsets.  An int is :func:`hkern.fit_rff`'s ``seed``; None
-        (numpy's global state) and a RandomState give a seed drawn from them.
-    n_jobs : int or None, default=None
-        Threads; None: the CPUs available (not one, as in scikit-learn).  Results are
-        identical for any value.
-
     Attributes
     ----------
     frequencies_ : ndarray (r, n_features)
         Omega.
     offsets_ : ndarray (r,)
         b.
-    n_features_in_ : int
-        Number of features seen in fit.
-    feature_names_in_ : ndarray of str
-        Column names seen in fit, when X had string column names.
 
     See Also
     --------
@@ -150,17 +94,23 @@ class RFFTransformer(HkernTransformer):
 
     Examples
     --------
-    >>> import numpy as np, hkern
+    The features of a Laplace kernel feeding a linear classifier:
+
+    >>> import numpy as np
+    >>> from sklearn.linear_model import RidgeClassifier
+    >>> from sklearn.pipeline import make_pipeline
     >>> from hkern.sklearn import RFFTransformer
-    >>> X = np.random.default_rng(0).normal(size=(200, 3))
-    >>> z = RFFTransformer(r=20000, sigma=2.0, random_state=0).fit(X)
-    >>> F = z.transform(X[:5])
-    >>> F.shape
-    (5, 20000)
-    >>> K = hkern.kernel_matrix(X[:5], sigma=2.0)
-    >>> bool(np.abs(F @ F.T - K).max() < 0.05)
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(500, 2)); y = np.hypot(X[:, 0], X[:, 1]) > 1
+    >>> clf = make_pipeline(RFFTransformer(r=300, kernel="laplace", random_state=0),
+    ...                     RidgeClassifier(alpha=1e-2)).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
     True
     """
+
+    _doc = {"function": "fit_rff", "draws": "The frequencies and offsets",
+            "size": "``r`` features; kernels with a spectral sampler: gaussian, laplace and "
+                    "the Matern kernels"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, random_state=None,
                  n_jobs=None):
