@@ -139,6 +139,10 @@ def test_hkern_errors_reach_the_user(data):
         hs.NystromRegressor(r=10, sigma=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="random_state|RandomState"):
         hs.RFFRegressor(r=10, random_state="zero").fit(X, y)
+    with pytest.raises(ValueError, match="landmarks must be one of"):
+        hs.NystromTransformer(landmarks="kmeans").fit(X)
+    with pytest.raises(ValueError, match="phases Omega x overflow"):
+        hs.RFFTransformer(r=5, sigma=1e-300).fit_transform(X * 1e150)
 
 
 # ---------------------------------------------------------------- classifiers

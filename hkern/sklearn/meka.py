@@ -13,7 +13,7 @@ from ._docs import documented
 __all__ = ["MekaRegressor", "MekaClassifier", "MekaTransformer"]
 
 # fit_meka and meka require r and n_clusters; an estimator needs defaults.  These are the
-# settings of doc/results_meka.md's UCI runs (total rank about r * n_clusters = 640).
+# settings of the UCI runs on the MEKA results page (total rank about r * n_clusters = 640).
 RANK = 64
 N_CLUSTERS = 10
 SIZE_NOTE = ("``r`` is the rank of each cluster's basis (total rank about r * n_clusters); the "

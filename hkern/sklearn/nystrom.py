@@ -6,8 +6,15 @@ import numpy as np
 import hkern
 
 from .. import _linalg
-from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
+from .._validation import (
+    check_choice,
+    check_nonnegative,
+    check_rank,
+    check_row_indices,
+    check_seed,
+)
 from ..baselines.nystrom import nystrom_feature_map
+from ..oasis import SELECTORS
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
@@ -127,6 +134,7 @@ class NystromTransformer(HkernTransformer):
         n = X.shape[0]
         if not isinstance(self.landmarks, str):
             return check_row_indices(self.landmarks, n, "landmarks")
+        check_choice(self.landmarks, "landmarks", SELECTORS)
         r = check_rank(self.r, n, "r")
         rng = check_seed(seed_from_random_state(self.random_state))
         if self.landmarks == "uniform":
