@@ -12,6 +12,8 @@ Public functions (numpydoc docstrings on each):
 * SLKL: :func:`fit_slkl` (learned sparse combination of rank-1 Nystrom kernels) and its
   baselines :func:`fit_slkl_unif`, :func:`fit_slkl_krrm`
 * data: :mod:`hkern.datasets` (``load_uci``, ``make_regression``, ``standardize``)
+* scikit-learn estimators over every method: :mod:`hkern.sklearn` (imported on its own; needs
+  the ``sklearn`` extra)
 * :class:`MemoryLimitError`: raised before allocating when a call would need more than its
   ``max_memory`` (default: the memory available)
 

@@ -101,8 +101,8 @@ class GriefGP:
         mean : ndarray of shape (n_test,)
         std : ndarray of shape (n_test,), only with ``return_std``
             The square root of the predictive variance, in the units of y.  Type II:
-            V[f*] = noise phi*' P^-1 phi* (doc/specs/grief.md, section 3).  Type I: E[V] + Var[mean] over the
-            MCMC samples.  With ``include_noise``, V[f*] + ``noise_``.
+            V[f*] = noise phi*' P^-1 phi* (doc/specs/grief.md, section 3).  Type I:
+            E[V] + Var[mean] over the MCMC samples.  With ``include_noise``, V[f*] + ``noise_``.
 
         Examples
         --------

@@ -1,0 +1,59 @@
+"""Exact kernel ridge regression and classification (:func:`hkern.fit_exact`)."""
+from __future__ import annotations
+
+import hkern
+
+from ._base import HkernClassifier, HkernGPRegressor
+from ._docs import documented
+
+__all__ = ["ExactRegressor", "ExactClassifier"]
+
+
+class _ExactParameters:
+    """The parameters of :func:`hkern.fit_exact` (it draws nothing: no random_state)."""
+
+    _fit_function = staticmethod(hkern.fit_exact)
+    _doc = {"model": "hkern.baselines.ExactKRR"}
+
+    def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, n_jobs=None,
+                 max_memory=None):
+        self.kernel = kernel
+        self.sigma = sigma
+        self.lam = lam
+        self.n_jobs = n_jobs
+        self.max_memory = max_memory
+
+
+@documented
+class ExactRegressor(_ExactParameters, HkernGPRegressor):
+    """Exact kernel ridge regression: :func:`hkern.fit_exact` as a scikit-learn regressor.
+
+    The reference every approximation is measured against: O(n^2) memory, O(n^3) time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.sklearn import ExactRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 3)); y = np.sin(X[:, 0])
+    >>> reg = ExactRegressor(sigma=1.0, lam=1e-3).fit(X, y)
+    >>> bool(reg.score(X, y) > 0.99)
+    True
+    """
+
+
+@documented
+class ExactClassifier(_ExactParameters, HkernClassifier):
+    """Exact kernel ridge classification (one-vs-rest): :func:`hkern.fit_exact` as a
+    scikit-learn classifier.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.sklearn import ExactClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = np.where(X[:, 0] * X[:, 1] > 0, "same", "other")
+    >>> clf = ExactClassifier(sigma=1.0, lam=1e-2).fit(X, y)
+    >>> clf.classes_.tolist(), bool(clf.score(X, y) > 0.9)
+    (['other', 'same'], True)
+    """

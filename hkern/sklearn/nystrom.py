@@ -1,0 +1,162 @@
+"""Nystrom kernel ridge estimators (:func:`hkern.fit_nystrom`) and the Nystrom feature map."""
+from __future__ import annotations
+
+import numpy as np
+
+import hkern
+
+from .. import _linalg
+from .._validation import (
+    check_choice,
+    check_nonnegative,
+    check_rank,
+    check_row_indices,
+    check_seed,
+)
+from ..baselines.nystrom import nystrom_feature_map
+from ..oasis import SELECTORS
+from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
+from ._docs import documented
+
+__all__ = ["NystromRegressor", "NystromClassifier", "NystromTransformer"]
+
+
+class _NystromParameters:
+    """The parameters of :func:`hkern.fit_nystrom`."""
+
+    _fit_function = staticmethod(hkern.fit_nystrom)
+    _doc = {"model": "hkern.baselines.NystromKRR", "draws": "Landmark sampling",
+            "size": "``r`` landmarks"}
+
+    def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+                 n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
+        self.r = r
+        self.kernel = kernel
+        self.sigma = sigma
+        self.lam = lam
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.landmarks = landmarks
+        self.rcond = rcond
+        self.max_memory = max_memory
+
+
+@documented
+class NystromRegressor(_NystromParameters, HkernRegressor):
+    """Nystrom kernel ridge regression: :func:`hkern.fit_nystrom` as a scikit-learn regressor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.sklearn import NystromRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(500, 3)); y = np.sin(X[:, 0])
+    >>> reg = NystromRegressor(r=100, lam=1e-3, random_state=0).fit(X, y)
+    >>> reg.model_.landmarks_.shape, bool(reg.score(X, y) > 0.99)
+    ((100, 3), True)
+    """
+
+
+@documented
+class NystromClassifier(_NystromParameters, HkernClassifier):
+    """Nystrom kernel ridge classification (one-vs-rest): :func:`hkern.fit_nystrom` as a
+    scikit-learn classifier.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.sklearn import NystromClassifier
+    >>> X = np.random.default_rng(0).normal(size=(500, 2))
+    >>> y = np.where(np.hypot(X[:, 0], X[:, 1]) > 1, "outside", "inside")
+    >>> clf = NystromClassifier(r=100, random_state=0).fit(X, y)
+    >>> score = clf.decision_function(X[:4])       # two classes: > 0 for classes_[1]
+    >>> bool(np.all(clf.classes_[(score > 0).astype(int)] == clf.predict(X[:4])))
+    True
+    """
+
+
+@documented
+class NystromTransformer(HkernTransformer):
+    """The Nystrom feature map of :func:`hkern.fit_nystrom` as a scikit-learn transformer.
+
+    ``fit`` chooses r landmarks Z from X as :func:`hkern.fit_nystrom` does (same
+    ``landmarks`` methods, the same rows for the same seed) and M with M M^T = W^+ for
+    W = K(Z, Z) (:func:`hkern.baselines.nystrom.nystrom_feature_map`, eigenvalues at or below
+    ``rcond`` times the largest dropped); ``transform`` gives Phi(X) = K(X, Z) M, so that
+    Phi(X) Phi(Y)^T = K(X, Z) W^+ K(Z, Y), the Nystrom approximation of the kernel.
+    A linear ridge regression without intercept on these features with ``alpha=lam`` is
+    :func:`hkern.fit_nystrom` with the same ``lam``.
+
+    Attributes
+    ----------
+    landmarks_ : ndarray (r, n_features)
+        The landmarks Z.
+    landmark_indices_ : ndarray (r,)
+        Their rows in the X of ``fit``, sorted.
+    normalization_ : ndarray (r, n_components)
+        M; ``n_components`` is the numerical rank of W kept.
+
+    See Also
+    --------
+    NystromRegressor : the ridge regression on these features, in one fit.
+
+    Examples
+    --------
+    >>> import numpy as np, hkern
+    >>> from hkern.sklearn import NystromTransformer
+    >>> X = np.random.default_rng(0).normal(size=(500, 3))
+    >>> phi = NystromTransformer(r=100, sigma=2.0, random_state=0).fit(X)
+    >>> F = phi.transform(X[:5])
+    >>> F.shape
+    (5, 100)
+    >>> K = hkern.kernel_matrix(X[:5], sigma=2.0)
+    >>> bool(np.abs(F @ F.T - K).max() < 1e-3)
+    True
+    """
+
+    _doc = {"function": "fit_nystrom", "draws": "Landmark sampling",
+            "size": "``r`` landmarks; ``max_memory`` bounds the landmark selection and the "
+                    "r x r kernel matrix"}
+
+    def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, random_state=None,
+                 n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
+        self.r = r
+        self.kernel = kernel
+        self.sigma = sigma
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.landmarks = landmarks
+        self.rcond = rcond
+        self.max_memory = max_memory
+
+    def _landmark_indices(self, X):
+        """Sorted landmark rows, drawn as :func:`hkern.fit_nystrom` draws them."""
+        n = X.shape[0]
+        if not isinstance(self.landmarks, str):
+            return check_row_indices(self.landmarks, n, "landmarks")
+        check_choice(self.landmarks, "landmarks", SELECTORS)
+        r = check_rank(self.r, n, "r")
+        rng = check_seed(seed_from_random_state(self.random_state))
+        if self.landmarks == "uniform":
+            return np.sort(rng.choice(n, size=r, replace=False))
+        selection = hkern.select_columns(X, r, method=self.landmarks, kernel=self.kernel,
+                                         sigma=self.sigma, seed=rng, n_jobs=self.n_jobs,
+                                         max_memory=self.max_memory)
+        return np.sort(selection.indices)
+
+    def _fit(self, X):
+        rcond = check_nonnegative(self.rcond, "rcond")
+        if rcond >= 1:
+            raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got "
+                             f"{rcond}, which would drop every eigenvalue")
+        self.landmark_indices_ = self._landmark_indices(X)
+        self.landmarks_ = np.ascontiguousarray(X[self.landmark_indices_])
+        W = hkern.kernel_matrix(self.landmarks_, kernel=self.kernel, sigma=self.sigma,
+                                n_jobs=self.n_jobs, max_memory=self.max_memory)
+        self.normalization_ = nystrom_feature_map(W, rcond)
+        self._n_features_out = self.normalization_.shape[1]
+
+    def _transform(self, X, n_threads):
+        C = hkern.kernel_matrix(X, self.landmarks_, kernel=self.kernel, sigma=self.sigma,
+                                n_jobs=n_threads)
+        return _linalg.matmul(C, self.normalization_, n_threads=n_threads)
