@@ -48,6 +48,11 @@ class ColumnSelection:
         The selection rule that produced it.
     n_jobs : int or None
         The selection's ``n_jobs``: the thread budget of :attr:`R` and :meth:`approximation`.
+    row_offset : int
+        Row of the full data that the first row of ``C`` and ``F`` is: 0, except on the ranks of
+        :func:`hkern.oasis.parallel.oasis_mpi` that hold only their own block of rows.
+    rank, size : int
+        MPI rank that holds this result and the number of ranks (0 and 1 when serial).
 
     Examples
     --------
@@ -62,7 +67,8 @@ class ColumnSelection:
     True
     """
 
-    def __init__(self, indices, C, W_inv, scores, F, method, n_jobs=None):
+    def __init__(self, indices, C, W_inv, scores, F, method, *, n_jobs=None, row_offset=0, rank=0,
+                 size=1):
         self.indices = indices
         self.C = C
         self.W_inv = W_inv
@@ -70,6 +76,9 @@ class ColumnSelection:
         self.F = F
         self.method = method
         self.n_jobs = n_jobs
+        self.row_offset = row_offset
+        self.rank = rank
+        self.size = size
 
     @property
     def R(self):
@@ -316,15 +325,12 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     _check_selection_memory(n, n_columns, method, G is not None, max_memory)
     with thread_budget(n_jobs) as n_threads:
         if method == "uniform":
-            selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads)
-        else:
-            selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol,
-                                  init, rng, refresh, n_threads)
-    selection.n_jobs = n_jobs
-    return selection
+            return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads, n_jobs)
+        return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
+                         refresh, n_threads, n_jobs)
 
 
-def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads):
+def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads, n_jobs):
     """Uniform sampling without replacement; F = C L^{-T} with W = L L^T."""
     n = diag.shape[0]
     max_d = float(diag.max())
@@ -333,11 +339,11 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads):
     L = _cholesky_of_w(np.ascontiguousarray(C[idx]), max_d, "uniformly drawn columns")
     F = _linalg.solve_triangular(L, C.T, lower=True).T.copy()
     return ColumnSelection(idx, C, _w_inverse(L, max_d), np.full(n_columns, np.nan), F,
-                           "uniform")
+                           "uniform", n_jobs=n_jobs)
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,
-              n_threads):
+              n_threads, n_jobs):
     """The adaptive selectors (oasis, greedy, rpcholesky) through one OasisCore."""
     n = diag.shape[0]
     max_d = float(diag.max())
@@ -383,7 +389,7 @@ def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, 
     # C and W^{-1} once, at the end: W = G(idx, idx) = L L^T with L = F[idx] lower triangular.
     W_inv = _w_inverse(np.ascontiguousarray(F[indices]), max_d)
     C = _columns(points, G, kind, sigma, indices, n_threads)
-    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method)
+    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method, n_jobs=n_jobs)
 
 
 def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,

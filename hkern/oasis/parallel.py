@@ -308,9 +308,7 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
         args = _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
         with thread_budget(args.pop("n_threads")) as n_threads:
-            result = _select(MPI, state, n_threads=n_threads, **args)
-    result.n_jobs = n_jobs
-    return result
+            return _select(MPI, state, n_threads=n_threads, n_jobs=n_jobs, **args)
 
 
 def _fill_pivot(buf, core, local, value, z):
@@ -322,7 +320,7 @@ def _fill_pivot(buf, core, local, value, z):
 
 
 def _select(MPI, state, *, points, diag, kind, sigma, n_columns, tol, rtol, init, refresh, gather,
-            n_threads, offsets, lo, hi, initial):
+            n_threads, n_jobs, offsets, lo, hi, initial):
     comm, rank = state.comm, state.rank
     n, d = points.shape
     core = state.run(OasisCore, n_columns, diag[lo:hi], X=points[lo:hi], kind=kind, sigma=sigma)
@@ -403,10 +401,8 @@ def _select(MPI, state, *, points, diag, kind, sigma, n_columns, tol, rtol, init
         counts = np.diff(offsets) * k
         comm.Gatherv(C_local, [C, counts] if rank == 0 else None, root=0)
         comm.Gatherv(F_local, [F, counts] if rank == 0 else None, root=0)
-    result = ColumnSelection(indices, C, W_inv, np.asarray(scores), F, "oasis")
-    result.row_offset = row_offset
-    result.rank, result.size = rank, state.size
-    return result
+    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, "oasis", n_jobs=n_jobs,
+                           row_offset=row_offset, rank=rank, size=state.size)
 
 
 # ------------------------------------------------------------------ command line

@@ -10,12 +10,26 @@ from .._memory import check_memory
 from .._model import prepare_fit
 from .._threads import blas_threads, thread_budget
 from .._validation import check_positive, check_seed
-from ..baselines.exact import fit_exact
+from ..baselines.exact import ExactKRR, fit_exact
 from ._candidates import draw_candidates
 from ._core import solve_fixed_weights
 from .api import OutputFit, _candidate_scale, assemble_model, candidate_columns, target_scale
 
-__all__ = ["fit_slkl_krrm", "fit_slkl_unif"]
+__all__ = ["CandidateKRR", "fit_slkl_krrm", "fit_slkl_unif"]
+
+
+class CandidateKRR(ExactKRR):
+    """Exact KRR trained on the M candidate rows only (the paper's KRRM baseline).
+
+    Attributes
+    ----------
+    candidates_ : ndarray (M,)
+        The rows of the training X the model was fitted on (``X_fit_`` is ``X[candidates_]``).
+    """
+
+    def __init__(self, X, alpha, candidates, **kw):
+        super().__init__(X, alpha, **kw)
+        self.candidates_ = candidates
 
 
 def _unif_bytes(n, d, M, k):
@@ -121,8 +135,9 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
     Returns
     -------
-    hkern.baselines.exact.ExactKRR
-        With an extra attribute ``candidates_`` (the rows of X used).
+    CandidateKRR
+        An :class:`~hkern.ExactKRR` on the candidate rows, with ``candidates_`` (the rows of X
+        used).
 
     Raises
     ------
@@ -156,5 +171,6 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     with thread_budget(n_jobs):
         model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
                           task=task, n_jobs=n_jobs, max_memory=max_memory)
-    model.candidates_ = S
-    return model
+    return CandidateKRR(model.X_fit_, model.dual_coef_, S, kernel=model.kernel, kind=model._kind,
+                        sigma=model.sigma, lam=model.lam, n_features=model.n_features_in_,
+                        encoding=model.encoding_, n_jobs=n_jobs)
