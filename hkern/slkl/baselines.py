@@ -24,7 +24,8 @@ class CandidateKRR(ExactKRR):
     Attributes
     ----------
     candidates_ : ndarray (M,)
-        The rows of the training X the model was fitted on (``X_fit_`` is ``X[candidates_]``).
+        The rows of the training X the model was fitted on (``X_fit_`` is ``X[candidates_]``;
+        ``log_marginal_likelihood()`` is that of the targets of these rows).
     """
 
     def __init__(self, X, alpha, candidates, **kw):
@@ -171,6 +172,6 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     with thread_budget(n_jobs):
         model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
                           task=task, n_jobs=n_jobs, max_memory=max_memory)
-    return CandidateKRR(model.X_fit_, model.dual_coef_, S, kernel=model.kernel, kind=model._kind,
-                        sigma=model.sigma, lam=model.lam, n_features=model.n_features_in_,
-                        encoding=model.encoding_, n_jobs=n_jobs)
+    return CandidateKRR(model.X_fit_, model.dual_coef_, S, lml=model._lml_train,
+                        kernel=model.kernel, kind=model._kind, sigma=model.sigma, lam=model.lam,
+                        n_features=model.n_features_in_, encoding=model.encoding_, n_jobs=n_jobs)
