@@ -5,8 +5,9 @@
 ``threadpoolctl.threadpool_limits`` block) and the BLAS thread limit in force
 (``OPENBLAS_NUM_THREADS``, threadpoolctl), as scikit-learn's ``_openmp_effective_n_threads``
 does for OpenMP.  An explicit ``n_jobs`` is taken as asked (negative values count back from the
-available CPUs) and bounds BLAS threads as well as OpenMP threads: every public function runs
-inside :func:`thread_budget`.
+available CPUs) and bounds BLAS threads as well as OpenMP threads: every public function and
+model method that computes runs inside one budget, declared by the :func:`budgeted` decorator;
+its body reads the thread count for its OpenMP loops with :func:`budget_threads`.
 
 BLAS threads and OpenMP threads must not multiply: code that calls BLAS on small blocks from
 inside an OpenMP ``prange`` runs under ``blas_threads(1)``; large single BLAS calls get
@@ -15,14 +16,19 @@ inside an OpenMP ``prange`` runs under ``blas_threads(1)``; large single BLAS ca
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import inspect
 import math
 import operator
 import os
 
-__all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "within_budget", "available_cpus"]
+__all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "budgeted", "budget_threads",
+           "available_cpus"]
 
 _controller = None
+# The thread count of the innermost budgeted call running in this context (None outside).
+_current_budget = contextvars.ContextVar("hkern_thread_budget", default=None)
 
 
 def _cgroup_cpu_quota(root="/sys/fs/cgroup"):
@@ -125,12 +131,47 @@ def thread_budget(n_jobs):
         yield n_threads
 
 
-def within_budget(method):
-    """Decorator: run a method inside ``thread_budget(self.n_jobs)``, so the object's n_jobs
-    bounds the BLAS threads of every NumPy/SciPy call the method makes, not only the OpenMP
-    loops."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with thread_budget(self.n_jobs):
-            return method(self, *args, **kwargs)
+def budgeted(func):
+    """Decorator: run ``func`` inside ``thread_budget(n_jobs)``.
+
+    ``n_jobs`` is the function's own ``n_jobs`` argument or, for a method without one, the
+    object's ``n_jobs`` attribute.  Inside, every BLAS library is held to the budget and
+    :func:`budget_threads` gives the thread count for OpenMP loops (``num_threads=``), so the
+    function never resolves n_jobs itself.  A budgeted function called from another one sets
+    its own budget for its duration (a model's method keeps the n_jobs it was fitted with).
+
+    Examples
+    --------
+    >>> from hkern._threads import budgeted, budget_threads
+    >>> @budgeted
+    ... def count(n_jobs=None):
+    ...     return budget_threads()
+    >>> count(n_jobs=1)
+    1
+    """
+    signature = inspect.signature(func)
+    own_argument = "n_jobs" in signature.parameters
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if own_argument:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            n_jobs = bound.arguments["n_jobs"]
+        else:
+            n_jobs = args[0].n_jobs
+        with thread_budget(n_jobs) as n_threads:
+            token = _current_budget.set(n_threads)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _current_budget.reset(token)
     return wrapper
+
+
+def budget_threads() -> int:
+    """The thread count of the :func:`budgeted` call this runs in (for ``num_threads=``)."""
+    n_threads = _current_budget.get()
+    if n_threads is None:
+        raise RuntimeError("budget_threads() called outside a @budgeted function")
+    return n_threads

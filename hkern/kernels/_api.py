@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_array, check_bandwidth, check_positive, check_rhs
 from . import _kernels
 
@@ -66,6 +66,7 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
     return out
 
 
+@budgeted
 def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
 
@@ -146,8 +147,7 @@ def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_m
     check_memory(8 * (m * n + (m + n) * d), max_memory,
                  what=f"kernel_matrix of shape ({m}, {n})",
                  fix="use kernel_matvec for products K @ B, or pass fewer rows")
-    with thread_budget(n_jobs) as n_threads:
-        return _kernel_matrix_trusted(kind, sigma, X, Y, n_threads)
+    return _kernel_matrix_trusted(kind, sigma, X, Y, budget_threads())
 
 
 def kernel_diag(X, *, kernel="gaussian", sigma=1.0):
@@ -186,6 +186,7 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     return out
 
 
+@budgeted
 def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.
 
@@ -225,8 +226,7 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
     check_memory(8 * (_matvec_block_rows(m, n) * (n + d) + m * k + n * d), max_memory,
                  what=f"kernel_matvec with m={m}, n={n}, k={k}",
                  fix="pass B with fewer columns, or fewer rows of X at a time")
-    with thread_budget(n_jobs) as n_threads:
-        return _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads)
+    return _kernel_matvec_trusted(kind, sigma, X, Y, B, budget_threads())
 
 
 def sample_spectral(kernel, n_features, n_components, sigma, rng):

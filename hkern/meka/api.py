@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._threads import blas_threads, resolve_n_jobs, thread_budget, within_budget
+from .._threads import blas_threads, budgeted, resolve_n_jobs, thread_budget
 from .._validation import (
     check_array,
     check_bandwidth,
@@ -198,7 +198,7 @@ class MekaApproximation:
                              f"({self.n_samples}, r); got {arr.shape}")
         return arr
 
-    @within_budget
+    @budgeted
     def matvec(self, v):
         """G~ v for v of shape (n,) or (n, r), in the training points' original order.
 
@@ -219,7 +219,7 @@ class MekaApproximation:
         out[self._perm] = self._apply_sorted(np.ascontiguousarray(V))
         return out.ravel() if v.ndim == 1 else out
 
-    @within_budget
+    @budgeted
     def to_dense(self):
         """The n x n matrix G~ = P W L W^T P^T (small n only: n <= 20000).
 
@@ -260,7 +260,7 @@ class MekaApproximation:
                                         trans_b=True)
         return out
 
-    @within_budget
+    @budgeted
     def rel_error(self, n_rows=20000, seed=None):
         """Relative Frobenius error ||G - G~||_F / ||G||_F estimated on sampled rows.
 
@@ -320,7 +320,7 @@ class MekaApproximation:
             Lp[:, ks] = _linalg.matmul(Lp[:, ks], Rs[s], trans_b=True)
         return Qs, Rs, 0.5 * (Lp + Lp.T)
 
-    @within_budget
+    @budgeted
     def eigh(self, k=None):
         """Largest-k eigenpairs of G~, exactly (up to round-off), in O(n K^2 + K^3).
 
@@ -386,7 +386,7 @@ class MekaApproximation:
         X = np.ascontiguousarray(X if self._shift is None else X - self._shift)
         return X, _assign(X, self.centroids_, self._threads())
 
-    @within_budget
+    @budgeted
     def features(self, X):
         """Nystrom features w(x) = K(x, Z_s) F^(s) of new points, with s their nearest centroid.
 
