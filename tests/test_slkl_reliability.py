@@ -534,12 +534,9 @@ def test_precompute_columns_numpy_bool():
 
 
 def test_public_calls_run_inside_thread_budget(monkeypatch):
-    """fit_slkl, fit_slkl_unif, fit_slkl_krrm and predict each enter thread_budget(n_jobs)
-    (predict through the models' shared base, hkern._model)."""
-    import hkern._model as model_base
-    import hkern.slkl.api as api
-    import hkern.slkl.baselines as baselines
-    seen = record_thread_budgets(monkeypatch, [api, baselines, model_base])
+    """fit_slkl, fit_slkl_unif, fit_slkl_krrm (through fit_exact) and predict each enter one
+    thread budget of their n_jobs (predict through the models' shared base, hkern._model)."""
+    seen = record_thread_budgets(monkeypatch)
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()

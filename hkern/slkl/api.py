@@ -7,7 +7,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_bool, check_choice, check_int, check_positive, check_seed
 from ..kernels._api import (
     _centred_for_accuracy,
@@ -310,6 +310,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
         converged[0] if single else converged, nu, **inputs.model_params(n_jobs))
 
 
+@budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
              kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
@@ -469,7 +470,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
                      fix="increase nu (fewer active landmarks) or choose a smaller r")
 
     params = (inputs.lam, nu, STEPS[step], refresh)
-    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+    n_threads = budget_threads()
+    with blas_threads(1):
         # BLAS on one thread: the core's products and the tiled routines split work over
         # n_threads on a fixed grid, so the result is the same for any n_jobs.
         source = column_source(X, S, inputs.kind, inputs.sigma, precompute_columns, n_threads)
