@@ -33,27 +33,32 @@ class SlklModel(KernelRidgeModel):
     """KRR on a learned conical combination of rank-1 Nystrom kernels (SLKL).
 
     f(x) = sum over active landmarks m of beta_m k(x_m, x): prediction evaluates the kernel at
-    the active landmarks only.
+    the active landmarks only.  Each output (a column of y, or a one-vs-rest class) is its own
+    SLKL problem on the same candidates; every per-output value is an array with one entry (or
+    column) per output, k of them, also for k = 1.
 
     Attributes
     ----------
     candidates_ : ndarray (M,)
         Rows of the training X forming the candidate set S (sorted).
-    weights_ : ndarray (M,) or (M, k)
-        mu, one weight per candidate (one column per output / one-vs-rest class).
+    weights_ : ndarray (M, k)
+        mu, one weight per candidate, one column per output.
     active_ : ndarray (m0,)
         Rows of the training X with a positive weight for some output (sorted).
     landmarks_ : ndarray (m0, d)
         ``X[active_]``.
     coef_ : ndarray (m0, k)
         beta.
-    objective_ : ndarray (n_iter + 1,) or list of them
-        F after each iteration, F[0] = ||y||^2 (one array per output for k > 1).
-    n_iter_ : int or list of int
-        Coordinate steps taken.
-    converged_ : bool or list of bool
-        Whether the stopping rule (and the KKT test when requested) ended the descent, rather
-        than max_iter.
+    objective_ : ndarray (max(n_iter_) + 1, k)
+        F after each coordinate step, one column per output: ``objective_[t, j]`` is F of
+        output j after t steps, from ``objective_[0, j]`` = ||y_j||^2 to
+        ``objective_[n_iter_[j], j]``, the final F; NaN below that when output j stopped
+        before the others.
+    n_iter_ : ndarray of int (k,)
+        Coordinate steps taken, per output.
+    converged_ : ndarray of bool (k,)
+        Per output, whether the stopping rule (and the KKT test when requested) ended the
+        descent, rather than max_iter.
     nu : float
         The l1 penalty.
 
@@ -70,6 +75,8 @@ class SlklModel(KernelRidgeModel):
     >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
     >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
     True
+    >>> model.weights_.shape, model.n_iter_.shape, model.objective_.shape[1]
+    ((60, 1), (1,), 1)
     """
 
     def __init__(self, candidates, weights, active, landmarks, coef, objective, n_iter,
@@ -291,8 +298,9 @@ def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_thread
 
 def assemble_model(fits, inputs, S, nu, n_jobs):
     """The fitted model from the outputs' fits (on ``inputs``, a FitInputs): union of active
-    landmarks, beta per output."""
-    X, encoding = inputs.X, inputs.encoding
+    landmarks, beta per output, and the per-output values as arrays of one entry (or column)
+    per output."""
+    X = inputs.X
     k = len(fits)
     weights = np.column_stack([f.weights for f in fits])
     active_cand = np.unique(np.concatenate([f.active for f in fits])).astype(np.intp)
@@ -300,14 +308,13 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
     for j, f in enumerate(fits):
         coef[np.searchsorted(active_cand, f.active), j] = f.beta
     active = S[active_cand]
-    single = encoding.squeeze
-    histories = [f.history for f in fits]
-    n_iters = [f.n_iter for f in fits]
-    converged = [f.converged for f in fits]
-    return SlklModel(
-        S, weights[:, 0] if single else weights, active, np.ascontiguousarray(X[active]), coef,
-        histories[0] if single else histories, n_iters[0] if single else n_iters,
-        converged[0] if single else converged, nu, **inputs.model_params(n_jobs))
+    objective = np.full((max(len(f.history) for f in fits), k), np.nan)
+    for j, f in enumerate(fits):
+        objective[:len(f.history), j] = f.history
+    n_iter = np.array([f.n_iter for f in fits], dtype=np.intp)
+    converged = np.array([f.converged for f in fits], dtype=bool)
+    return SlklModel(S, weights, active, np.ascontiguousarray(X[active]), coef, objective,
+                     n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
 @budgeted
@@ -428,7 +435,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     >>> X = rng.uniform(-5, 5, size=(400, 2)); r = np.linalg.norm(X, axis=1)
     >>> y = np.sin(r) / r
     >>> model = hkern.fit_slkl(X, y, r=100, nu=1e-3, sigma=1.0, seed=0)
-    >>> bool(np.all(np.diff(model.objective_) <= 1e-12))       # the exact step is monotone
+    >>> bool(np.all(np.diff(model.objective_[:, 0]) <= 1e-12))   # the exact step is monotone
     True
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True

@@ -65,8 +65,9 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     Returns
     -------
     hkern.slkl.SlklModel
-        With all M candidates active and ``objective_`` the single value
-        :math:`y^T (I + \tilde K/\lambda)^{-1} y`.
+        With all M candidates active, ``objective_`` one row (1, k) holding
+        :math:`y^T (I + \tilde K/\lambda)^{-1} y` of each output, ``n_iter_`` zeros and
+        ``converged_`` True.
 
     Raises
     ------
