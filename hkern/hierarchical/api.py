@@ -475,7 +475,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
                      fix="pass y in blocks of fewer columns")
         y = check_rhs(y, n, "y")
         yt = np.ascontiguousarray(y.reshape(n, -1)[self.perm_])
-        alpha = yt.copy()
+        alpha = yt.copy()                                # solved in place below
         with blas_threads(1):
             logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
                                         self._kind, self.sigma, self.lam, alpha, n_threads)
@@ -673,7 +673,7 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
                  f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
                  fix=_fix_for_fit(leaf_size))
     X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-    alpha = np.ascontiguousarray(Y[tree["perm"]])
+    alpha = np.ascontiguousarray(Y[tree["perm"]])   # Y in tree order, solved in place below
     with blas_threads(1):
         logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
                                     inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)

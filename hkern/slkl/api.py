@@ -197,11 +197,11 @@ def column_source(X, S, kind, sigma, precompute, n_threads):
 def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
     """Stochastic coordinate descent until the stopping rule (doc/specs/slkl.md, 5 D) or max_iter.
 
-    Stops at the first k > M with F(k - M) - F(k) < tol F(k - M); with kkt_tol, also requires
-    the KKT violation (``SlklCore.kkt_violation``) <= kkt_tol, tested at most once every M
-    steps.  tol=None with kkt_tol stops on the KKT test alone.  ``grow(old_cap, new_cap)`` is
-    called before the active set's buffers grow (the memory guard).  Returns (F history,
-    steps, converged).
+    Stops at the first step t > M with F(t - M) - F(t) < tol F(t - M), F(t) being F after t
+    steps; with kkt_tol, also requires the KKT violation (``SlklCore.kkt_violation``) <=
+    kkt_tol, tested at most once every M steps.  tol=None with kkt_tol stops on the KKT test
+    alone.  ``grow(old_cap, new_cap)`` is called before the active set's buffers grow (the
+    memory guard).  Returns (F history, steps, converged).
 
     Raises
     ------
@@ -213,16 +213,16 @@ def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
     hist[0] = core.F
     rule = 1 if tol is not None else (2 if kkt_tol is not None else 0)
     tol_value = 0.0 if tol is None else tol
-    k, min_stop, converged = 0, 0, False
-    while k < max_iter and not converged:
-        draws = rng.integers(0, M, size=min(_DRAW_BATCH, max_iter - k)).astype(np.intp)
-        if len(hist) < k + len(draws) + 1:
+    t, min_stop, converged = 0, 0, False
+    while t < max_iter and not converged:
+        draws = rng.integers(0, M, size=min(_DRAW_BATCH, max_iter - t)).astype(np.intp)
+        if len(hist) < t + len(draws) + 1:
             hist = np.concatenate([hist, np.empty(max(len(hist), len(draws)))])
         i = 0
         while i < len(draws):
-            done, status = core.run(draws[i:], hist, k, rule, tol_value, M, min_stop)
+            done, status = core.run(draws[i:], hist, t, rule, tol_value, M, min_stop)
             i += done
-            k += done
+            t += done
             if status == _RUN_GROW:
                 new_cap = min(2 * core.cap, M)
                 if grow is not None:
@@ -241,17 +241,17 @@ def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
                 if info != 0:
                     raise SlklNumericalError(f"SLKL: {core.failure_message()}: "
                                              f"{_NUMERICAL_HINT}")
-                hist[k] = core.F
-                if rule == 1 and not hist[k - M] - hist[k] < tol_value * hist[k - M]:
-                    min_stop = k + M        # test next against the fresh F as window start
+                hist[t] = core.F
+                if rule == 1 and not hist[t - M] - hist[t] < tol_value * hist[t - M]:
+                    min_stop = t + M        # test next against the fresh F as window start
                     continue
                 if kkt_tol is None or core.kkt_violation() <= kkt_tol:
                     converged = True
                     break
-                min_stop = k + M
+                min_stop = t + M
             else:
                 break
-    return hist[:k + 1].copy(), k, converged
+    return hist[:t + 1].copy(), t, converged
 
 
 @dataclass
@@ -362,7 +362,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         :math:`\partial^2_m F = 2\lambda a_m^2 b_m`; "paper" is Algorithm 2 as printed
         (:math:`h = \lambda a^2 b`, twice the Newton step), for reproduction.
     tol : float or None
-        Stop at the first k > M with :math:`F(\mu^{k-M}) - F(\mu^k) < tol\,F(\mu^{k-M})`
+        Stop at the first step t > M with :math:`F(\mu^{t-M}) - F(\mu^t) < tol\,F(\mu^{t-M})`
         (the paper's rule with its sign corrected).  None: no such rule.
     max_iter : int or None
         Most coordinate steps; default 200 M.
