@@ -41,11 +41,17 @@ def record_blas_threads(monkeypatch, targets):
     return record_calls(monkeypatch, targets, lambda *args, **kwargs: blas_threads_now())
 
 
-def record_thread_budgets(monkeypatch, modules):
-    """Wrap ``thread_budget`` as each of ``modules`` calls it: the n_jobs of every budget opened
-    is logged."""
-    return record_calls(monkeypatch, [(module, "thread_budget") for module in modules],
-                        lambda n_jobs: n_jobs)
+def record_thread_budgets(monkeypatch):
+    """Log the n_jobs of every thread budget opened: by the ``budgeted`` decorator (which opens
+    ``hkern._threads.thread_budget``) and by any hkern module that opens a ``thread_budget``
+    block itself (it holds its own reference to the function, wrapped here as well)."""
+    import sys
+
+    import hkern._threads
+    targets = [(module, "thread_budget") for name, module in list(sys.modules.items())
+               if (name == "hkern" or name.startswith("hkern."))
+               and getattr(module, "thread_budget", None) is hkern._threads.thread_budget]
+    return record_calls(monkeypatch, targets, lambda n_jobs: n_jobs)
 
 
 @st.composite

@@ -170,15 +170,17 @@ def test_final_weights_satisfy_kkt():
     X, y = sinc_problem(120, 7)
     model = hkern.fit_slkl(X, y, r=40, nu=NU, lam=LAM, tol=None, kkt_tol=1e-8,
                            max_iter=200_000, seed=3)
-    assert model.converged_
+    assert model.converged_.tolist() == [True]
+    mu, F = model.weights_[:, 0], model.objective_[:, 0]      # the one output's column
     C = dense_kernel(X, X[model.candidates_], sigma=1.0)
-    a, _, _, _ = slkl_dense(C, model.weights_, y, LAM, NU)
+    a, _, _, _ = slkl_dense(C, mu, y, LAM, NU)
     g = LAM * a ** 2 - NU
-    active = model.weights_ > 0
+    active = mu > 0
     assert 0 < active.sum() < 40
     assert np.abs(g[active]).max() <= 1e-6
     assert g[~active].max() <= 1e-6
-    assert np.all(np.diff(model.objective_) <= 1e-13 * model.objective_[0])
+    assert len(F) == model.n_iter_[0] + 1
+    assert np.all(np.diff(F) <= 1e-13 * F[0])
 
 
 # ---------------------------------------------------------------- the model
@@ -189,7 +191,7 @@ def test_prediction_equals_krr_with_learned_kernel():
     X, y = sinc_problem(150, 8)
     Xt, _ = sinc_problem(40, 9)
     model = hkern.fit_slkl(X, y, r=60, nu=0.01, lam=LAM, sigma=1.2, seed=4)
-    mu, S = model.weights_, model.candidates_
+    mu, S = model.weights_[:, 0], model.candidates_
     Kt = (dense_kernel(Xt, X[S], sigma=1.2) * mu) @ dense_kernel(X[S], X, sigma=1.2)
     K = (dense_kernel(X, X[S], sigma=1.2) * mu) @ dense_kernel(X[S], X, sigma=1.2)
     ref = Kt @ np.linalg.solve(K + LAM * np.eye(150), y)
@@ -209,7 +211,7 @@ def test_seed_and_column_modes():
     assert np.array_equal(a.weights_, b.weights_) and np.array_equal(a.weights_, d.weights_)
     assert np.array_equal(a.objective_, b.objective_)
     # on-the-fly columns: same draws, same decisions; values equal up to column rounding
-    assert c.n_iter_ == a.n_iter_ and np.array_equal(c.active_, a.active_)
+    assert np.array_equal(c.n_iter_, a.n_iter_) and np.array_equal(c.active_, a.active_)
     assert np.abs(c.weights_ - a.weights_).max() <= 1e-9 * a.weights_.max()
 
 
@@ -247,7 +249,13 @@ def test_classification_one_vs_rest():
     X = centres[labels] + 0.7 * rng.normal(size=(240, 2))
     names = np.array(["a", "b", "c"])[labels]
     model = hkern.fit_slkl(X, names, r=60, nu=0.05, task="classification", seed=8)
-    assert model.weights_.shape == (60, 3) and len(model.objective_) == 3
+    assert model.weights_.shape == (60, 3) and model.objective_.shape[1] == 3
+    assert model.n_iter_.shape == model.converged_.shape == (3,)
+    # each class's column of F runs to its own n_iter_, NaN after it
+    for j in range(3):
+        F = model.objective_[:, j]
+        assert np.all(np.isfinite(F[:model.n_iter_[j] + 1]))
+        assert np.all(np.isnan(F[model.n_iter_[j] + 1:]))
     assert list(model.classes_) == ["a", "b", "c"]
     assert np.mean(model.predict(X) == names) > 0.95
     # the union of active landmarks carries every class's beta

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _linalg
 
-__all__ = ["block_rows", "row_blocks", "ridge_on_feature_blocks", "ridge_dual"]
+__all__ = ["block_rows", "row_blocks", "ridge_on_features", "ridge_dual"]
 
 _BLOCK_BYTES = 32 * 2**20
 
@@ -27,17 +27,21 @@ def row_blocks(n_rows, width):
         yield start, min(n_rows, start + step)
 
 
-def ridge_on_feature_blocks(feature_blocks, Y, lam, n_components, n_threads):
-    """Solve (Phi^T Phi + lam I) W = Phi^T Y with Phi given as (start, stop, Phi_block) blocks.
+def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads):
+    """Solve (Phi^T Phi + lam I) W = Phi^T Y for Phi = features(X), one row block at a time.
 
     Parameters
     ----------
-    feature_blocks : iterable of (int, int, ndarray)
-        Consecutive row blocks of Phi covering rows 0..n-1.
+    features : callable
+        ``features(X_block)`` -> the (rows, p) block of Phi for a block of rows of X.
+    X : ndarray (n, d)
     Y : ndarray (n, k)
     lam : float > 0
     n_components : int
         p, the number of feature columns.
+    block_width : int
+        Columns of the widest array a block's features need: blocks are about 32 MiB at that
+        width (:func:`row_blocks`).
     n_threads : int
         Threads (results are identical for any value).
 
@@ -47,7 +51,8 @@ def ridge_on_feature_blocks(feature_blocks, Y, lam, n_components, n_threads):
     """
     gram = np.zeros((n_components, n_components))
     rhs = np.zeros((n_components, Y.shape[1]))
-    for start, stop, phi in feature_blocks:
+    for start, stop in row_blocks(X.shape[0], block_width):
+        phi = features(X[start:stop])
         gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
         rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
     gram.flat[:: n_components + 1] += lam

@@ -7,7 +7,7 @@ from .. import _linalg
 from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import thread_budget
+from .._threads import budget_threads, budgeted
 from .._validation import check_rhs
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ._ridge import block_rows
@@ -85,16 +85,17 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
                      what=f"{what} (the n x n kernel matrix, n={n})", fix=fix)
         return _system_factor(self._kind, self.sigma, self.lam, self.X_fit_, n_threads)
 
+    @budgeted
     def _lml_at(self, y, max_memory):
         # log_marginal_likelihood(y): the fit's factorisation and solve again.
         n = self.X_fit_.shape[0]
         k = np.shape(y)[1] if np.ndim(y) == 2 else 1
-        with thread_budget(self.n_jobs) as n_threads:
-            factor = self._factor(32 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
-                                  "fit on a subsample", max_memory, n_threads)
-            Y = check_rhs(y, n, "y").reshape(n, -1)
-            alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-            return gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+        n_threads = budget_threads()
+        factor = self._factor(32 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
+                              "fit on a subsample", max_memory, n_threads)
+        Y = check_rhs(y, n, "y").reshape(n, -1)
+        alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+        return gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
 
     def _latent_variance(self, X, n_threads, max_memory):
         """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
@@ -114,6 +115,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         return var
 
 
+@budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", n_jobs=None,
               max_memory=None):
     """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
@@ -171,9 +173,9 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
-    with thread_budget(n_jobs) as n_threads:
-        factor = _system_factor(inputs.kind, inputs.sigma, inputs.lam, X, n_threads)
-        alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        lml = gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
-        del factor
+    n_threads = budget_threads()
+    factor = _system_factor(inputs.kind, inputs.sigma, inputs.lam, X, n_threads)
+    alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+    lml = gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+    del factor
     return ExactKRR(X, alpha, lml=lml, **inputs.model_params(n_jobs))

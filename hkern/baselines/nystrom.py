@@ -6,12 +6,13 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import thread_budget
+from .._threads import budget_threads, budgeted
 from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
-from ._ridge import block_rows, ridge_on_feature_blocks, row_blocks
+from ._ridge import block_rows, ridge_on_features
 
-__all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes"]
+__all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes",
+           "check_landmarks", "check_rcond", "draw_landmarks"]
 
 
 class NystromKRR(KernelRidgeModel):
@@ -68,19 +69,34 @@ def nystrom_feature_map(W, rcond):
     return V[:, keep] / np.sqrt(w[keep])
 
 
-def _check_landmarks(landmarks, n):
-    """landmarks as a selector name or validated row indices (sorted)."""
+def check_rcond(rcond):
+    """The relative eigenvalue cutoff of W, checked: 0 <= rcond < 1."""
+    rcond = check_nonnegative(rcond, "rcond")
+    if rcond >= 1:
+        raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got {rcond}, "
+                         "which would drop every eigenvalue and fit the zero function")
+    return rcond
+
+
+def check_landmarks(landmarks, r, n):
+    """(landmarks, r) checked for n training points: a selector name and 1 <= r <= n, or
+    validated row indices (sorted), whose number is then r."""
     if isinstance(landmarks, str):
         from ..oasis import SELECTORS
         if landmarks not in SELECTORS:
             raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
                              f"got {landmarks!r}")
-        return landmarks
-    return check_row_indices(landmarks, n, "landmarks")
+    else:
+        landmarks = check_row_indices(landmarks, n, "landmarks")
+        r = len(landmarks)                       # the given landmarks decide r
+    return landmarks, check_rank(r, n, "r")
 
 
-def _landmark_indices(X, r, landmarks, kernel, sigma, rng, n_jobs, max_memory):
-    """Sorted landmark rows: the same set in memory order (better locality, same model)."""
+def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
+    """Sorted landmark rows of X for checked ``landmarks`` and ``r`` (:func:`check_landmarks`):
+    the given rows, r drawn uniformly without replacement, or r chosen by an adaptive selector
+    (:func:`hkern.select_columns`).  The same set as in selection order, in memory order
+    (better locality, the same model)."""
     if not isinstance(landmarks, str):
         return landmarks
     if landmarks == "uniform":
@@ -109,6 +125,7 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     return fit
 
 
+@budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
@@ -176,31 +193,24 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
-    landmarks = _check_landmarks(landmarks, n)
-    if not isinstance(landmarks, str):
-        r = len(landmarks)                       # the given landmarks decide r
-    r = check_rank(r, n, "r")
-    rcond = check_nonnegative(rcond, "rcond")
-    if rcond >= 1:
-        raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got {rcond}, "
-                         "which would drop every eigenvalue and fit the zero function")
+    landmarks, r = check_landmarks(landmarks, r, n)
+    rcond = check_rcond(rcond)
     rng = check_seed(seed)
     check_memory(nystrom_peak_bytes(n, r, Y.shape[1], landmarks), max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
-    with thread_budget(n_jobs) as n_threads:
-        indices = _landmark_indices(X, r, landmarks, inputs.kernel, inputs.sigma, rng, n_threads,
-                                    max_memory)
-        Z = np.ascontiguousarray(X[indices])
-        W = _kernel_matrix_trusted(inputs.kind, inputs.sigma, Z, Z, n_threads)
-        M = nystrom_feature_map(W, rcond)
+    n_threads = budget_threads()
+    indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.sigma, rng=rng,
+                             n_jobs=n_threads, max_memory=max_memory)
+    Z = np.ascontiguousarray(X[indices])
+    W = _kernel_matrix_trusted(inputs.kind, inputs.sigma, Z, Z, n_threads)
+    M = nystrom_feature_map(W, rcond)
 
-        def feature_blocks():
-            for start, stop in row_blocks(n, r):
-                C = _kernel_matrix_trusted(inputs.kind, inputs.sigma, X[start:stop], Z, n_threads)
-                yield start, stop, _linalg.matmul(C, M, n_threads=n_threads)
+    def features(rows):
+        """Phi = K(rows, Z) M for a block of training rows (C = K(rows, Z) is r wide)."""
+        C = _kernel_matrix_trusted(inputs.kind, inputs.sigma, rows, Z, n_threads)
+        return _linalg.matmul(C, M, n_threads=n_threads)
 
-        coef_features = ridge_on_feature_blocks(feature_blocks(), Y, inputs.lam, M.shape[1],
-                                                n_threads)
-        coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
+    coef_features = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r, n_threads)
+    coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
     return NystromKRR(Z, indices, coef, M.shape[1], **inputs.model_params(n_jobs))

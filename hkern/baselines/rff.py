@@ -6,12 +6,12 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import thread_budget
+from .._threads import budget_threads, budgeted
 from .._validation import check_int, check_seed
 from ..kernels import sample_spectral
-from ._ridge import block_rows, ridge_dual, ridge_on_feature_blocks, row_blocks
+from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 
-__all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes"]
+__all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes", "rff_features", "check_phases"]
 
 
 class RFFKRR(KernelRidgeModel):
@@ -45,21 +45,26 @@ class RFFKRR(KernelRidgeModel):
         self.offsets_ = offsets
         self.coef_ = coef
 
-    def _features(self, X, n_threads):
-        Z = _linalg.matmul(X, self.frequencies_, trans_b=True, n_threads=n_threads)
-        Z += self.offsets_
-        np.cos(Z, out=Z)
-        Z *= np.sqrt(2.0 / self.frequencies_.shape[0])
-        return Z
-
     def _scores(self, X):
-        _check_phases(X, self.frequencies_)
+        check_phases(X, self.frequencies_)
         n_threads = self._threads()
         out = np.empty((X.shape[0], self.coef_.shape[1]))
         for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
-            _linalg.matmul(self._features(X[start:stop], n_threads), self.coef_,
-                           n_threads=n_threads, out=out[start:stop])
+            features = rff_features(X[start:stop], self.frequencies_, self.offsets_, n_threads)
+            _linalg.matmul(features, self.coef_, n_threads=n_threads, out=out[start:stop])
         return out
+
+
+def rff_features(X, frequencies, offsets, n_threads):
+    """z(X) = sqrt(2 / r) cos(X Omega^T + b), (m, r), for the rows of X (m, d).
+
+    Call :func:`check_phases` first: phases that overflow would give NaN features.
+    """
+    features = _linalg.matmul(X, frequencies, trans_b=True, n_threads=n_threads)
+    features += offsets                     # the phases, turned into features in place
+    np.cos(features, out=features)
+    features *= np.sqrt(2.0 / frequencies.shape[0])
+    return features
 
 
 def rff_peak_bytes(n, d, r, n_outputs):
@@ -74,6 +79,7 @@ def rff_peak_bytes(n, d, r, n_outputs):
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 
+@budgeted
 def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
             seed=None, n_jobs=None, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
@@ -134,23 +140,22 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
                  what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
     with np.errstate(over="ignore"):        # infinite frequencies are refused just below
         frequencies = sample_spectral(inputs.kernel, d, r, inputs.sigma, rng)
-    _check_phases(X, frequencies)
+    check_phases(X, frequencies)
     offsets = rng.uniform(0.0, 2.0 * np.pi, size=r)
-    model = RFFKRR(frequencies, offsets, None, **inputs.model_params(n_jobs))
 
-    with thread_budget(n_jobs) as n_threads:
-        def feature_blocks():
-            for start, stop in row_blocks(n, r):
-                yield start, stop, model._features(X[start:stop], n_threads)
+    n_threads = budget_threads()
 
-        if r > n:
-            model.coef_ = ridge_dual(model._features(X, n_threads), Y, inputs.lam, n_threads)
-        else:
-            model.coef_ = ridge_on_feature_blocks(feature_blocks(), Y, inputs.lam, r, n_threads)
-    return model
+    def features(rows):
+        return rff_features(rows, frequencies, offsets, n_threads)
+
+    if r > n:
+        coef = ridge_dual(features(X), Y, inputs.lam, n_threads)
+    else:
+        coef = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
+    return RFFKRR(frequencies, offsets, coef, **inputs.model_params(n_jobs))
 
 
-def _check_phases(X, frequencies):
+def check_phases(X, frequencies):
     """Refuse when |Omega x| can overflow (fit or predict): the cosines would be NaN.
 
     Phases far beyond 2 pi are valid (the features decorrelate, as the kernel does at such

@@ -49,6 +49,7 @@ cdef class HCKOperator:
     cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil
     cdef int _factorize(self, int n_threads, int* failed_node) noexcept nogil
     cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil
+    cdef Py_ssize_t* _new_vector_offsets(self, int k) noexcept nogil
     cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,
                           const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k,
                           int n_threads) noexcept nogil

@@ -481,19 +481,17 @@ cdef class HCKOperator:
         """Y (n x k) <- A^{-1} B (n x k), tree order.  Returns 0 or FAIL_MEMORY."""
         cdef int J = self.depth, t, m, rp, ri, status = 0
         cdef Py_ssize_t i, p, lo, hi, a, s0
-        cdef Py_ssize_t* c_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
-        cdef Py_ssize_t* g_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
+        cdef Py_ssize_t* g_off
         cdef double* c = NULL
         cdef double* g = NULL
         cdef double* sv = NULL
         cdef double* tmp = NULL
         cdef double* Yi
         cdef const double* LBi
-        if c_off == NULL or g_off == NULL:
-            free(c_off)
-            free(g_off)
+        if c_off == NULL:
             return FAIL_MEMORY
-        self._vector_offsets(k, c_off, g_off)
+        g_off = c_off + self.n_nodes + 1
         # All temporaries up front: no allocation (and no way to fail) inside parallel loops.
         c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
         g = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
@@ -555,8 +553,7 @@ cdef class HCKOperator:
         free(g)
         free(sv)
         free(tmp)
-        free(c_off)
-        free(g_off)
+        free(c_off)         # g_off with it (one block)
         return status
 
     cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil:
@@ -567,6 +564,16 @@ cdef class HCKOperator:
         for i in range(self.n_nodes):
             c_off[i + 1] = c_off[i] + (self.rank[parent_of(i)] * k if i > 0 else 0)
             g_off[i + 1] = g_off[i] + self.rank[i] * k
+
+    cdef Py_ssize_t* _new_vector_offsets(self, int k) noexcept nogil:
+        """c_off then g_off (:meth:`_vector_offsets`, n_nodes + 1 each) in one malloc'd block
+        for the caller to free once (g_off starts at c_off + n_nodes + 1); NULL when out of
+        memory."""
+        cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(2 * (self.n_nodes + 1)
+                                                       * sizeof(Py_ssize_t))
+        if offsets != NULL:
+            self._vector_offsets(k, offsets, offsets + self.n_nodes + 1)
+        return offsets
 
     # ------------------------------------------------------------------------------------------
     # A B (doc/specs/hck.md, Algorithm 1) and the Algorithm 3 precomputation
@@ -615,17 +622,15 @@ cdef class HCKOperator:
         """Y (n x k) <- A B, tree order (Algorithm 1; leaf blocks recomputed from the kernel)."""
         cdef int J = self.depth, t, m, rp, status = 0, failures = 0
         cdef Py_ssize_t i, p, lo, hi, a, s0
-        cdef Py_ssize_t* c_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
-        cdef Py_ssize_t* g_off = <Py_ssize_t*>malloc((self.n_nodes + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
+        cdef Py_ssize_t* g_off
         cdef double* c = NULL
         cdef double* dv = NULL
         cdef double* sv = NULL
         cdef double* Aii
-        if c_off == NULL or g_off == NULL:
-            free(c_off)
-            free(g_off)
+        if c_off == NULL:
             return FAIL_MEMORY
-        self._vector_offsets(k, c_off, g_off)
+        g_off = c_off + self.n_nodes + 1
         c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
         dv = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
         sv = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
@@ -669,8 +674,7 @@ cdef class HCKOperator:
         free(c)
         free(dv)
         free(sv)
-        free(c_off)
-        free(g_off)
+        free(c_off)         # g_off with it (one block)
         return status
 
     # ------------------------------------------------------------------------------------------

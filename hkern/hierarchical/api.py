@@ -8,7 +8,7 @@ import numpy as np
 from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_choice,
     check_int,
@@ -256,12 +256,12 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         if inverse:
             core = 3 * n * k + 4 * k * ranks
         else:
-            core = 2 * n * k + 5 * k * ranks + self._threads() * self._op.leaf_max ** 2
+            core = 2 * n * k + 5 * k * ranks + budget_threads() * self._op.leaf_max ** 2
         return 8 * max(core, 3 * n * k)
 
     def _checked(self, B, inverse, max_memory, name="B"):
         """B as a float64 (n,) or (n, k) array in training order, after checking it and that
-        its solve (inverse) or matvec fits in max_memory.
+        its solve (inverse) or matvec fits in max_memory (inside the caller's thread budget).
 
         Complex values are refused (the operator is real: solve or multiply the real and
         imaginary parts separately), as are NaN, infinity and |values| > 1e150; float32,
@@ -286,6 +286,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
                      fix=f"pass {name} in blocks of fewer columns")
         return check_targets(B, n, name)
 
+    @budgeted
     def matvec(self, B, max_memory=None):
         """(K_hier + lam I) @ B for B of shape (n,) or (n, k), training order.
 
@@ -298,9 +299,9 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
             block per thread); None: the memory available when the call starts.
         """
         B = self._checked(B, False, max_memory)
-        with thread_budget(self.n_jobs) as n_threads:
-            return self._apply(B, False, n_threads)
+        return self._apply(B, False, budget_threads())
 
+    @budgeted
     def solve(self, B, max_memory=None):
         """(K_hier + lam I)^{-1} @ B for B of shape (n,) or (n, k), training order.
 
@@ -313,21 +314,21 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
             memory available when the call starts.
         """
         B = self._checked(B, True, max_memory)
-        with thread_budget(self.n_jobs) as n_threads:
-            return self._apply(B, True, n_threads)
+        return self._apply(B, True, budget_threads())
 
     def logdet(self):
         """log det(K_hier + lam I)."""
         return float(self._op.logdet_value)
 
+    @budgeted
     def _lml_at(self, y, max_memory):
         # log_marginal_likelihood(y): one solve; max_memory as for solve.
         yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
-        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
-            alpha = self._op.solve(yt, n_threads)
+        with blas_threads(1):
+            alpha = self._op.solve(yt, budget_threads())
         return gaussian_lml(np.sum(yt * alpha), self.logdet(), *yt.shape)
 
-    def _posterior_bytes(self, m):
+    def _posterior_bytes(self, m, n_threads):
         """Peak bytes of the posterior variance at m test points (8-byte numbers): theta and
         Phi of every non-root node (2 T, T = sum of r_parent^2) and the leaves' C factors (b,
         none at depth 0, where C is the fit's leaf factor) beside one thread's workspace (the
@@ -337,7 +338,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         op = self._op
         T = int(_posterior.node_offsets(op)[-1])
         b = int(op.factors()["b_off"][-1]) if op.depth > 0 else 0
-        threads = min(self._threads(), 1 << op.depth)
+        threads = min(n_threads, 1 << op.depth)
         rm, lm = op.r_max, op.leaf_max
         factors = 2 * T + b + threads * max(lm * rm, 5 * rm * rm)
         chunk = min(m, _posterior.CHUNK_SIZE)
@@ -347,7 +348,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     def _latent_variance(self, X, n_threads, max_memory):
         """Posterior variance of f at X under K_hier' (hkern/hierarchical/_posterior.pyx)."""
         n = len(self.perm_)
-        check_memory(self._posterior_bytes(X.shape[0]), max_memory,
+        check_memory(self._posterior_bytes(X.shape[0], n_threads), max_memory,
                      what=f"the HCK posterior variance with n={n}, r={self.r} at "
                      f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
 
@@ -357,6 +358,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
                                                  n_threads)
         return self._by_leaf(X, n_threads, evaluate)
 
+    @budgeted
     def kernel_pca(self, n_components=2, seed=0):
         """Top eigenpairs of the centred kernel matrix C K_hier C, C = I - 11^T/n.
 
@@ -373,18 +375,21 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         n_components = check_int(n_components, "n_components", low=1, high=n - 1)
         rng = check_seed(seed)
 
-        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+        n_threads = budget_threads()
+
+        def centred_kernel(v):
+            v = np.asarray(v, dtype=np.float64).reshape(n, -1)
+            v = v - v.mean(axis=0)
+            Kv = self._apply(v, False, n_threads) - self.lam * v
+            return Kv - Kv.mean(axis=0)
+
+        centred = LinearOperator((n, n), matvec=centred_kernel, matmat=centred_kernel,
+                                 dtype=np.float64)
+        with blas_threads(1):
             # ARPACK's own BLAS calls run single-threaded too: the eigenpairs are then the same
             # bits for any n_jobs (its vector operations are O(n) against O(n r) per matvec).
-            def centred_kernel(v):
-                v = np.asarray(v, dtype=np.float64).reshape(n, -1)
-                v = v - v.mean(axis=0)
-                Kv = self._apply(v, False, n_threads) - self.lam * v
-                return Kv - Kv.mean(axis=0)
-
-            op = LinearOperator((n, n), matvec=centred_kernel, matmat=centred_kernel,
-                                dtype=np.float64)
-            values, vectors = eigsh(op, k=n_components, which="LA", v0=rng.standard_normal(n))
+            values, vectors = eigsh(centred, k=n_components, which="LA",
+                                    v0=rng.standard_normal(n))
         order = np.argsort(values)[::-1]
         return values[order], vectors[:, order]
 
@@ -449,27 +454,29 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         """log det(K_ind + lam I)."""
         return self._logdet
 
-    def _blocks_bytes(self, columns, points):
-        """Peak bytes of factorising the leaves again (8-byte numbers): per thread one leaf
-        block and, for ``points`` test points, one block of them (at most CHUNK_SIZE x leaf
-        size), beside ``columns`` numbers per training point."""
+    def _blocks_bytes(self, columns, points, n_threads):
+        """Peak bytes of factorising the leaves again on n_threads threads (8-byte numbers):
+        per thread one leaf block and, for ``points`` test points, one block of them (at most
+        CHUNK_SIZE x leaf size), beside ``columns`` numbers per training point."""
         n = len(self.perm_)
         leaf_max = int(self._count[self.n_leaves_ - 1:].max())
-        threads = min(self._threads(), self.n_leaves_)
+        threads = min(n_threads, self.n_leaves_)
         chunk = min(points, _blocks.CHUNK_SIZE)
         return 8 * (threads * leaf_max * (leaf_max + chunk) + columns * n)
 
+    @budgeted
     def _lml_at(self, y, max_memory):
         # log_marginal_likelihood(y): every leaf factorised again, as in the fit.
         n = len(self.perm_)
         k = np.shape(y)[1] if np.ndim(y) == 2 else 1
-        check_memory(self._blocks_bytes(4 * k, 0), max_memory,
+        n_threads = budget_threads()
+        check_memory(self._blocks_bytes(4 * k, 0, n_threads), max_memory,
                      what=f"log_marginal_likelihood with n={n} and {k} column(s) in y",
                      fix="pass y in blocks of fewer columns")
         y = check_rhs(y, n, "y")
         yt = np.ascontiguousarray(y.reshape(n, -1)[self.perm_])
-        alpha = yt.copy()
-        with thread_budget(self.n_jobs) as n_threads, blas_threads(1):
+        alpha = yt.copy()                                # solved in place below
+        with blas_threads(1):
             logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
                                         self._kind, self.sigma, self.lam, alpha, n_threads)
         return gaussian_lml(np.sum(yt * alpha), logdet, *yt.shape)
@@ -477,7 +484,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     def _latent_variance(self, X, n_threads, max_memory):
         """Posterior variance of f at X: each leaf with test points factorised again."""
         m = X.shape[0]
-        check_memory(self._blocks_bytes(0, m) + 8 * m * (X.shape[1] + 4), max_memory,
+        check_memory(self._blocks_bytes(0, m, n_threads) + 8 * m * (X.shape[1] + 4), max_memory,
                      what=f"the posterior variance of the independent kernel at {m} points",
                      fix="fit with a smaller r or leaf_size, or pass fewer points")
         return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.variance_blocks(
@@ -514,6 +521,7 @@ def _check_tree_args(n, r, leaf_size, partition):
     return r, leaf_size
 
 
+@budgeted
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                      task="regression", seed=None, n_jobs=None, jitter=None,
                      partition="random", leaf_size=None, max_memory=None):
@@ -603,30 +611,31 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         raise ValueError(f"jitter must be smaller than lam={inputs.lam:g}, got {jitter:g}; the "
                          "leaf blocks are K + lam I and the jitter is part of lam")
     rng = check_seed(seed)
-    with thread_budget(n_jobs) as n_threads:
-        depth = tree_depth(n, r, leaf_size)
-        check_memory(_hck_fit_bytes(n, X.shape[1], Y.shape[1], r, depth, n_threads), max_memory,
-                     what=f"fit_hierarchical with n={n}, r={r}, d={X.shape[1]} and leaves of "
-                     f"{-(-n // (1 << depth))} points (depth {depth})",
-                     fix=_fix_for_fit(leaf_size))
-        X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-        n_nonleaf = (1 << depth) - 1
-        uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
-        lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
-                                            n_threads)
-        del uniforms
-        with blas_threads(1):
-            op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
-                             inputs.sigma, inputs.lam, jitter, n_threads)
-            Y_tree = np.ascontiguousarray(Y[tree["perm"]])
-            weights = op.solve(Y_tree, n_threads)
-            pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
+    n_threads = budget_threads()
+    depth = tree_depth(n, r, leaf_size)
+    check_memory(_hck_fit_bytes(n, X.shape[1], Y.shape[1], r, depth, n_threads), max_memory,
+                 what=f"fit_hierarchical with n={n}, r={r}, d={X.shape[1]} and leaves of "
+                 f"{-(-n // (1 << depth))} points (depth {depth})",
+                 fix=_fix_for_fit(leaf_size))
+    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
+    n_nonleaf = (1 << depth) - 1
+    uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
+    lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
+                                        n_threads)
+    del uniforms
+    with blas_threads(1):
+        op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
+                         inputs.sigma, inputs.lam, jitter, n_threads)
+        Y_tree = np.ascontiguousarray(Y[tree["perm"]])
+        weights = op.solve(Y_tree, n_threads)
+        pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
     lml = gaussian_lml(np.sum(Y_tree * weights), op.logdet_value, *Y_tree.shape)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
                            pred_offsets=pred_offsets, r=r, jitter=jitter, lml=lml,
                            **inputs.model_params(n_jobs), **tree)
 
 
+@budgeted
 def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                     seed=None, n_jobs=None, partition="random", leaf_size=None,
                     max_memory=None):
@@ -657,17 +666,17 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
     rng = check_seed(seed)
-    with thread_budget(n_jobs) as n_threads:
-        depth = tree_depth(n, r, leaf_size)
-        check_memory(_independent_fit_bytes(n, X.shape[1], Y.shape[1], depth, n_threads),
-                     max_memory, what=f"fit_independent with n={n}, r={r}, d={X.shape[1]} and "
-                     f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
-                     fix=_fix_for_fit(leaf_size))
-        X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-        alpha = np.ascontiguousarray(Y[tree["perm"]])
-        with blas_threads(1):
-            logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
-                                        inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
+    n_threads = budget_threads()
+    depth = tree_depth(n, r, leaf_size)
+    check_memory(_independent_fit_bytes(n, X.shape[1], Y.shape[1], depth, n_threads),
+                 max_memory, what=f"fit_independent with n={n}, r={r}, d={X.shape[1]} and "
+                 f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
+                 fix=_fix_for_fit(leaf_size))
+    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
+    alpha = np.ascontiguousarray(Y[tree["perm"]])   # Y in tree order, solved in place below
+    with blas_threads(1):
+        logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
+                                    inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
     lml = gaussian_lml(np.sum(Y[tree["perm"]] * alpha), logdet, *alpha.shape)
     return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, lml=lml,
                           **inputs.model_params(n_jobs), **tree)

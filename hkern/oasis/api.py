@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
     check_bandwidth,
@@ -81,11 +81,12 @@ class ColumnSelection:
         self.size = size
 
     @property
+    @budgeted
     def R(self):
         """R = W^{-1} C^T (k, n): G~ = C R."""
-        with thread_budget(self.n_jobs):
-            return self.W_inv @ self.C.T
+        return self.W_inv @ self.C.T
 
+    @budgeted
     def approximation(self, max_memory=None):
         """The dense n x n matrix G~ = C W^{-1} C^T (small n only).
 
@@ -99,8 +100,7 @@ class ColumnSelection:
         check_memory(8 * n * n + 8 * n * k, max_memory,
                      what=f"ColumnSelection.approximation with n={n} (the dense n x n matrix)",
                      fix="use the factors C, W_inv or F instead of the dense matrix")
-        with thread_budget(self.n_jobs):
-            return self.C @ self.W_inv @ self.C.T
+        return self.C @ self.W_inv @ self.C.T
 
     def nystrom(self):
         """Nystrom features F (n, k) with F F^T = G~ (F = C L^{-T}, W = L L^T)."""
@@ -249,6 +249,7 @@ def _w_inverse(L, max_d):
     return W_inv
 
 
+@budgeted
 def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
                    tol=0.0, rtol=0.0, init=1, refresh=0, max_memory=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
@@ -323,15 +324,16 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     refresh = check_int(refresh, "refresh", low=0)
     rng = check_seed(seed)
     _check_selection_memory(n, n_columns, method, G is not None, max_memory)
-    with thread_budget(n_jobs) as n_threads:
-        if method == "uniform":
-            return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads, n_jobs)
-        return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
-                         refresh, n_threads, n_jobs)
+    if method == "uniform":
+        return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
+    return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
+                     refresh, n_jobs)
 
 
-def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads, n_jobs):
-    """Uniform sampling without replacement; F = C L^{-T} with W = L L^T."""
+def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
+    """Uniform sampling without replacement; F = C L^{-T} with W = L L^T (inside
+    select_columns' thread budget; ``n_jobs`` is recorded on the result)."""
+    n_threads = budget_threads()
     n = diag.shape[0]
     max_d = float(diag.max())
     idx = rng.choice(n, size=n_columns, replace=False)
@@ -343,8 +345,10 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_threads, n_jobs):
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,
-              n_threads, n_jobs):
-    """The adaptive selectors (oasis, greedy, rpcholesky) through one OasisCore."""
+              n_jobs):
+    """The adaptive selectors (oasis, greedy, rpcholesky) through one OasisCore (inside
+    select_columns' thread budget; ``n_jobs`` is recorded on the result)."""
+    n_threads = budget_threads()
     n = diag.shape[0]
     max_d = float(diag.max())
     core = OasisCore(n_columns, diag, X=points, G_rows=G, kind=kind, sigma=sigma)

@@ -38,7 +38,7 @@ import traceback
 import numpy as np
 
 from .._memory import check_memory
-from .._threads import resolve_n_jobs, thread_budget
+from .._threads import budget_threads, budgeted, resolve_n_jobs
 from .._validation import check_bool, check_int, check_nonnegative, check_seed
 from ..kernels._api import _kernel_matrix_trusted
 from ._oasis import OasisCore
@@ -204,7 +204,9 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
         k0 = check_int(init, "init", low=0, high=ell)
         ref = check_int(refresh, "refresh", low=0)
         gathered = check_bool(gather, "gather")
-        n_threads = resolve_n_jobs(n_jobs)
+        # n_jobs is checked here, inside the agreement, so that a bad value on one rank stops
+        # every rank; the selection's thread budget is set by @budgeted _select.
+        resolve_n_jobs(n_jobs)
         offsets = block_layout(n, state.size)
         lo, hi = int(offsets[state.rank]), int(offsets[state.rank + 1])
         check_memory(mpi_peak_bytes(n, hi - lo, ell, gathered and state.rank == 0), max_memory,
@@ -222,15 +224,16 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
         fingerprint = _fingerprint(points, kind, sig, ell, t, rt, k0, ref, gathered,
                                    "None" if seed is None else initial)
         return dict(points=points, diag=diag, kind=kind, sigma=sig, n_columns=ell, tol=t,
-                    rtol=rt, init=k0, refresh=ref, gather=gathered, n_threads=n_threads,
-                    offsets=offsets, lo=lo, hi=hi, initial=initial), (fingerprint, entropy)
+                    rtol=rt, init=k0, refresh=ref, gather=gathered, offsets=offsets, lo=lo,
+                    hi=hi, initial=initial), (fingerprint, entropy)
 
     out = state.run(local)
     reports = state.agree(out[1] if out is not None else None)
     _check_same_everywhere([r[0] for r in reports])
     args = out[0]
+    k0 = args.pop("init")               # the number of initial columns: drawn in ``initial``
     if args["initial"] is None:
-        k0, n = args["init"], args["points"].shape[0]
+        n = args["points"].shape[0]
         rng = np.random.default_rng(reports[0][1])
         args["initial"] = [int(i) for i in (rng.choice(n, size=k0, replace=False)
                                             if k0 else ())]
@@ -307,8 +310,7 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
         state = _RankState(comm)
         args = _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
-        with thread_budget(args.pop("n_threads")) as n_threads:
-            return _select(MPI, state, n_threads=n_threads, n_jobs=n_jobs, **args)
+        return _select(MPI, state, n_jobs=n_jobs, **args)
 
 
 def _fill_pivot(buf, core, local, value, z):
@@ -319,8 +321,11 @@ def _fill_pivot(buf, core, local, value, z):
     buf[1 + k:] = z
 
 
-def _select(MPI, state, *, points, diag, kind, sigma, n_columns, tol, rtol, init, refresh, gather,
-            n_threads, n_jobs, offsets, lo, hi, initial):
+@budgeted
+def _select(MPI, state, *, points, diag, kind, sigma, n_columns, tol, rtol, refresh, gather,
+            n_jobs, offsets, lo, hi, initial):
+    """The selection on this rank, in the thread budget of the (agreed, valid) ``n_jobs``."""
+    n_threads = budget_threads()
     comm, rank = state.comm, state.rank
     n, d = points.shape
     core = state.run(OasisCore, n_columns, diag[lo:hi], X=points[lo:hi], kind=kind, sigma=sigma)

@@ -23,7 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from .._threads import thread_budget
+from .._threads import budget_threads, budgeted
 from ._compat import validate_data
 
 __all__ = ["seed_from_random_state", "HkernEstimator", "HkernRegressor", "HkernGPRegressor",
@@ -76,12 +76,10 @@ class HkernEstimator(BaseEstimator):
 
     def _fit_model(self, X, y):
         """Fit ``model_``; its iteration count, where it has one, is also ``n_iter_`` (the
-        attribute scikit-learn expects of an estimator with ``max_iter``; one count per output
-        as an array, as scikit-learn's one-vs-rest estimators give it)."""
+        attribute scikit-learn expects of an estimator with ``max_iter``)."""
         self.model_ = self._call_fit_function(X, y)
         if hasattr(self.model_, "n_iter_"):
-            n_iter = self.model_.n_iter_
-            self.n_iter_ = np.asarray(n_iter) if isinstance(n_iter, list) else n_iter
+            self.n_iter_ = self.model_.n_iter_
 
     def _checked_input(self, X):
         """X for prediction: fitted, the features seen in fit, converted by scikit-learn."""
@@ -219,9 +217,9 @@ class HkernTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, HkernE
         self._fit(X)
         return self
 
+    @budgeted
     def transform(self, X):
         """The features of X (n_samples, n_features): an (n_samples, n_components) array whose
         inner products approximate the kernel."""
         X = self._checked_input(X)
-        with thread_budget(self.n_jobs) as n_threads:
-            return self._transform(X, n_threads)
+        return self._transform(X, budget_threads())

@@ -6,15 +6,8 @@ import numpy as np
 import hkern
 
 from .. import _linalg
-from .._validation import (
-    check_choice,
-    check_nonnegative,
-    check_rank,
-    check_row_indices,
-    check_seed,
-)
-from ..baselines.nystrom import nystrom_feature_map
-from ..oasis import SELECTORS
+from .._validation import check_seed
+from ..baselines.nystrom import check_landmarks, check_rcond, draw_landmarks, nystrom_feature_map
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
@@ -129,27 +122,15 @@ class NystromTransformer(HkernTransformer):
         self.rcond = rcond
         self.max_memory = max_memory
 
-    def _landmark_indices(self, X):
-        """Sorted landmark rows, drawn as :func:`hkern.fit_nystrom` draws them."""
-        n = X.shape[0]
-        if not isinstance(self.landmarks, str):
-            return check_row_indices(self.landmarks, n, "landmarks")
-        check_choice(self.landmarks, "landmarks", SELECTORS)
-        r = check_rank(self.r, n, "r")
-        rng = check_seed(seed_from_random_state(self.random_state))
-        if self.landmarks == "uniform":
-            return np.sort(rng.choice(n, size=r, replace=False))
-        selection = hkern.select_columns(X, r, method=self.landmarks, kernel=self.kernel,
-                                         sigma=self.sigma, seed=rng, n_jobs=self.n_jobs,
-                                         max_memory=self.max_memory)
-        return np.sort(selection.indices)
-
     def _fit(self, X):
-        rcond = check_nonnegative(self.rcond, "rcond")
-        if rcond >= 1:
-            raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got "
-                             f"{rcond}, which would drop every eigenvalue")
-        self.landmark_indices_ = self._landmark_indices(X)
+        rcond = check_rcond(self.rcond)
+        landmarks, r = check_landmarks(self.landmarks, self.r, X.shape[0])
+        # random_state is read only when landmarks are drawn (None draws from numpy's state).
+        rng = (check_seed(seed_from_random_state(self.random_state))
+               if isinstance(landmarks, str) else None)
+        self.landmark_indices_ = draw_landmarks(X, r, landmarks, kernel=self.kernel,
+                                                sigma=self.sigma, rng=rng, n_jobs=self.n_jobs,
+                                                max_memory=self.max_memory)
         self.landmarks_ = np.ascontiguousarray(X[self.landmark_indices_])
         W = hkern.kernel_matrix(self.landmarks_, kernel=self.kernel, sigma=self.sigma,
                                 n_jobs=self.n_jobs, max_memory=self.max_memory)

@@ -5,8 +5,8 @@ import numpy as np
 
 import hkern
 
-from .. import _linalg
 from .._validation import check_bandwidth, check_int, check_seed
+from ..baselines.rff import check_phases, rff_features
 from ..kernels import kernel_kind, sample_spectral
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
@@ -131,13 +131,5 @@ class RFFTransformer(HkernTransformer):
         self._n_features_out = r
 
     def _transform(self, X, n_threads):
-        with np.errstate(over="ignore", invalid="ignore"):
-            Z = _linalg.matmul(X, self.frequencies_, trans_b=True, n_threads=n_threads)
-            Z += self.offsets_
-            np.cos(Z, out=Z)
-        if not np.isfinite(Z).all():
-            raise ValueError("sigma is too small next to X for random Fourier features: the "
-                             "phases Omega x overflow double precision; increase sigma or "
-                             "divide X (and sigma) by a common factor")
-        Z *= np.sqrt(2.0 / self._n_features_out)
-        return Z
+        check_phases(X, self.frequencies_)        # as fit_rff and its model's predict refuse
+        return rff_features(X, self.frequencies_, self.offsets_, n_threads)

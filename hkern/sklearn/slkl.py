@@ -16,9 +16,9 @@ class _SlklParameters:
     _doc = {"model": "hkern.slkl.SlklModel", "draws": "Candidates and coordinates",
             "size": "``r`` candidate landmarks; ``lam=1`` as in the paper (only ``lam * nu`` "
                     "matters: tune ``nu``)",
-            "attributes": "n_iter_ : int or ndarray (n_outputs,)\n"
-                          "    Coordinate steps taken (one per output or class when there are\n"
-                          "    several), from ``model_.n_iter_``.\n"}
+            "attributes": "n_iter_ : ndarray of int (n_outputs,)\n"
+                          "    Coordinate steps taken, one per output or class (also for one\n"
+                          "    output), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, random_state=None,
                  n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None, kkt_tol=None,
@@ -52,8 +52,8 @@ class SlklRegressor(_SlklParameters, HkernRegressor):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-5, 5, size=(300, 2)); y = np.sinc(np.hypot(X[:, 0], X[:, 1]) / np.pi)
     >>> reg = SlklRegressor(r=60, nu=1e-3, random_state=0).fit(X, y)
-    >>> bool(reg.score(X, y) > 0.9), reg.model_.m0_ <= 60
-    (True, True)
+    >>> bool(reg.score(X, y) > 0.9), reg.model_.m0_ <= 60, reg.n_iter_.shape
+    (True, True, (1,))
     """
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_bool, check_choice, check_int, check_positive, check_seed
 from ..kernels._api import (
     _centred_for_accuracy,
@@ -33,27 +33,32 @@ class SlklModel(KernelRidgeModel):
     """KRR on a learned conical combination of rank-1 Nystrom kernels (SLKL).
 
     f(x) = sum over active landmarks m of beta_m k(x_m, x): prediction evaluates the kernel at
-    the active landmarks only.
+    the active landmarks only.  Each output (a column of y, or a one-vs-rest class) is its own
+    SLKL problem on the same candidates; every per-output value is an array with one entry (or
+    column) per output, k of them, also for k = 1.
 
     Attributes
     ----------
     candidates_ : ndarray (M,)
         Rows of the training X forming the candidate set S (sorted).
-    weights_ : ndarray (M,) or (M, k)
-        mu, one weight per candidate (one column per output / one-vs-rest class).
+    weights_ : ndarray (M, k)
+        mu, one weight per candidate, one column per output.
     active_ : ndarray (m0,)
         Rows of the training X with a positive weight for some output (sorted).
     landmarks_ : ndarray (m0, d)
         ``X[active_]``.
     coef_ : ndarray (m0, k)
         beta.
-    objective_ : ndarray (n_iter + 1,) or list of them
-        F after each iteration, F[0] = ||y||^2 (one array per output for k > 1).
-    n_iter_ : int or list of int
-        Coordinate steps taken.
-    converged_ : bool or list of bool
-        Whether the stopping rule (and the KKT test when requested) ended the descent, rather
-        than max_iter.
+    objective_ : ndarray (max(n_iter_) + 1, k)
+        F after each coordinate step, one column per output: ``objective_[t, j]`` is F of
+        output j after t steps, from ``objective_[0, j]`` = ||y_j||^2 to
+        ``objective_[n_iter_[j], j]``, the final F; NaN below that when output j stopped
+        before the others.
+    n_iter_ : ndarray of int (k,)
+        Coordinate steps taken, per output.
+    converged_ : ndarray of bool (k,)
+        Per output, whether the stopping rule (and the KKT test when requested) ended the
+        descent, rather than max_iter.
     nu : float
         The l1 penalty.
 
@@ -70,6 +75,8 @@ class SlklModel(KernelRidgeModel):
     >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
     >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
     True
+    >>> model.weights_.shape, model.n_iter_.shape, model.objective_.shape[1]
+    ((60, 1), (1,), 1)
     """
 
     def __init__(self, candidates, weights, active, landmarks, coef, objective, n_iter,
@@ -190,11 +197,11 @@ def column_source(X, S, kind, sigma, precompute, n_threads):
 def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
     """Stochastic coordinate descent until the stopping rule (doc/specs/slkl.md, 5 D) or max_iter.
 
-    Stops at the first k > M with F(k - M) - F(k) < tol F(k - M); with kkt_tol, also requires
-    the KKT violation (``SlklCore.kkt_violation``) <= kkt_tol, tested at most once every M
-    steps.  tol=None with kkt_tol stops on the KKT test alone.  ``grow(old_cap, new_cap)`` is
-    called before the active set's buffers grow (the memory guard).  Returns (F history,
-    steps, converged).
+    Stops at the first step t > M with F(t - M) - F(t) < tol F(t - M), F(t) being F after t
+    steps; with kkt_tol, also requires the KKT violation (``SlklCore.kkt_violation``) <=
+    kkt_tol, tested at most once every M steps.  tol=None with kkt_tol stops on the KKT test
+    alone.  ``grow(old_cap, new_cap)`` is called before the active set's buffers grow (the
+    memory guard).  Returns (F history, steps, converged).
 
     Raises
     ------
@@ -206,16 +213,16 @@ def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
     hist[0] = core.F
     rule = 1 if tol is not None else (2 if kkt_tol is not None else 0)
     tol_value = 0.0 if tol is None else tol
-    k, min_stop, converged = 0, 0, False
-    while k < max_iter and not converged:
-        draws = rng.integers(0, M, size=min(_DRAW_BATCH, max_iter - k)).astype(np.intp)
-        if len(hist) < k + len(draws) + 1:
+    t, min_stop, converged = 0, 0, False
+    while t < max_iter and not converged:
+        draws = rng.integers(0, M, size=min(_DRAW_BATCH, max_iter - t)).astype(np.intp)
+        if len(hist) < t + len(draws) + 1:
             hist = np.concatenate([hist, np.empty(max(len(hist), len(draws)))])
         i = 0
         while i < len(draws):
-            done, status = core.run(draws[i:], hist, k, rule, tol_value, M, min_stop)
+            done, status = core.run(draws[i:], hist, t, rule, tol_value, M, min_stop)
             i += done
-            k += done
+            t += done
             if status == _RUN_GROW:
                 new_cap = min(2 * core.cap, M)
                 if grow is not None:
@@ -234,17 +241,17 @@ def descend(core, rng, max_iter, tol, kkt_tol, grow=None):
                 if info != 0:
                     raise SlklNumericalError(f"SLKL: {core.failure_message()}: "
                                              f"{_NUMERICAL_HINT}")
-                hist[k] = core.F
-                if rule == 1 and not hist[k - M] - hist[k] < tol_value * hist[k - M]:
-                    min_stop = k + M        # test next against the fresh F as window start
+                hist[t] = core.F
+                if rule == 1 and not hist[t - M] - hist[t] < tol_value * hist[t - M]:
+                    min_stop = t + M        # test next against the fresh F as window start
                     continue
                 if kkt_tol is None or core.kkt_violation() <= kkt_tol:
                     converged = True
                     break
-                min_stop = k + M
+                min_stop = t + M
             else:
                 break
-    return hist[:k + 1].copy(), k, converged
+    return hist[:t + 1].copy(), t, converged
 
 
 @dataclass
@@ -291,8 +298,9 @@ def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_thread
 
 def assemble_model(fits, inputs, S, nu, n_jobs):
     """The fitted model from the outputs' fits (on ``inputs``, a FitInputs): union of active
-    landmarks, beta per output."""
-    X, encoding = inputs.X, inputs.encoding
+    landmarks, beta per output, and the per-output values as arrays of one entry (or column)
+    per output."""
+    X = inputs.X
     k = len(fits)
     weights = np.column_stack([f.weights for f in fits])
     active_cand = np.unique(np.concatenate([f.active for f in fits])).astype(np.intp)
@@ -300,16 +308,16 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
     for j, f in enumerate(fits):
         coef[np.searchsorted(active_cand, f.active), j] = f.beta
     active = S[active_cand]
-    single = encoding.squeeze
-    histories = [f.history for f in fits]
-    n_iters = [f.n_iter for f in fits]
-    converged = [f.converged for f in fits]
-    return SlklModel(
-        S, weights[:, 0] if single else weights, active, np.ascontiguousarray(X[active]), coef,
-        histories[0] if single else histories, n_iters[0] if single else n_iters,
-        converged[0] if single else converged, nu, **inputs.model_params(n_jobs))
+    objective = np.full((max(len(f.history) for f in fits), k), np.nan)
+    for j, f in enumerate(fits):
+        objective[:len(f.history), j] = f.history
+    n_iter = np.array([f.n_iter for f in fits], dtype=np.intp)
+    converged = np.array([f.converged for f in fits], dtype=bool)
+    return SlklModel(S, weights, active, np.ascontiguousarray(X[active]), coef, objective,
+                     n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
+@budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
              kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
@@ -354,7 +362,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         :math:`\partial^2_m F = 2\lambda a_m^2 b_m`; "paper" is Algorithm 2 as printed
         (:math:`h = \lambda a^2 b`, twice the Newton step), for reproduction.
     tol : float or None
-        Stop at the first k > M with :math:`F(\mu^{k-M}) - F(\mu^k) < tol\,F(\mu^{k-M})`
+        Stop at the first step t > M with :math:`F(\mu^{t-M}) - F(\mu^t) < tol\,F(\mu^{t-M})`
         (the paper's rule with its sign corrected).  None: no such rule.
     max_iter : int or None
         Most coordinate steps; default 200 M.
@@ -427,7 +435,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     >>> X = rng.uniform(-5, 5, size=(400, 2)); r = np.linalg.norm(X, axis=1)
     >>> y = np.sin(r) / r
     >>> model = hkern.fit_slkl(X, y, r=100, nu=1e-3, sigma=1.0, seed=0)
-    >>> bool(np.all(np.diff(model.objective_) <= 1e-12))       # the exact step is monotone
+    >>> bool(np.all(np.diff(model.objective_[:, 0]) <= 1e-12))   # the exact step is monotone
     True
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True
@@ -469,7 +477,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
                      fix="increase nu (fewer active landmarks) or choose a smaller r")
 
     params = (inputs.lam, nu, STEPS[step], refresh)
-    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+    n_threads = budget_threads()
+    with blas_threads(1):
         # BLAS on one thread: the core's products and the tiled routines split work over
         # n_threads on a fixed grid, so the result is the same for any n_jobs.
         source = column_source(X, S, inputs.kind, inputs.sigma, precompute_columns, n_threads)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import prepare_fit
-from .._threads import blas_threads, thread_budget
+from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_positive, check_seed
 from ..baselines.exact import ExactKRR, fit_exact
 from ._candidates import draw_candidates
@@ -42,6 +42,7 @@ def _unif_bytes(n, d, M, k):
             + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
 
 
+@budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
                   seed=None, n_jobs=None, mu=1.0, candidates=None, max_memory=None):
     r"""The paper's "Unif" baseline: KRR with the kernel :math:`\bar\mu \sum_{m\in S} c_m c_m^T`.
@@ -64,8 +65,9 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     Returns
     -------
     hkern.slkl.SlklModel
-        With all M candidates active and ``objective_`` the single value
-        :math:`y^T (I + \tilde K/\lambda)^{-1} y`.
+        With all M candidates active, ``objective_`` one row (1, k) holding
+        :math:`y^T (I + \tilde K/\lambda)^{-1} y` of each output, ``n_iter_`` zeros and
+        ``converged_`` True.
 
     Raises
     ------
@@ -102,7 +104,8 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
                  fix="choose a smaller r")
     weights = np.full(M, mu)
     fits = []
-    with thread_budget(n_jobs) as n_threads, blas_threads(1):
+    n_threads = budget_threads()
+    with blas_threads(1):
         cols = candidate_columns(X, S, inputs.kind, inputs.sigma, n_threads)
         for j in range(k):
             # y / s exactly (s a power of two): no overflow in ||y||^2 for |y| up to 1e150.
@@ -169,9 +172,9 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
                  what=f"fit_slkl_krrm with r={M} (the M x M kernel matrix)",
                  fix="choose a smaller r")
     y_rows = np.asarray(y)[S]
-    with thread_budget(n_jobs):
-        model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
-                          task=task, n_jobs=n_jobs, max_memory=max_memory)
+    # fit_exact does the work, in the thread budget of n_jobs.
+    model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
+                      task=task, n_jobs=n_jobs, max_memory=max_memory)
     return CandidateKRR(model.X_fit_, model.dual_coef_, S, lml=model._lml_train,
                         kernel=model.kernel, kind=model._kind, sigma=model.sigma, lam=model.lam,
                         n_features=model.n_features_in_, encoding=model.encoding_, n_jobs=n_jobs)
