@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import resolve_n_jobs, thread_budget
+from .._threads import budget_threads, budgeted
 from .._validation import check_choice, check_int, check_positive, check_seed
 from ..kernels._api import _kernel_matvec_trusted
-from .api import LINK_RCOND, _build, _describe, _meka_arguments, meka_peak_bytes
+from ._build import build, check_peak, checked_arguments
+from ._links import LINK_RCOND
+from .api import meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
@@ -41,6 +42,7 @@ class MekaKRR(KernelRidgeModel):
         self.n_iter_ = n_iter
 
     def _scores(self, X):       # inside the model's thread budget (KernelRidgeModel)
+        n_threads = budget_threads()
         G = self.approximation_
         Xs, labels = G._prepare_new(X)
         out = np.zeros((X.shape[0], self.coef_[0].shape[1]))
@@ -50,7 +52,7 @@ class MekaKRR(KernelRidgeModel):
                 Zs = G._Z[G._z_starts[s]:G._z_starts[s + 1]]
                 out[sel] = _kernel_matvec_trusted(self._kind, self.sigma,
                                                   np.ascontiguousarray(Xs[sel]), Zs,
-                                                  self.coef_[s], self._threads())
+                                                  self.coef_[s], n_threads)
         return out
 
     @property
@@ -129,6 +131,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
                                 "raise max_iter or lam, or use solver='direct'")
 
 
+@budgeted
 def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
              seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
              oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
@@ -205,21 +208,18 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
-    args = _meka_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
-                           oversample=oversample,
-                           landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
-                           threshold=threshold, threshold_kind=threshold_kind, psd=psd,
-                           kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
-                           link_rcond=link_rcond)
+    args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
+                             oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
+                             rank_policy=rank_policy, threshold=threshold,
+                             threshold_kind=threshold_kind, psd=psd, kmeans_sample=kmeans_sample,
+                             kmeans_iter=kmeans_iter, link_rcond=link_rcond)
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-    check_memory(fit_meka_peak_bytes(args, Y.shape[1], n_threads), max_memory,
-                 what=_describe(args, "fit_meka"), fix="choose a smaller r or fewer clusters")
-    with thread_budget(n_jobs) as n_threads:
-        G = _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
-        alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
-        coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
-                for s in range(G.n_clusters_)]
+    check_peak(fit_meka_peak_bytes(args, Y.shape[1], budget_threads()), max_memory, args,
+               "fit_meka")
+    G = build(rng=rng, n_jobs=n_jobs, **args)
+    alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
+    coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
+            for s in range(G.n_clusters_)]
     dual = np.empty_like(alpha)
     dual[G._perm] = alpha
     return MekaKRR(G, dual, coef, n_iter, **inputs.model_params(n_jobs))
