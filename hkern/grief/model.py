@@ -27,7 +27,7 @@ class GriefGP(FittedModel):
         Columns of X the model uses (constant training columns are ignored).
     n_train_ : int
         Number of training points.
-    lengthscales_ : (n_features_in_,) ndarray
+    lengthscales_ : ndarray (n_features,)
         SE-ARD lengthscales in the original units of X (``inf`` for ignored constant columns).
     signal_variance_ : float
         Kernel amplitude s2, in the original units of y.
@@ -38,9 +38,9 @@ class GriefGP(FittedModel):
         Number of basis functions, min(p, m).
     m_ : int
         Number of grid points prod(mbar_i) (a Python int; may be astronomically large).
-    theta_ : ndarray (len(active_features_) + 2,)
+    theta_ : ndarray (d + 2,)
         Type II only (None for type I): the kept log-parameters [log ls, log s2, log noise]
-        (standardised units).
+        (standardised units), for the d active features.
     restart_lmls_, restart_thetas_, restart_ : ndarray, ndarray, int
         Type II only (None for type I): the training LML (original units of y, as
         :meth:`log_marginal_likelihood`) and the log-parameters [log ls, log s2, log noise]
