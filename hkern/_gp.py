@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from ._threads import thread_budget
-from ._validation import check_bool, check_n_features
+from ._threads import budget_threads, budgeted
+from ._validation import check_bool
 
 __all__ = ["GaussianProcessKRR", "gaussian_lml"]
 
@@ -81,13 +81,16 @@ class GaussianProcessKRR:
             return super().predict(X)
         self._require_regression("predict(X, return_std=True)",
                                  "use decision_function for the one-vs-rest scores")
-        X = check_n_features(X, self.n_features_in_)
-        with thread_budget(self.n_jobs) as n_threads:
-            var = self._latent_variance(X, n_threads, max_memory)
-            mean = self.encoding_.decode(self._scores(X))
+        mean, var = self._mean_and_variance(self._check_X(X), max_memory)
         if include_noise:
             var = var + self.lam
         return mean, np.sqrt(np.maximum(var, 0.0))
+
+    @budgeted
+    def _mean_and_variance(self, X, max_memory):
+        """Predictions and the latent posterior variance at checked X, in the model's budget."""
+        var = self._latent_variance(X, budget_threads(), max_memory)
+        return self.encoding_.decode(self._scores(X)), var
 
     def log_marginal_likelihood(self, y=None, *, max_memory=None):
         """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).

@@ -1,4 +1,5 @@
-"""The model contract every method shares: the checked fit inputs and the fitted-model base."""
+"""The model contract every method shares: the checked fit inputs, the root of every fitted
+model and the base of the kernel ridge models."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,11 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._targets import TargetEncoding, encode_targets
-from ._threads import resolve_n_jobs, thread_budget
+from ._threads import budgeted
 from ._validation import check_array, check_bandwidth, check_n_features, check_positive
 from .kernels import kernel_kind
 
-__all__ = ["FitInputs", "KernelRidgeModel", "prepare_fit"]
+__all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "prepare_fit"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,52 @@ class FitInputs:
                     n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs)
 
 
-class KernelRidgeModel:
+class FittedModel:
+    """The root of every fitted model: the kernel ridge models, MEKA's approximation and GRIEF's
+    Gaussian process.
+
+    What they all have: the thread budget their methods run in, ``n_jobs`` (the
+    :func:`hkern._threads.budgeted` decorator on a computing method reads it), the number of
+    input features they were fitted on, against which new inputs are checked (``_check_X``),
+    and a repr of the settings that tell one fit from another.  Models are plain objects of
+    NumPy arrays (HCK's compiled operator pickles itself), so they pickle as they are.
+
+    Subclasses call ``super().__init__(n_features=..., n_jobs=...)`` and implement
+    ``_repr_fields()``.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of input features seen at fit time.
+    n_jobs : int or None
+        The thread budget (OpenMP and BLAS) of the model's methods, the fit's ``n_jobs``; it may
+        be changed after the fit.  Results are bitwise identical for any value.
+    """
+
+    def __init__(self, *, n_features, n_jobs):
+        self.n_features_in_ = n_features
+        self.n_jobs = n_jobs
+
+    def _check_X(self, X):
+        """New inputs X: finite, 2-D with the fitted number of features, as C-contiguous float64
+        (float32, Fortran-ordered and read-only arrays are converted)."""
+        return check_n_features(X, self.n_features_in_)
+
+    def _repr_fields(self):  # pragma: no cover - abstract
+        """The settings the repr shows, as {name: text}."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        fields = ", ".join(f"{name}={text}" for name, text in self._repr_fields().items())
+        return f"{type(self).__name__}({fields})"
+
+
+class KernelRidgeModel(FittedModel):
     """A fitted kernel ridge model: ``predict`` and ``decision_function`` on new inputs.
 
-    Subclasses implement ``_scores(X)`` for validated inputs, returning an (m, k) array.
+    Subclasses implement ``_scores(X)`` for validated inputs, returning an (m, k) array; it runs
+    in the model's thread budget (read the thread count with
+    :func:`hkern._threads.budget_threads`).
 
     Attributes
     ----------
@@ -63,32 +106,29 @@ class KernelRidgeModel:
         Number of input features seen at fit time.
     encoding_ : hkern._targets.TargetEncoding
         How scores map back to ``y``'s form (class labels for classification).
+    n_jobs : int or None
+        The thread budget of the model's methods (see :class:`FittedModel`).
     """
 
     def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs):
+        super().__init__(n_features=n_features, n_jobs=n_jobs)
         self.kernel = kernel
         self._kind = kind
         self.sigma = sigma
         self.lam = lam
-        self.n_features_in_ = n_features
         self.encoding_ = encoding
-        self.n_jobs = n_jobs
 
     @property
     def classes_(self):
         """Class labels (classification) or None."""
         return self.encoding_.classes
 
-    def _threads(self):
-        return resolve_n_jobs(self.n_jobs)
-
     def _scores(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @budgeted
     def _checked_scores(self, X):
-        X = check_n_features(X, self.n_features_in_)
-        with thread_budget(self.n_jobs):
-            return self._scores(X)
+        return self._scores(self._check_X(X))
 
     def decision_function(self, X):
         """Raw scores: regression outputs, or one-vs-rest scores (m, n_classes)."""
@@ -103,9 +143,9 @@ class KernelRidgeModel:
         """Bytes held by the model's arrays."""
         return int(sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray)))
 
-    def __repr__(self):
-        return (f"{type(self).__name__}(kernel={self.kernel!r}, sigma={self.sigma:g}, "
-                f"lam={self.lam:g}, task={self.encoding_.task!r})")
+    def _repr_fields(self):
+        return {"kernel": repr(self.kernel), "sigma": f"{self.sigma:g}", "lam": f"{self.lam:g}",
+                "task": repr(self.encoding_.task)}
 
 
 def prepare_fit(X, y, *, kernel, sigma, lam, task):

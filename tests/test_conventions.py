@@ -130,15 +130,8 @@ MULTI_OUTPUT_FITS = {
 }
 # GP-GRIEF fits one output only.
 ALL_FITS = {**MULTI_OUTPUT_FITS, "fit_grief": (hkern.fit_grief, {"r": 20})}
-_MEKA_PENDING = pytest.mark.xfail(
-    strict=True, reason="MEKA's coef_ is a list per cluster and its CG n_iter_ one count for "
-                        "all outputs (hkern/meka is being changed on another branch)")
-
-
-def _cases(fits, pending=()):
-    return [pytest.param(fit, options, id=name,
-                         marks=[_MEKA_PENDING] if name in pending else [])
-            for name, (fit, options) in fits.items()]
+def _cases(fits):
+    return [pytest.param(fit, options, id=name) for name, (fit, options) in fits.items()]
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +169,7 @@ def test_one_output_is_not_squeezed(fit, options, two_outputs):
 
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("fit, options",
-                         _cases(MULTI_OUTPUT_FITS, pending=("fit_meka", "fit_meka-cg")))
+                         _cases(MULTI_OUTPUT_FITS))
 def test_per_output_values_are_arrays_with_one_entry_per_output(fit, options, k, two_outputs):
     X, Y = two_outputs
     model = _fitted(fit, options, X, Y[:, 0] if k == 1 else Y)

@@ -176,7 +176,8 @@ def test_type2_predict_matches_dense_gp(small):
                          signal_variance=2.0, noise=0.3, optimize=False)
     rng = np.random.default_rng(2)
     Xt = rng.uniform(-1.5, 1.5, (10, 3))
-    Phi, Pt = gp._basis.phi(gp._standardise(X)), gp._basis.phi(gp._standardise(Xt))
+    basis = gp._posterior.basis
+    Phi, Pt = basis.phi(gp._standardise(X)), basis.phi(gp._standardise(Xt))
     s2, noise = gp.signal_variance_, gp.noise_                    # original units of y
     ym = y.mean()
     mean_ref, var_ref = dense_gp_posterior(s2 * Phi @ Phi.T, s2 * Pt @ Phi.T,
@@ -255,6 +256,61 @@ def test_type2_restarts_with_search_subset_compare_on_all_points():
     assert np.isnan(hkern.fit_grief(X, y, n_restarts=0, **kw).restart_lmls_[0])
 
 
+def test_n_iter_counts_the_lbfgsb_iterations_of_every_search(monkeypatch):
+    import scipy.optimize
+
+    from hkern.grief import _search
+    X, y = _restart_data()
+    counts = []
+
+    def recording(fun, x0, **kwargs):
+        result = scipy.optimize.minimize(fun, x0, **kwargs)
+        if len(x0) > 2:         # a search over all d + 2 parameters, not the amplitude re-fit
+            counts.append(result.nit)
+        return result
+
+    monkeypatch.setattr(_search, "minimize", recording)
+    gp = hkern.fit_grief(X, y, r=30, grid_size=6, seed=5, max_iter=6, n_restarts=2)
+    assert len(counts) == 3 and all(1 <= c <= 6 for c in counts)
+    assert gp.restart_n_iter_.dtype.kind == "i"
+    np.testing.assert_array_equal(gp.restart_n_iter_, counts)
+    assert gp.n_iter_ == counts[gp.restart_] and isinstance(gp.n_iter_, int)
+    # No search: no iteration.  Type I has no max_iter and no L-BFGS-B search: None.
+    hyper = {"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.1}
+    fixed = hkern.fit_grief(X, y, r=30, grid_size=6, optimize=False, **hyper)
+    assert fixed.n_iter_ == 0 and list(fixed.restart_n_iter_) == [0]
+    sampled = hkern.fit_grief(X, y, r=30, grid_size=6, seed=0, inference="type1", n_iter=200,
+                              burn_in=100, thin=10, **hyper)
+    assert sampled.n_iter_ is None and sampled.restart_n_iter_ is None
+
+
+def test_model_attributes_are_declared_and_documented():
+    # The constructor names every attribute (type-specific ones are None for the other
+    # inference), and the docstring documents every public one.
+    import inspect
+    X, y = _restart_data()
+    hyper = {"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.1}
+    type2 = hkern.fit_grief(X, y, r=20, grid_size=6, max_iter=2, n_restarts=0, **hyper)
+    type1 = hkern.fit_grief(X, y, r=20, grid_size=6, seed=0, inference="type1", n_iter=200,
+                            burn_in=100, thin=10, **hyper)
+    assert vars(type1).keys() == vars(type2).keys()
+    params = inspect.signature(hkern.GriefGP).parameters
+    assert all(p.kind == p.KEYWORD_ONLY for p in params.values())
+    section = inspect.cleandoc(hkern.GriefGP.__doc__).split("Attributes\n----------\n")[1]
+    documented = {name for line in section.splitlines() if " : " in line and line[0] != " "
+                  for name in line.split(" : ")[0].split(", ")}
+    # The argument of each attribute: its name without the trailing underscore (the root's
+    # n_features for n_features_in_; p_ is the posterior basis's size).
+    argument = {"n_features_in_": "n_features", "p_": "posterior"}
+    for name, value in vars(type2).items():
+        assert argument.get(name, name.strip("_")) in params, name
+        if not name.startswith("_"):
+            assert name in documented, name
+        if value is None and name != "n_jobs":      # type I only
+            assert getattr(type1, name) is not None, name
+    assert type2.samples_ is None and type1.theta_ is None and type1.restart_ is None
+
+
 def test_type1_mala():
     mu, s2 = lognormal_params(1.0, 100.0)
     assert abs(s2 - 1.2370) < 1e-4 and abs(mu - s2) < 1e-12          # spec section 4 numbers
@@ -265,20 +321,20 @@ def test_type1_mala():
           "signal_variance": 1.0,
               "noise": 0.02, "n_iter": 1500, "burn_in": 500, "thin": 10}
     gp = hkern.fit_grief(X, y, seed=3, **kw)
-    assert gp.samples_.shape == (100, gp._s.size + 1)
+    assert gp.samples_.shape == (100, gp._posterior.s.size + 1)
     assert 0.3 < gp.acceptance_rate_ < 0.85
     # Prediction = average over samples of the dense GP mean with K~ = U~ W U~' + noise I.
     Xt = X[:7]
     Xs, Xts = gp._standardise(X), gp._standardise(Xt)
-    U = gp._basis.phi(Xs) @ gp._V / gp._s
-    Ut = gp._basis.phi(Xts) @ gp._V / gp._s
+    U = gp._posterior.basis.phi(Xs) @ gp._posterior.V / gp._posterior.s
+    Ut = gp._posterior.basis.phi(Xts) @ gp._posterior.V / gp._posterior.s
     ys = (y - y.mean()) / y.std()
     means = []
     for z in gp.samples_[::10]:
         w, noise = np.exp(z[:-1]), np.exp(z[-1])
         C = U @ np.diag(w) @ U.T + noise * np.eye(len(y))
         means.append(Ut @ np.diag(w) @ U.T @ np.linalg.solve(C, ys))
-    gp_sub = np.mean([Ut @ (gp._coef_samples[i]) for i in range(0, 100, 10)], axis=0)
+    gp_sub = np.mean([Ut @ gp._posterior.coef_samples[i] for i in range(0, 100, 10)], axis=0)
     assert rel_max(gp_sub, np.mean(means, axis=0)) < 1e-9
     assert np.sqrt(np.mean((gp.predict(X) - np.sin(X[:, 0])) ** 2)) < 0.1
     _mean, std = gp.predict(Xt, return_std=True)
@@ -370,7 +426,7 @@ def test_grid_inputs_widen_the_grid_and_nothing_else():
     wide = hkern.fit_grief(X, y, grid_inputs=Xt, **kw)
     same = hkern.fit_grief(X, y, grid_inputs=X[::3], **kw)
     Z = (np.vstack([X, Xt]) - X.mean(axis=0)) / X.std(axis=0)
-    for i, g in enumerate(wide._basis.grids):
+    for i, g in enumerate(wide._posterior.basis.grids):
         np.testing.assert_allclose(g, np.linspace(Z[:, i].min(), Z[:, i].max(), 7), rtol=1e-14)
     np.testing.assert_array_equal(same.predict(Xt), gp.predict(Xt))
     assert wide.m_ == gp.m_ and not np.allclose(wide.predict(Xt), gp.predict(Xt))  # grid used
@@ -445,7 +501,7 @@ def test_unresolved_inputs_add_a_switched_off_search():
     1-D spectrum (mbar near-copies of every basis function compete for the p slots).  Then
     one more search runs from the same point with that input switched off, and the model kept
     is the search with the larger LML; resolved inputs add nothing."""
-    from hkern.grief import api
+    from hkern.grief import _search
     from hkern.grief._init import BOUNDS
     rng = np.random.default_rng(6)
     n = 400
@@ -457,9 +513,9 @@ def test_unresolved_inputs_add_a_switched_off_search():
     gap = np.min(np.diff(grids[1])) * X[:, 1].std()            # in the units of X
     assert gap > 2.0 * X[:, 1].std()                            # two values, far apart
     theta0 = np.array([0.0, np.log(0.5), 0.0, np.log(0.1)])
-    off = api._screened_start(theta0, grids)
+    off = _search.screened_start(theta0, grids)
     np.testing.assert_array_equal(off, [0.0, BOUNDS["log_ls"][1], 0.0, np.log(0.1)])
-    assert api._screened_start(np.array([0.0, np.log(50.0), 0.0, np.log(0.1)]), grids) is None
+    assert _search.screened_start(np.array([0.0, np.log(50.0), 0.0, np.log(0.1)]), grids) is None
     kw = dict(r=20, grid_size=10, signal_variance=1.0, noise=0.01, n_restarts=0, max_iter=30,
               seed=0)
     gp = hkern.fit_grief(X, y, lengthscales=[1.0, 0.5 * X[:, 1].std()], **kw)

@@ -36,14 +36,14 @@ def test_clustering_survives_distances_beyond_double_precision():
     # Scaling by powers of two is exact, so the clustering must equal that of X bit for bit.
     out = run_python("""
         import numpy as np
-        from hkern.meka import api
+        from hkern.meka import _cluster
         X = np.random.default_rng(0).normal(size=(300, 3))
-        ref_c, ref_l = api._cluster(X, 4, 20000, 10, np.random.default_rng(1), 2)
+        ref_c, ref_l = _cluster.cluster(X, 4, 20000, 10, np.random.default_rng(1), 2)
         for k in (665, 1000, -700, -1000):
-            c, l = api._cluster(X * 2.0**k, 4, 20000, 10, np.random.default_rng(1), 2)
+            c, l = _cluster.cluster(X * 2.0**k, 4, 20000, 10, np.random.default_rng(1), 2)
             assert np.array_equal(l, ref_l), k
             assert np.array_equal(c, ref_c * 2.0**k), k
-        c, l = api._cluster(X * 1e200, 4, 20000, 10, np.random.default_rng(1), 2)
+        c, l = _cluster.cluster(X * 1e200, 4, 20000, 10, np.random.default_rng(1), 2)
         assert np.isfinite(c).all() and len(c) == 4 and l.min() == 0 and l.max() == 3
         print("ok")
     """)
@@ -196,14 +196,16 @@ def test_read_only_and_pandas_inputs_are_accepted(fitted, tmp_path):
 
 
 def test_n_jobs_bounds_blas_threads_in_every_method(monkeypatch):
-    from hkern.meka import api, krr
+    from hkern.meka import _bases, _build, _links, approximation, krr
     X = blobs(n=400)
     y = np.sin(X[:, 0])
     seen = record_blas_threads(monkeypatch, [
-        (api, "_cluster"), (api, "_landmark_bases"), (api, "_zeroed_pairs"),
+        (_build, "cluster"), (_build, "landmark_bases"), (_build, "zeroed_pairs"),
         (krr, "_solve_direct"), (krr, "_solve_cg"), (krr, "_kernel_matvec_trusted"),
-        (api, "_kernel_matrix_trusted"),
-        (api.MekaApproximation, "_orthonormal_form"), (api.MekaApproximation, "_rows_sorted")])
+        (_bases, "_kernel_matrix_trusted"), (_links, "_kernel_matrix_trusted"),
+        (approximation, "_kernel_matrix_trusted"),
+        (approximation.MekaApproximation, "_orthonormal_form"),
+        (approximation.MekaApproximation, "_rows_sorted")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         for solver in ("direct", "cg"):
             model = hkern.fit_meka(X, y, r=8, n_clusters=3, seed=0, solver=solver, n_jobs=1)

@@ -75,7 +75,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self.sigma, X, self.X_fit_, self.dual_coef_,
-                                      self._threads())
+                                      budget_threads())
 
     def _factor(self, extra_bytes, what, fix, max_memory, n_threads):
         """The Cholesky factor of K + lam I, again, after checking that it and ``extra_bytes``

@@ -54,7 +54,7 @@ class NystromKRR(KernelRidgeModel):
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
-                                      self._threads())
+                                      budget_threads())
 
 
 def nystrom_feature_map(W, rcond):

@@ -47,7 +47,7 @@ class RFFKRR(KernelRidgeModel):
 
     def _scores(self, X):
         check_phases(X, self.frequencies_)
-        n_threads = self._threads()
+        n_threads = budget_threads()
         out = np.empty((X.shape[0], self.coef_.shape[1]))
         for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
             features = rff_features(X[start:stop], self.frequencies_, self.offsets_, n_threads)

@@ -4,6 +4,7 @@
 Cartesian grid of m = prod(mbar_i) inducing points; m never enters the cost.
 """
 from ._basis import GriefBasis, make_grids
-from .api import GriefGP, fit_grief
+from .api import fit_grief
+from .model import GriefGP
 
 __all__ = ["GriefBasis", "GriefGP", "fit_grief", "make_grids"]

@@ -233,8 +233,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         self.jitter = jitter
 
     def _scores(self, X):
-        # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
-        n_threads = self._threads()
+        n_threads = budget_threads()
         return self._by_leaf(X, n_threads, lambda Xg, leaf_start: self._op.predict(
             Xg, leaf_start, self._weights_tree, self._pred_vectors, self._pred_offsets,
             n_threads))
@@ -444,8 +443,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         self._logdet = logdet
 
     def _scores(self, X):
-        # Runs inside the model's thread_budget (KernelRidgeModel._checked_scores).
-        n_threads = self._threads()
+        n_threads = budget_threads()
         return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.predict_blocks(
             self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
             self._weights_tree, Xg, leaf_start, n_threads))

@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._threads import resolve_n_jobs, thread_budget
+from .._threads import budget_threads, budgeted
 from .._validation import check_choice, check_int, check_positive, check_seed
 from ..kernels._api import _kernel_matvec_trusted
-from .api import LINK_RCOND, _build, _describe, _meka_arguments, meka_peak_bytes
+from ._build import build, check_peak, checked_arguments
+from ._links import LINK_RCOND
+from .api import meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
@@ -27,10 +28,13 @@ class MekaKRR(KernelRidgeModel):
         The kernel approximation the model was fitted on.
     dual_coef_ : ndarray (n, k)
         alpha, in the training points' original order.
-    coef_ : list of ndarray (m_s, k)
-        gamma_s per cluster.
-    n_iter_ : int or None
-        CG iterations (None for the direct solver).
+    coef_ : ndarray (M, k)
+        gamma_s of every cluster, stacked in cluster order (M = sum m_s): one row per landmark,
+        those of cluster s (``approximation_.landmarks(s)``, in that order) after those of the
+        clusters before it.
+    n_iter_ : ndarray (k,) of int, or None
+        CG iterations per output (per class for a classifier) until its residual met ``tol``
+        (0 for an all-zero column); None for the direct solver, which does not iterate.
     """
 
     def __init__(self, approximation, dual_coef, coef, n_iter, **kw):
@@ -41,23 +45,24 @@ class MekaKRR(KernelRidgeModel):
         self.n_iter_ = n_iter
 
     def _scores(self, X):       # inside the model's thread budget (KernelRidgeModel)
+        n_threads = budget_threads()
         G = self.approximation_
         Xs, labels = G._prepare_new(X)
-        out = np.zeros((X.shape[0], self.coef_[0].shape[1]))
+        out = np.zeros((X.shape[0], self.coef_.shape[1]))
         for s in range(G.n_clusters_):
             sel = np.flatnonzero(labels == s)
             if len(sel):
-                Zs = G._Z[G._z_starts[s]:G._z_starts[s + 1]]
+                rows = slice(G._z_starts[s], G._z_starts[s + 1])
                 out[sel] = _kernel_matvec_trusted(self._kind, self.sigma,
-                                                  np.ascontiguousarray(Xs[sel]), Zs,
-                                                  self.coef_[s], self._threads())
+                                                  np.ascontiguousarray(Xs[sel]), G._Z[rows],
+                                                  self.coef_[rows], n_threads)
         return out
 
     @property
     def nbytes(self):
         """Bytes needed to predict: landmarks, gamma_s, centroids (not the training W)."""
         G = self.approximation_
-        return int(G._Z.nbytes + G.centroids_.nbytes + sum(c.nbytes for c in self.coef_))
+        return int(G._Z.nbytes + G.centroids_.nbytes + self.coef_.nbytes)
 
 
 def _shifted_cholesky(Lp, lam):
@@ -102,13 +107,15 @@ def _solve_cg(G, Y, lam, tol, max_iter):
     """Conjugate gradients on (G~ + lam I) alpha = y, one independent recursion per column.
 
     Needs G~ + lam I positive definite (psd=True, or lam > |lambda_min(G~)|); a non-positive
-    curvature p^T A p raises LinAlgError.
+    curvature p^T A p raises LinAlgError.  Returns (X, the iteration at which each column's
+    residual met tol): a converged column takes no further step, so its count is its own.
     """
     X = np.zeros_like(Y)
     R = Y.copy()
     P = R.copy()
     rr = np.einsum("ij,ij->j", R, R)
     target = (tol ** 2) * np.einsum("ij,ij->j", Y, Y)
+    n_iter = np.zeros(Y.shape[1], dtype=np.intp)
     for it in range(1, max_iter + 1):
         AP = G._apply_sorted(P) + lam * P
         curv = np.einsum("ij,ij->j", P, AP)
@@ -121,14 +128,16 @@ def _solve_cg(G, Y, lam, tol, max_iter):
         X += P * step
         R -= AP * step
         rr_new = np.einsum("ij,ij->j", R, R)
+        n_iter[active & (rr_new <= target)] = it
         if np.all(rr_new <= target):
-            return X, it
+            return X, n_iter
         P = R + P * np.where(active, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
         rr = rr_new
     raise np.linalg.LinAlgError(f"CG did not reach tol={tol} in max_iter={max_iter} iterations; "
                                 "raise max_iter or lam, or use solver='direct'")
 
 
+@budgeted
 def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
              seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
              oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
@@ -205,21 +214,20 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
-    args = _meka_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
-                           oversample=oversample,
-                           landmarks_per_cluster=landmarks_per_cluster, rank_policy=rank_policy,
-                           threshold=threshold, threshold_kind=threshold_kind, psd=psd,
-                           kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
-                           link_rcond=link_rcond)
+    args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
+                             oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
+                             rank_policy=rank_policy, threshold=threshold,
+                             threshold_kind=threshold_kind, psd=psd, kmeans_sample=kmeans_sample,
+                             kmeans_iter=kmeans_iter, link_rcond=link_rcond)
     rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-    check_memory(fit_meka_peak_bytes(args, Y.shape[1], n_threads), max_memory,
-                 what=_describe(args, "fit_meka"), fix="choose a smaller r or fewer clusters")
-    with thread_budget(n_jobs) as n_threads:
-        G = _build(rng=rng, n_jobs=n_jobs, n_threads=n_threads, **args)
-        alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
-        coef = [_linalg.matmul(G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
-                for s in range(G.n_clusters_)]
+    check_peak(fit_meka_peak_bytes(args, Y.shape[1], budget_threads()), max_memory, args,
+               "fit_meka")
+    G = build(rng=rng, n_jobs=n_jobs, **args)
+    alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
+    coef = np.empty((G._z_starts[-1], Y.shape[1]))
+    for s in range(G.n_clusters_):
+        coef[G._z_starts[s]:G._z_starts[s + 1]] = _linalg.matmul(
+            G._feature_map(s), beta[G._k_starts[s]:G._k_starts[s + 1]])
     dual = np.empty_like(alpha)
     dual[G._perm] = alpha
     return MekaKRR(G, dual, coef, n_iter, **inputs.model_params(n_jobs))
@@ -243,7 +251,8 @@ def fit_meka_peak_bytes(args, n_outputs, n_threads):
 
 
 def _solve(G, Y, lam, solver, tol, max_iter):
-    """(alpha sorted by cluster, beta = L W^T alpha, CG iterations or None) for the targets Y."""
+    """(alpha sorted by cluster, beta = L W^T alpha, CG iterations per column or None) for the
+    targets Y."""
     Q, R, Lp = G._orthonormal_basis()
     chol = _shifted_cholesky(Lp, lam)
     Ys = np.ascontiguousarray(Y[G._perm])

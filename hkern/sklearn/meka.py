@@ -27,9 +27,9 @@ class _MekaParameters:
     _fit_function = staticmethod(hkern.fit_meka)
     _doc = {"model": "hkern.meka.krr.MekaKRR", "draws": "k-means, landmarks and link samples",
             "size": SIZE_NOTE,
-            "attributes": "n_iter_ : int or None\n"
-                          "    CG iterations (None for the direct solver), from "
-                          "``model_.n_iter_``.\n"}
+            "attributes": "n_iter_ : ndarray (n_outputs,) of int, or None\n"
+                          "    CG iterations per output (per class for a classifier; None for\n"
+                          "    the direct solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma=1.0, lam=1e-2,
                  random_state=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000,
@@ -79,8 +79,8 @@ class MekaRegressor(_MekaParameters, HkernRegressor):
     >>> X = np.random.default_rng(0).normal(size=(2000, 3)); y = np.sin(X[:, 0])
     >>> reg = MekaRegressor(r=30, n_clusters=5, lam=1e-3, solver="cg", random_state=0)
     >>> reg = reg.fit(X, y)
-    >>> reg.n_iter_ > 0, bool(reg.score(X, y) > 0.99)
-    (True, True)
+    >>> reg.n_iter_.shape, bool(reg.n_iter_[0] > 0), bool(reg.score(X, y) > 0.99)
+    ((1,), True, True)
     """
 
 

@@ -102,7 +102,7 @@ class SlklModel(KernelRidgeModel):
             return np.zeros((X.shape[0], self.coef_.shape[1]))
         # Runs inside the model's thread budget (KernelRidgeModel._checked_scores).
         return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
-                                      self._threads())
+                                      budget_threads())
 
 
 def _candidate_scale(S):
