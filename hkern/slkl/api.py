@@ -49,9 +49,10 @@ class SlklModel(KernelRidgeModel):
         ``X[active_]``.
     coef_ : ndarray (m0, k)
         beta.
-    objective_ : ndarray (max(n_iter_) + 1, k)
-        F after each coordinate step, one column per output: ``objective_[t, j]`` is F of
-        output j after t steps, from ``objective_[0, j]`` = ||y_j||^2 to
+    objective_ : ndarray (T + 1, k)
+        T the largest of ``n_iter_``.  F after each coordinate step, one column per output:
+        ``objective_[t, j]`` is F of output j after t steps, from ``objective_[0, j]`` =
+        ||y_j||^2 to
         ``objective_[n_iter_[j], j]``, the final F; NaN below that when output j stopped
         before the others.
     n_iter_ : ndarray of int (k,)
