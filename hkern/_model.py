@@ -93,10 +93,15 @@ class FittedModel:
         be changed after the fit.  Results are bitwise identical for any value.
     """
 
+    # Per-feature lengthscales new inputs are divided by; the class default None (no scaling)
+    # stands for models fitted with a scalar sigma and for GRIEF, which scales its own inputs.
+    _lengthscales = None
+
     def __init__(self, *, n_features, n_jobs, lengthscales=None):
         self.n_features_in_ = n_features
         self.n_jobs = n_jobs
-        self._lengthscales = lengthscales
+        if lengthscales is not None:
+            self._lengthscales = lengthscales
 
     def _check_X(self, X):
         """New inputs X: finite, 2-D with the fitted number of features, as C-contiguous float64

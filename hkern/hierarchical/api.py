@@ -636,7 +636,6 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
 
 
 @budgeted
-@document_sigma
 def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                     seed=None, n_jobs=None, partition="random", leaf_size=None,
                     max_memory=None):
