@@ -6,12 +6,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._memory import check_memory
 from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
-from ._validation import check_array, check_bandwidth, check_n_features, check_positive
+from ._validation import (
+    check_array,
+    check_bandwidth,
+    check_n_features,
+    check_positive,
+    check_sigma,
+    scale_inputs,
+)
 from .kernels import kernel_kind
 
-__all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "prepare_fit"]
+__all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "format_sigma", "prepare_fit",
+           "prepare_sigma"]
 
 
 @dataclass(frozen=True)
@@ -21,7 +30,8 @@ class FitInputs:
     Attributes
     ----------
     X : ndarray (n, d)
-        C-contiguous float64 inputs.
+        C-contiguous float64 inputs, divided by the lengthscales when ``sigma`` is an array:
+        every kernel evaluation of the fit uses these and ``bandwidth``.
     Y : ndarray (n, k)
         C-contiguous float64 targets (one column per output, or the one-vs-rest encoding of
         class labels).
@@ -31,8 +41,15 @@ class FitInputs:
         Canonical kernel name.
     kind : int
         The kernel's code in the compiled kernel engine.
-    sigma, lam : float
-        Checked bandwidth and ridge.
+    sigma : float or ndarray (d,)
+        The checked ``sigma`` as the user gave it: a bandwidth, or one lengthscale per feature
+        (a read-only copy).
+    bandwidth : float
+        The bandwidth the kernel engine uses on ``X``: ``sigma``, or 1.0 for lengthscales.
+    lengthscales : ndarray (d,) or None
+        The per-feature lengthscales new inputs are divided by, or None for a scalar sigma.
+    lam : float
+        Checked ridge.
     """
 
     X: np.ndarray
@@ -40,13 +57,16 @@ class FitInputs:
     encoding: TargetEncoding
     kernel: str
     kind: int
-    sigma: float
+    sigma: object
+    bandwidth: float
+    lengthscales: object
     lam: float
 
     def model_params(self, n_jobs):
         """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs."""
         return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=self.lam,
-                    n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs)
+                    n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs,
+                    lengthscales=self.lengthscales)
 
 
 class FittedModel:
@@ -55,9 +75,11 @@ class FittedModel:
 
     What they all have: the thread budget their methods run in, ``n_jobs`` (the
     :func:`hkern._threads.budgeted` decorator on a computing method reads it), the number of
-    input features they were fitted on, against which new inputs are checked (``_check_X``),
-    and a repr of the settings that tell one fit from another.  Models are plain objects of
-    NumPy arrays (HCK's compiled operator pickles itself), so they pickle as they are.
+    input features they were fitted on, against which new inputs are checked (``_check_X``,
+    which also divides them by the fit's per-feature lengthscales, if any, so that every
+    method's ``_scores`` sees inputs in the coordinates it was fitted in), and a repr of the
+    settings that tell one fit from another.  Models are plain objects of NumPy arrays (HCK's
+    compiled operator pickles itself), so they pickle as they are.
 
     Subclasses call ``super().__init__(n_features=..., n_jobs=...)`` and implement
     ``_repr_fields()``.
@@ -71,14 +93,21 @@ class FittedModel:
         be changed after the fit.  Results are bitwise identical for any value.
     """
 
-    def __init__(self, *, n_features, n_jobs):
+    # Per-feature lengthscales new inputs are divided by; the class default None (no scaling)
+    # stands for models fitted with a scalar sigma and for GRIEF, which scales its own inputs.
+    _lengthscales = None
+
+    def __init__(self, *, n_features, n_jobs, lengthscales=None):
         self.n_features_in_ = n_features
         self.n_jobs = n_jobs
+        if lengthscales is not None:
+            self._lengthscales = lengthscales
 
     def _check_X(self, X):
         """New inputs X: finite, 2-D with the fitted number of features, as C-contiguous float64
-        (float32, Fortran-ordered and read-only arrays are converted)."""
-        return check_n_features(X, self.n_features_in_)
+        (float32, Fortran-ordered and read-only arrays are converted), divided by the fit's
+        lengthscales when sigma was an array."""
+        return scale_inputs(check_n_features(X, self.n_features_in_), self._lengthscales)
 
     def _repr_fields(self):  # pragma: no cover - abstract
         """The settings the repr shows, as {name: text}."""
@@ -100,8 +129,12 @@ class KernelRidgeModel(FittedModel):
     ----------
     kernel : str
         Canonical kernel name.
-    sigma, lam : float
-        Kernel bandwidth and ridge regularisation used in the fit.
+    sigma : float or ndarray (d,)
+        Kernel bandwidth, or per-feature lengthscales, used in the fit.  With lengthscales,
+        fitted attributes that hold input points (``X_fit_``, ``landmarks_``, ...) are in the
+        scaled coordinates ``X / sigma``.
+    lam : float
+        Ridge regularisation used in the fit.
     n_features_in_ : int
         Number of input features seen at fit time.
     encoding_ : hkern._targets.TargetEncoding
@@ -110,11 +143,14 @@ class KernelRidgeModel(FittedModel):
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
 
-    def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs):
-        super().__init__(n_features=n_features, n_jobs=n_jobs)
+    def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs,
+                 lengthscales=None):
+        super().__init__(n_features=n_features, n_jobs=n_jobs, lengthscales=lengthscales)
         self.kernel = kernel
         self._kind = kind
         self.sigma = sigma
+        # The kernel engine's bandwidth on (scaled) inputs: 1 when sigma holds lengthscales.
+        self._bandwidth = sigma if lengthscales is None else 1.0
         self.lam = lam
         self.encoding_ = encoding
 
@@ -144,15 +180,44 @@ class KernelRidgeModel(FittedModel):
         return int(sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray)))
 
     def _repr_fields(self):
-        return {"kernel": repr(self.kernel), "sigma": f"{self.sigma:g}", "lam": f"{self.lam:g}",
-                "task": repr(self.encoding_.task)}
+        return {"kernel": repr(self.kernel), "sigma": format_sigma(self.sigma),
+                "lam": f"{self.lam:g}", "task": repr(self.encoding_.task)}
 
 
-def prepare_fit(X, y, *, kernel, sigma, lam, task):
-    """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`."""
+def format_sigma(sigma):
+    """sigma for a repr: ``1.5``, or the lengthscales as ``[0.5, 2, ...]`` (at most 6 shown)."""
+    if np.ndim(sigma) == 0:
+        return f"{sigma:g}"
+    shown = ", ".join(f"{v:g}" for v in sigma[:6])
+    return f"[{shown}{', ...' if len(sigma) > 6 else ''}]"
+
+
+def prepare_sigma(X, sigma, max_memory=None):
+    """``(scaled X, sigma, bandwidth, lengthscales)`` from checked inputs X and the user's sigma.
+
+    The scaled copy of X (8 n d bytes, only for lengthscales) is checked against
+    ``max_memory`` before it is made.
+    """
+    bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
+    if lengthscales is not None:
+        n, d = X.shape
+        check_memory(8 * n * d, max_memory, what=f"the inputs divided by the lengthscales "
+                     f"(n={n}, d={d})", fix="pass fewer samples or raise max_memory")
+        X = scale_inputs(X, lengthscales)
+    check_bandwidth(bandwidth, X)
+    return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
+
+
+def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None):
+    """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
+
+    A per-feature ``sigma`` is applied here, once: the returned X is ``X / sigma`` and the
+    bandwidth 1, so the methods need not know about lengthscales.
+    """
     X = check_array(X, "X")
     Y, encoding = encode_targets(y, X.shape[0], task)
     name, kind = kernel_kind(kernel)
-    sigma = check_bandwidth(sigma, X)
+    X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory)
     lam = check_positive(lam, "lam", "the ridge regularisation must be positive (try 1e-3 to 1)")
-    return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma, lam=lam)
+    return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
+                     bandwidth=bandwidth, lengthscales=lengthscales, lam=lam)

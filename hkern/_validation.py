@@ -14,7 +14,8 @@ import numpy as np
 
 __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
-    "check_nonnegative", "check_bandwidth", "check_rank", "check_int", "check_seed",
+    "check_nonnegative", "check_bandwidth", "check_sigma", "scale_inputs", "SIGMA_DOC",
+    "document_sigma", "check_rank", "check_int", "check_seed",
     "check_choice", "check_bool",
 ]
 
@@ -211,6 +212,74 @@ def check_bandwidth(sigma, *arrays):
             "distances of values below 1e-152 underflow double precision. The kernels depend on "
             "X / sigma only: multiply X and sigma by a common factor (e.g. 1e150)")
     return sigma
+
+
+# The one wording of ``sigma`` in the numpydoc of every public function that takes it.
+SIGMA_DOC = """sigma : float or array_like of shape (d,)
+        Kernel bandwidth (lengthscale), > 0; or one lengthscale per feature (ARD), all finite
+        and > 0: the kernel is then the isotropic one with bandwidth 1 on ``X / sigma``."""
+
+
+def document_sigma(func):
+    """Decorator: the line ``{sigma}`` of ``func``'s docstring becomes :data:`SIGMA_DOC` (put it
+    below ``@budgeted``, which copies the docstring)."""
+    if func.__doc__:
+        func.__doc__ = func.__doc__.replace("{sigma}", SIGMA_DOC)
+    return func
+
+
+def check_sigma(sigma, n_features):
+    """The kernel's lengthscales: ``(bandwidth, lengthscales)``.
+
+    A scalar ``sigma`` is the isotropic bandwidth, checked as by :func:`check_positive`, and
+    comes back as ``(sigma, None)``.  A 1-D array of ``n_features`` finite values > 0 is one
+    lengthscale per feature (automatic relevance determination): k(x, z) is the isotropic kernel
+    with bandwidth 1 at ``x / sigma, z / sigma``, so it comes back as ``(1.0, lengthscales)``
+    and the inputs are divided by the lengthscales once (:func:`scale_inputs`) before any kernel
+    is evaluated.  Anything else (strings, other shapes) is refused with a ValueError.
+    """
+    accepted = (f"sigma must be a real number > 0 (one bandwidth for every feature) or a 1-D "
+                f"array of {n_features} lengthscales > 0 (one per feature of X)")
+    if isinstance(sigma, (str, bytes)):
+        raise ValueError(f"{accepted}; got the string {sigma!r}")
+    if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
+        sigma = sigma[()]
+    if not isinstance(sigma, (np.ndarray, list, tuple)):
+        if isinstance(sigma, (numbers.Real, np.number)) or isinstance(sigma, (bool, np.bool_)):
+            return check_positive(sigma, "sigma", "the kernel bandwidth must be positive"), None
+        raise ValueError(f"{accepted}; got {sigma!r}")
+    arr = _as_float_array(sigma, "sigma")
+    if arr.ndim != 1 or arr.shape[0] != n_features:
+        raise ValueError(f"{accepted}; got an array of shape {arr.shape} (X has {n_features} "
+                         f"feature(s)). Pass a scalar, or an array of shape ({n_features},)")
+    if not np.isfinite(arr).all():
+        bad = int(np.argmax(~np.isfinite(arr)))
+        raise ValueError(f"sigma's lengthscales must be finite; sigma[{bad}] = {arr[bad]}. An "
+                         "infinite lengthscale ignores its feature (GRIEF reports one for a "
+                         "constant column): drop that column from X instead")
+    if not (arr > 0).all():
+        bad = int(np.argmax(~(arr > 0)))
+        raise ValueError(f"sigma's lengthscales must be > 0; sigma[{bad}] = {arr[bad]}. A "
+                         "feature that should not matter needs a large lengthscale, not 0")
+    arr = arr.copy()        # the caller's array may change after the fit: keep our own
+    arr.flags.writeable = False
+    return 1.0, arr
+
+
+def scale_inputs(X, lengthscales, name="X"):
+    """``X / lengthscales`` as a C-contiguous array, or ``X`` itself when they are None.
+
+    The scalar path returns the very array it was given (no division by ones), so results
+    with a scalar sigma are bitwise those of a build without lengthscales.  Scaled values
+    are checked against the magnitude bound (a tiny lengthscale can push them over it).
+    """
+    if lengthscales is None:
+        return X
+    scaled = np.ascontiguousarray(X / lengthscales)
+    _check_values(scaled, f"{name} / sigma",
+                  "the lengthscales in sigma are too small for these inputs: rescale X or "
+                  "choose larger lengthscales")
+    return scaled
 
 
 def check_nonnegative(value, name, hint=""):

@@ -8,7 +8,7 @@ from .._gp import GaussianProcessKRR, gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_rhs
+from .._validation import check_rhs, document_sigma
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ._ridge import block_rows
 
@@ -74,7 +74,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         self._lml_train = lml
 
     def _scores(self, X):
-        return _kernel_matvec_trusted(self._kind, self.sigma, X, self.X_fit_, self.dual_coef_,
+        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
                                       budget_threads())
 
     def _factor(self, extra_bytes, what, fix, max_memory, n_threads):
@@ -83,7 +83,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         n = self.X_fit_.shape[0]
         check_memory(8 * n * n + extra_bytes, max_memory,
                      what=f"{what} (the n x n kernel matrix, n={n})", fix=fix)
-        return _system_factor(self._kind, self.sigma, self.lam, self.X_fit_, n_threads)
+        return _system_factor(self._kind, self._bandwidth, self.lam, self.X_fit_, n_threads)
 
     @budgeted
     def _lml_at(self, y, max_memory):
@@ -103,11 +103,11 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         step = min(m, block_rows(m, n))
         factor = self._factor(16 * n * step + 8 * m, f"the posterior variance at {m} points",
                               "fit on a subsample", max_memory, n_threads)
-        var = kernel_diag(X, kernel=self.kernel, sigma=self.sigma)
+        var = kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth)
         for start in range(0, m, max(step, 1)):
             stop = min(m, start + step)
             V = _linalg.solve_triangular(
-                factor, _kernel_matrix_trusted(self._kind, self.sigma, self.X_fit_,
+                factor, _kernel_matrix_trusted(self._kind, self._bandwidth, self.X_fit_,
                                                X[start:stop], n_threads),
                 lower=True, n_threads=n_threads)
             var[start:stop] -= np.einsum("ij,ij->j", V, V)
@@ -116,6 +116,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
 
 
 @budgeted
+@document_sigma
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", n_jobs=None,
               max_memory=None):
     """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
@@ -128,8 +129,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         classes).
     kernel : str
         See :func:`hkern.kernel_matrix`.
-    sigma : float
-        Kernel bandwidth, > 0.
+    {sigma}
     lam : float
         Ridge regularisation (the GP noise variance), > 0.
     task : {"regression", "classification"}
@@ -167,14 +167,15 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     >>> float(np.abs(model.predict(X) - y).max()) < 0.05
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     n_threads = budget_threads()
-    factor = _system_factor(inputs.kind, inputs.sigma, inputs.lam, X, n_threads)
+    factor = _system_factor(inputs.kind, inputs.bandwidth, inputs.lam, X, n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
     lml = gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
     del factor

@@ -7,7 +7,13 @@ from .. import _linalg
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_nonnegative, check_rank, check_row_indices, check_seed
+from .._validation import (
+    check_nonnegative,
+    check_rank,
+    check_row_indices,
+    check_seed,
+    document_sigma,
+)
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._ridge import block_rows, ridge_on_features
 
@@ -53,7 +59,7 @@ class NystromKRR(KernelRidgeModel):
         self.rank_ = rank
 
     def _scores(self, X):
-        return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
+        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
 
 
@@ -126,6 +132,7 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
 
 
 @budgeted
+@document_sigma
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
@@ -146,8 +153,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         Number of landmarks, 1 <= r <= n.
     kernel : str
         See :func:`hkern.kernel_matrix`.
-    sigma : float
-        Kernel bandwidth, > 0.
+    {sigma}
     lam : float
         Ridge regularisation, > 0.
     seed : None, int or numpy.random.Generator
@@ -190,7 +196,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     landmarks, r = check_landmarks(landmarks, r, n)
@@ -200,15 +207,15 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     n_threads = budget_threads()
-    indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.sigma, rng=rng,
+    indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth, rng=rng,
                              n_jobs=n_threads, max_memory=max_memory)
     Z = np.ascontiguousarray(X[indices])
-    W = _kernel_matrix_trusted(inputs.kind, inputs.sigma, Z, Z, n_threads)
+    W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
     M = nystrom_feature_map(W, rcond)
 
     def features(rows):
         """Phi = K(rows, Z) M for a block of training rows (C = K(rows, Z) is r wide)."""
-        C = _kernel_matrix_trusted(inputs.kind, inputs.sigma, rows, Z, n_threads)
+        C = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, rows, Z, n_threads)
         return _linalg.matmul(C, M, n_threads=n_threads)
 
     coef_features = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r, n_threads)

@@ -7,7 +7,7 @@ from .. import _linalg
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_int, check_seed
+from .._validation import check_int, check_seed, document_sigma
 from ..kernels import sample_spectral
 from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 
@@ -80,6 +80,7 @@ def rff_peak_bytes(n, d, r, n_outputs):
 
 
 @budgeted
+@document_sigma
 def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
             seed=None, n_jobs=None, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
@@ -98,8 +99,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
         Number of features, >= 1 (may exceed n).
     kernel : str
         "gaussian", "laplace", "matern12", "matern32" or "matern52".
-    sigma : float
-        Kernel bandwidth, > 0.
+    {sigma}
     lam : float
         Ridge regularisation, > 0.
     seed : None, int or numpy.random.Generator
@@ -131,7 +131,8 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.1
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     r = check_int(r, "r", low=1)
     rng = check_seed(seed)
@@ -139,7 +140,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     check_memory(rff_peak_bytes(n, d, r, Y.shape[1]), max_memory,
                  what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
     with np.errstate(over="ignore"):        # infinite frequencies are refused just below
-        frequencies = sample_spectral(inputs.kernel, d, r, inputs.sigma, rng)
+        frequencies = sample_spectral(inputs.kernel, d, r, inputs.bandwidth, rng)
     check_phases(X, frequencies)
     offsets = rng.uniform(0.0, 2.0 * np.pi, size=r)
 

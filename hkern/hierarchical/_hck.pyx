@@ -889,9 +889,10 @@ def _raise_for(int status, int node, HCKOperator op):
             f"HCK: the kernel matrix of the {op.rank[node]} landmarks of tree node {node} is "
             f"singular to working precision with jitter={op.jitter:g}: the kernel is numerically "
             "rank-deficient on these points (repeated points, or a bandwidth "
-            f"sigma={op.sigma:g} much larger than the distances between the points, which makes "
-            f"every kernel value about equal); {jitter_fix}, e.g. the default "
-            "jitter=min(1e-3 * lam, 1e-8), or use a smaller sigma")
+            f"sigma={op.sigma:g} (on X / sigma when sigma holds lengthscales) much larger than "
+            "the distances between the points, which makes every kernel value about equal); "
+            f"{jitter_fix}, e.g. the default jitter=min(1e-3 * lam, 1e-8), or use a smaller "
+            "sigma")
     if status == FAIL_LEAF:
         raise ValueError(
             f"HCK: the leaf block of tree node {node} (K + lam I minus its low-rank part) is not "

@@ -16,6 +16,7 @@ from .._validation import (
     check_rhs,
     check_seed,
     check_targets,
+    document_sigma,
 )
 from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
@@ -445,7 +446,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     def _scores(self, X):
         n_threads = budget_threads()
         return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.predict_blocks(
-            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self._bandwidth,
             self._weights_tree, Xg, leaf_start, n_threads))
 
     def logdet(self):
@@ -476,7 +477,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         alpha = yt.copy()                                # solved in place below
         with blas_threads(1):
             logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
-                                        self._kind, self.sigma, self.lam, alpha, n_threads)
+                                        self._kind, self._bandwidth, self.lam, alpha, n_threads)
         return gaussian_lml(np.sum(yt * alpha), logdet, *yt.shape)
 
     def _latent_variance(self, X, n_threads, max_memory):
@@ -486,7 +487,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
                      what=f"the posterior variance of the independent kernel at {m} points",
                      fix="fit with a smaller r or leaf_size, or pass fewer points")
         return self._by_leaf(X, n_threads, lambda Xg, leaf_start: _blocks.variance_blocks(
-            self._X_tree, self._start, self._count, self.depth_, self._kind, self.sigma,
+            self._X_tree, self._start, self._count, self.depth_, self._kind, self._bandwidth,
             self.lam, Xg, leaf_start, n_threads))
 
 
@@ -520,6 +521,7 @@ def _check_tree_args(n, r, leaf_size, partition):
 
 
 @budgeted
+@document_sigma
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                      task="regression", seed=None, n_jobs=None, jitter=None,
                      partition="random", leaf_size=None, max_memory=None):
@@ -539,8 +541,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         Landmarks per non-leaf node (1 <= r < n); also sets the leaf size (below).
     kernel : str
         See :func:`hkern.kernel_matrix`.
-    sigma : float
-        Kernel bandwidth, > 0.
+    {sigma}
     lam : float
         Ridge regularisation (GP noise variance), > 0.
     jitter : float or None
@@ -598,7 +599,8 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
@@ -623,7 +625,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     del uniforms
     with blas_threads(1):
         op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
-                         inputs.sigma, inputs.lam, jitter, n_threads)
+                         inputs.bandwidth, inputs.lam, jitter, n_threads)
         Y_tree = np.ascontiguousarray(Y[tree["perm"]])
         weights = op.solve(Y_tree, n_threads)
         pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
@@ -659,7 +661,8 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     >>> model.predict(X[:3]).shape
     (3,)
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
@@ -674,7 +677,7 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     alpha = np.ascontiguousarray(Y[tree["perm"]])   # Y in tree order, solved in place below
     with blas_threads(1):
         logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
-                                    inputs.kind, inputs.sigma, inputs.lam, alpha, n_threads)
+                                    inputs.kind, inputs.bandwidth, inputs.lam, alpha, n_threads)
     lml = gaussian_lml(np.sum(Y[tree["perm"]] * alpha), logdet, *alpha.shape)
     return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, lml=lml,
                           **inputs.model_params(n_jobs), **tree)

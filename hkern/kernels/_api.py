@@ -6,7 +6,14 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._threads import blas_threads, budget_threads, budgeted
-from .._validation import check_array, check_bandwidth, check_positive, check_rhs
+from .._validation import (
+    check_array,
+    check_bandwidth,
+    check_rhs,
+    check_sigma,
+    document_sigma,
+    scale_inputs,
+)
 from . import _kernels
 
 __all__ = ["KERNELS", "kernel_matrix", "kernel_diag", "kernel_matvec", "kernel_kind",
@@ -67,11 +74,13 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
 
 
 @budgeted
+@document_sigma
 def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
 
     All kernels share one parametrisation: a bandwidth (lengthscale) ``sigma > 0`` and
-    ``k(x, x) = 1``:
+    ``k(x, x) = 1``; with one lengthscale per feature (an array ``sigma``, ARD) each is the
+    formula below with :math:`\sigma = 1` at :math:`x / \sigma, y / \sigma`:
 
     ============  ==================================================================
     ``gaussian``  :math:`\exp(-\|x-y\|_2^2 / (2\sigma^2))`  (alias ``"rbf"``)
@@ -97,14 +106,14 @@ def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_m
         Defaults to ``X``.
     kernel : str
         One of the names above.
-    sigma : float
-        Bandwidth, > 0.
+    {sigma}
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  The result is bitwise identical for any value.
     max_memory : int or None
-        Most bytes the call may allocate (the result takes 8 m n); None (default): the memory
-        available when the call starts.
+        Most bytes the call may allocate (the result takes 8 m n, scaled copies of X and Y
+        8 (m + n) d more with lengthscales); None (default): the memory available when the
+        call starts.
 
     Returns
     -------
@@ -141,13 +150,16 @@ def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_m
             raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must "
                              "match")
     _, kind = kernel_kind(kernel)
-    sigma = check_bandwidth(sigma, X, Y)
+    bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
     m, n, d = X.shape[0], Y.shape[0], X.shape[1]
-    # The m x n result, and shifted copies of X and Y when they sit far from the origin.
-    check_memory(8 * (m * n + (m + n) * d), max_memory,
+    copies = 1 if lengthscales is None else 2
+    # The m x n result, and shifted copies of X and Y when they sit far from the origin (and
+    # their copies divided by the lengthscales).
+    check_memory(8 * (m * n + copies * (m + n) * d), max_memory,
                  what=f"kernel_matrix of shape ({m}, {n})",
                  fix="use kernel_matvec for products K @ B, or pass fewer rows")
-    return _kernel_matrix_trusted(kind, sigma, X, Y, budget_threads())
+    X, Y = _scaled_pair(X, Y, bandwidth, lengthscales)
+    return _kernel_matrix_trusted(kind, bandwidth, X, Y, budget_threads())
 
 
 def kernel_diag(X, *, kernel="gaussian", sigma=1.0):
@@ -164,8 +176,19 @@ def kernel_diag(X, *, kernel="gaussian", sigma=1.0):
     """
     X = check_array(X, "X")
     kernel_kind(kernel)
-    check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
+    check_sigma(sigma, X.shape[1])
     return np.ones(X.shape[0])
+
+
+def _scaled_pair(X, Y, bandwidth, lengthscales):
+    """X and Y divided by the lengthscales (Y once when it is X), checked against the bandwidth
+    the engine will use on them."""
+    if lengthscales is not None:
+        same = Y is X
+        X = scale_inputs(X, lengthscales, "X")
+        Y = X if same else scale_inputs(Y, lengthscales, "Y")
+    check_bandwidth(bandwidth, X, Y)
+    return X, Y
 
 
 def _matvec_block_rows(m, n):
@@ -198,7 +221,8 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
     kernel, sigma, n_jobs
         As in :func:`kernel_matrix`.
     max_memory : int or None
-        Most bytes the call may allocate (a row block of K of at most 64 MiB and the result);
+        Most bytes the call may allocate (a row block of K of at most 64 MiB and the result,
+        and copies of X and Y divided by the lengthscales when sigma is an array);
         None (default): the memory available when the call starts.
 
     Returns
@@ -218,15 +242,18 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
         raise ValueError(f"Y has {Y.shape[1]} features but X has {X.shape[1]}; they must match")
     B = check_rhs(B, Y.shape[0], "B")
     _, kind = kernel_kind(kernel)
-    sigma = check_bandwidth(sigma, X, Y)
+    bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
     m, n, d = X.shape[0], Y.shape[0], X.shape[1]
     k = B.shape[1] if B.ndim == 2 else 1
+    scaled = 0 if lengthscales is None else (m + n) * d
     # One row block of K (at most 64 MiB), the m x k result, and a shifted copy of Y and of
-    # the block's rows when the data sit far from the origin.
-    check_memory(8 * (_matvec_block_rows(m, n) * (n + d) + m * k + n * d), max_memory,
+    # the block's rows when the data sit far from the origin (and copies of X and Y divided by
+    # the lengthscales).
+    check_memory(8 * (_matvec_block_rows(m, n) * (n + d) + m * k + n * d + scaled), max_memory,
                  what=f"kernel_matvec with m={m}, n={n}, k={k}",
                  fix="pass B with fewer columns, or fewer rows of X at a time")
-    return _kernel_matvec_trusted(kind, sigma, X, Y, B, budget_threads())
+    X, Y = _scaled_pair(X, Y, bandwidth, lengthscales)
+    return _kernel_matvec_trusted(kind, bandwidth, X, Y, B, budget_threads())
 
 
 def sample_spectral(kernel, n_features, n_components, sigma, rng):

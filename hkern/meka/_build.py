@@ -8,10 +8,10 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import prepare_sigma
 from .._threads import blas_threads, budget_threads
 from .._validation import (
     check_array,
-    check_bandwidth,
     check_bool,
     check_choice,
     check_int,
@@ -40,13 +40,14 @@ def check_status(status, what):
 
 def checked_arguments(X, rank, n_clusters, *, kernel, sigma, oversample, landmarks_per_cluster,
                       rank_policy, threshold, threshold_kind, psd, kmeans_sample, kmeans_iter,
-                      link_rcond):
+                      link_rcond, max_memory=None):
     """The arguments of :func:`hkern.meka` checked and normalised, as keyword arguments of
-    :func:`build`."""
+    :func:`build`: X divided by the lengthscales when ``sigma`` is an array (``sigma`` is then
+    the engine's bandwidth 1 and ``lengthscales`` the array)."""
     X = check_array(X, "X")
     n = X.shape[0]
     name, kind = kernel_kind(kernel)
-    sigma = check_bandwidth(sigma, X)
+    X, _, sigma, lengthscales = prepare_sigma(X, sigma, max_memory)
     rank = check_int(rank, "r", low=1, high=n,
                      hint="r is the per-cluster rank k, at least 1 and at most n")
     n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
@@ -70,8 +71,9 @@ def checked_arguments(X, rank, n_clusters, *, kernel, sigma, oversample, landmar
         raise ValueError(f"link_rcond={link_rcond} must be < 1 (a fraction of the largest "
                          "singular value)")
     psd = check_bool(psd, "psd")
-    return dict(X=X, name=name, kind=kind, sigma=sigma, rank=rank, n_clusters=n_clusters,
-                oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
+    return dict(X=X, name=name, kind=kind, sigma=sigma, lengthscales=lengthscales, rank=rank,
+                n_clusters=n_clusters, oversample=oversample,
+                landmarks_per_cluster=landmarks_per_cluster,
                 rank_policy=rank_policy, threshold=threshold, threshold_kind=threshold_kind,
                 psd=bool(psd), kmeans_sample=kmeans_sample, kmeans_iter=kmeans_iter,
                 link_rcond=link_rcond)
@@ -87,9 +89,9 @@ def check_peak(peak_bytes, max_memory, args, function):
                  fix="choose a smaller r or fewer clusters")
 
 
-def build(*, X, name, kind, sigma, rank, n_clusters, oversample, landmarks_per_cluster,
-          rank_policy, threshold, threshold_kind, psd, kmeans_sample, kmeans_iter, link_rcond,
-          rng, n_jobs):
+def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
+          landmarks_per_cluster, rank_policy, threshold, threshold_kind, psd, kmeans_sample,
+          kmeans_iter, link_rcond, rng, n_jobs):
     """The steps of :func:`hkern.meka` on checked arguments, inside the caller's thread budget
     (``n_jobs`` is the caller's, kept by the approximation for its own methods)."""
     n_threads = budget_threads()
@@ -146,7 +148,7 @@ def build(*, X, name, kind, sigma, rank, n_clusters, oversample, landmarks_per_c
         X_sorted=Xs, perm=perm, starts=starts, centroids=centroids, Z=Z, z_starts=z_starts, F=F,
         f_off=f_off, k_starts=k_starts, W=W, w_off=w_off, L=L,
         zeroed_pairs=np.ascontiguousarray(pairs[zero]), kernel=name, kind=kind, sigma=sigma,
-        shift=shift, timings=timings, psd=False, n_jobs=n_jobs)
+        lengthscales=lengthscales, shift=shift, timings=timings, psd=False, n_jobs=n_jobs)
     if psd:
         start = time.perf_counter()
         approx._make_psd()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .._threads import budget_threads, budgeted
-from .._validation import check_seed
+from .._validation import check_seed, document_sigma
 from ._build import RANK_POLICIES, THRESHOLD_KINDS, build, check_peak, checked_arguments
 from ._links import LINK_RCOND
 from .approximation import MekaApproximation
@@ -22,6 +22,7 @@ __all__ = ["LINK_RCOND", "RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation"
 
 
 @budgeted
+@document_sigma
 def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
          oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
          threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
@@ -52,8 +53,7 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
     kernel : str
         See :func:`hkern.kernel_matrix`.  The paper's Gaussian exp(-gamma ||x-y||^2) is
         ``sigma = 1 / sqrt(2 gamma)``.
-    sigma : float
-        Kernel bandwidth, > 0.
+    {sigma}
     oversample : float
         rho >= 0: each link block is fitted on (1 + rho) k_s x (1 + rho) k_t sampled entries
         (capped at the cluster sizes; a large rho uses whole blocks, i.e. the exact least
@@ -128,7 +128,8 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
                              landmarks_per_cluster=landmarks_per_cluster,
                              rank_policy=rank_policy, threshold=threshold,
                              threshold_kind=threshold_kind, psd=psd, kmeans_sample=kmeans_sample,
-                             kmeans_iter=kmeans_iter, link_rcond=link_rcond)
+                             kmeans_iter=kmeans_iter, link_rcond=link_rcond,
+                             max_memory=max_memory)
     rng = check_seed(seed)
     check_peak(meka_peak_bytes(args, budget_threads()), max_memory, args, "meka")
     return build(rng=rng, n_jobs=n_jobs, **args)

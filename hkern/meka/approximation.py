@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _linalg
-from .._model import FittedModel
+from .._model import FittedModel, format_sigma
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_array, check_int, check_seed
 from ..kernels._api import _kernel_matrix_trusted
@@ -51,8 +51,10 @@ class MekaApproximation(FittedModel):
         Whether the PSD fix was applied (then the basis blocks have orthonormal columns).
     kernel : str
         Canonical kernel name.
-    sigma : float
-        Kernel bandwidth.
+    sigma : float or ndarray (d,)
+        Kernel bandwidth, or per-feature lengthscales (then the stored points, centroids and
+        landmarks are in the scaled coordinates ``X / sigma``, and new points are scaled the
+        same way).
     n_features_in_ : int
         Number of input features of the training points.
     n_jobs : int or None
@@ -60,8 +62,9 @@ class MekaApproximation(FittedModel):
     """
 
     def __init__(self, *, X_sorted, perm, starts, centroids, Z, z_starts, F, f_off, k_starts,
-                 W, w_off, L, zeroed_pairs, kernel, kind, sigma, shift, timings, psd, n_jobs):
-        super().__init__(n_features=X_sorted.shape[1], n_jobs=n_jobs)
+                 W, w_off, L, zeroed_pairs, kernel, kind, sigma, lengthscales, shift, timings, psd,
+                 n_jobs):
+        super().__init__(n_features=X_sorted.shape[1], n_jobs=n_jobs, lengthscales=lengthscales)
         self._X = X_sorted
         self._perm = perm
         self._starts = starts
@@ -77,7 +80,9 @@ class MekaApproximation(FittedModel):
         self.zeroed_pairs_ = zeroed_pairs
         self.kernel = kernel
         self._kind = kind
-        self.sigma = sigma
+        # sigma as given; the engine's bandwidth on the (scaled) points is 1 for lengthscales.
+        self.sigma = sigma if lengthscales is None else lengthscales
+        self._bandwidth = sigma
         self._shift = shift
         self.timings_ = timings
         self.psd = psd
@@ -266,7 +271,8 @@ class MekaApproximation(FittedModel):
         threads = budget_threads()
         for start in range(0, len(rows), ERROR_CHUNK):
             chunk = rows[start:start + ERROR_CHUNK]
-            G = _kernel_matrix_trusted(self._kind, self.sigma, self._X[chunk], self._X, threads)
+            G = _kernel_matrix_trusted(self._kind, self._bandwidth, self._X[chunk], self._X,
+                                       threads)
             num += float(np.sum((G - self._rows_sorted(chunk)) ** 2))
             den += float(np.sum(G ** 2))
         return math.sqrt(num / den)
@@ -375,7 +381,7 @@ class MekaApproximation(FittedModel):
         out = []
         for s in range(self.n_clusters_):
             sel = np.flatnonzero(labels == s)
-            E = _kernel_matrix_trusted(self._kind, self.sigma, np.ascontiguousarray(X[sel]),
+            E = _kernel_matrix_trusted(self._kind, self._bandwidth, np.ascontiguousarray(X[sel]),
                                        self._Z[self._z_starts[s]:self._z_starts[s + 1]],
                                        budget_threads())
             out.append((sel, _linalg.matmul(E, self._feature_map(s))))
@@ -384,5 +390,5 @@ class MekaApproximation(FittedModel):
     def _repr_fields(self):
         return {"n": str(self.n_samples), "n_clusters": str(self.n_clusters_),
                 "K": str(self.L_.shape[0]), "kernel": repr(self.kernel),
-                "sigma": f"{self.sigma:g}", "psd": str(self.psd)}
+                "sigma": format_sigma(self.sigma), "psd": str(self.psd)}
 

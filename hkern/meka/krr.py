@@ -53,7 +53,7 @@ class MekaKRR(KernelRidgeModel):
             sel = np.flatnonzero(labels == s)
             if len(sel):
                 rows = slice(G._z_starts[s], G._z_starts[s + 1])
-                out[sel] = _kernel_matvec_trusted(self._kind, self.sigma,
+                out[sel] = _kernel_matvec_trusted(self._kind, self._bandwidth,
                                                   np.ascontiguousarray(Xs[sel]), G._Z[rows],
                                                   self.coef_[rows], n_threads)
         return out
@@ -209,16 +209,20 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     solver = check_choice(solver, "solver", SOLVERS)
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
-    args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.sigma,
+    args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.bandwidth,
                              oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
                              rank_policy=rank_policy, threshold=threshold,
                              threshold_kind=threshold_kind, psd=psd, kmeans_sample=kmeans_sample,
                              kmeans_iter=kmeans_iter, link_rcond=link_rcond)
+    # X is already divided by the lengthscales; the approximation scales new points as the
+    # model does, so that approximation_.features(X) takes the user's coordinates too.
+    args["lengthscales"] = inputs.lengthscales
     rng = check_seed(seed)
     check_peak(fit_meka_peak_bytes(args, Y.shape[1], budget_threads()), max_memory, args,
                "fit_meka")

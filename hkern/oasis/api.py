@@ -5,14 +5,15 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import prepare_sigma
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
-    check_bandwidth,
     check_choice,
     check_int,
     check_nonnegative,
     check_seed,
+    document_sigma,
 )
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
 from ._oasis import OasisCore
@@ -136,8 +137,9 @@ def _max_asymmetry(G):
     return worst
 
 
-def _prepare(X, kernel, sigma):
-    """(points or None, explicit G or None, diag, kind, sigma) from the user's input."""
+def _prepare(X, kernel, sigma, max_memory=None):
+    """(points or None, explicit G or None, diag, kind, bandwidth) from the user's input; with
+    per-feature lengthscales the points are X / sigma and the bandwidth 1."""
     if isinstance(kernel, str) and kernel == "precomputed":
         G = check_array(X, "X")
         n = G.shape[0]
@@ -156,7 +158,7 @@ def _prepare(X, kernel, sigma):
         return None, G, diag, 0, 1.0
     points = check_array(X, "X")
     _, kind = kernel_kind(kernel)
-    sigma = check_bandwidth(sigma, points)
+    points, _, sigma, _ = prepare_sigma(points, sigma, max_memory)
     # Every hkern kernel has k(x, x) = 1.
     return points, None, np.ones(points.shape[0]), kind, sigma
 
@@ -250,6 +252,7 @@ def _w_inverse(L, max_d):
 
 
 @budgeted
+@document_sigma
 def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
                    tol=0.0, rtol=0.0, init=1, refresh=0, max_memory=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
@@ -267,8 +270,9 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
         proportional to Delta; ``uniform``: uniform without replacement.
     kernel : str
         A kernel name (see :func:`hkern.kernel_matrix`) or ``"precomputed"``.
-    sigma : float
-        Kernel bandwidth (hkern's convention; the oASIS paper's sigma_paper^2 = 2 sigma^2).
+    {sigma}
+        hkern's convention: the oASIS paper's sigma_paper^2 = 2 sigma^2.  Ignored with
+        ``kernel="precomputed"``.
     tol, rtol : float
         Stop when the best score Delta falls to ``max(tol, rtol * max diag(G))`` or below
         (adaptive methods).  Selection also stops at 1e-12 max diag(G), where 1/Delta would
@@ -314,7 +318,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     True
     """
     check_choice(method, "method", SELECTORS)
-    points, G, diag, kind, sigma = _prepare(X, kernel, sigma)
+    points, G, diag, kind, sigma = _prepare(X, kernel, sigma, max_memory)
     n = diag.shape[0]
     n_columns = check_int(r, "r", low=1, high=n,
                           hint="r is the number of columns; a Nystrom approximation has at most n")

@@ -5,7 +5,7 @@ import numpy as np
 
 import hkern
 
-from .._validation import check_bandwidth, check_int, check_seed
+from .._validation import check_bandwidth, check_int, check_seed, check_sigma
 from ..baselines.rff import check_phases, rff_features
 from ..kernels import kernel_kind, sample_spectral
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
@@ -123,10 +123,14 @@ class RFFTransformer(HkernTransformer):
     def _fit(self, X):
         r = check_int(self.r, "r", low=1)
         name, _ = kernel_kind(self.kernel)
-        sigma = check_bandwidth(self.sigma, X)
+        sigma, lengthscales = check_sigma(self.sigma, X.shape[1])
+        check_bandwidth(sigma, X)
         rng = check_seed(seed_from_random_state(self.random_state))
         with np.errstate(over="ignore"):       # infinite frequencies are refused in transform
             self.frequencies_ = sample_spectral(name, X.shape[1], r, sigma, rng)
+            if lengthscales is not None:
+                # w . (x / l) = (w / l) . x: the features of X / l at bandwidth 1, applied to X.
+                self.frequencies_ /= lengthscales
         self.offsets_ = rng.uniform(0.0, 2.0 * np.pi, size=r)
         self._n_features_out = r
 

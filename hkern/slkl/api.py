@@ -8,7 +8,14 @@ import numpy as np
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, budget_threads, budgeted
-from .._validation import check_bool, check_choice, check_int, check_positive, check_seed
+from .._validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_seed,
+    document_sigma,
+)
 from ..kernels._api import (
     _centred_for_accuracy,
     _kernel_matrix_trusted,
@@ -102,7 +109,7 @@ class SlklModel(KernelRidgeModel):
         if self.m0_ == 0:
             return np.zeros((X.shape[0], self.coef_.shape[1]))
         # Runs inside the model's thread budget (KernelRidgeModel._checked_scores).
-        return _kernel_matvec_trusted(self._kind, self.sigma, X, self.landmarks_, self.coef_,
+        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
 
 
@@ -319,6 +326,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
 
 
 @budgeted
+@document_sigma
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
              kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
@@ -353,8 +361,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         Ridge parameter, > 0 (the paper uses 1).
     kernel : str
         See :func:`hkern.kernel_matrix`.
-    sigma : float
-        Bandwidth, > 0.  The paper's Gaussian width sigma^2 is hkern's sigma^2 with
+    {sigma}
+        The paper's Gaussian width sigma^2 is hkern's sigma^2 with
         :math:`k = \exp(-\|x - x'\|^2 / (2\sigma^2))` (doc/specs/slkl.md, section 5 C).
     step : {"exact", "newton", "paper"}
         Coordinate update.  "exact" minimises F along the coordinate in closed form
@@ -441,7 +449,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     nu = check_positive(nu, "nu", "the l1 penalty on the weights must be positive (try 1e-4 "
                         "to 1; larger gives fewer landmarks)")
@@ -482,7 +491,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     with blas_threads(1):
         # BLAS on one thread: the core's products and the tiled routines split work over
         # n_threads on a fixed grid, so the result is the same for any n_jobs.
-        source = column_source(X, S, inputs.kind, inputs.sigma, precompute_columns, n_threads)
+        source = column_source(X, S, inputs.kind, inputs.bandwidth, precompute_columns, n_threads)
         fits = [fit_output(np.ascontiguousarray(Y[:, j]), S, source, params, rng, max_iter, tol,
                            kkt_tol, grow, n_threads) for j in range(k)]
     return assemble_model(fits, inputs, S, nu, n_jobs)

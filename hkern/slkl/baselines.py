@@ -92,7 +92,8 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     >>> model.m0_, float(np.mean((model.predict(X) - y) ** 2)) < 0.05
     (50, True)
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     mu = check_positive(mu, "mu", "the uniform weight must be positive")
     rng = check_seed(seed)
@@ -106,7 +107,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     fits = []
     n_threads = budget_threads()
     with blas_threads(1):
-        cols = candidate_columns(X, S, inputs.kind, inputs.sigma, n_threads)
+        cols = candidate_columns(X, S, inputs.kind, inputs.bandwidth, n_threads)
         for j in range(k):
             # y / s exactly (s a power of two): no overflow in ||y||^2 for |y| up to 1e150.
             s = target_scale(Y[:, j])
@@ -160,7 +161,8 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task)
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                         max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
@@ -173,8 +175,7 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
                  fix="choose a smaller r")
     y_rows = np.asarray(y)[S]
     # fit_exact does the work, in the thread budget of n_jobs.
-    model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.sigma, lam=inputs.lam,
+    model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.bandwidth, lam=inputs.lam,
                       task=task, n_jobs=n_jobs, max_memory=max_memory)
     return CandidateKRR(model.X_fit_, model.dual_coef_, S, lml=model._lml_train,
-                        kernel=model.kernel, kind=model._kind, sigma=model.sigma, lam=model.lam,
-                        n_features=model.n_features_in_, encoding=model.encoding_, n_jobs=n_jobs)
+                        **inputs.model_params(n_jobs))
