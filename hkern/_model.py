@@ -20,7 +20,7 @@ from ._validation import (
 from .kernels import kernel_kind
 
 __all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "format_sigma", "prepare_fit",
-           "prepare_sigma"]
+           "prepare_sigma", "scaled_copy_bytes"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class FitInputs:
     bandwidth: float
     lengthscales: object
     lam: float
+
+    @property
+    def scaled_bytes(self):
+        """Bytes of the scaled copy of X that ``prepare_fit`` made for lengthscales (0 for a
+        scalar sigma): part of the fit's memory, which every fit adds to its peak estimate."""
+        return scaled_copy_bytes(self.X, self.lengthscales)
 
     def model_params(self, n_jobs):
         """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs."""
@@ -190,6 +196,12 @@ def format_sigma(sigma):
         return f"{sigma:g}"
     shown = ", ".join(f"{v:g}" for v in sigma[:6])
     return f"[{shown}{', ...' if len(sigma) > 6 else ''}]"
+
+
+def scaled_copy_bytes(X, lengthscales):
+    """Bytes of the copy of X divided by the lengthscales (0 when there are none): a fit's
+    peak estimate adds them, since the copy lives as long as the fit."""
+    return 0 if lengthscales is None else 8 * X.shape[0] * X.shape[1]
 
 
 def prepare_sigma(X, sigma, max_memory=None):

@@ -15,6 +15,7 @@ from numpy.testing import assert_array_equal
 from oracles import KERNELS, dense_kernel, rel_max
 
 import hkern
+from hkern._memory import recorded_estimates
 from hkern._model import prepare_fit
 from hkern._validation import check_sigma, scale_inputs
 from hkern.slkl import fit_slkl_krrm, fit_slkl_unif
@@ -278,6 +279,34 @@ def test_memory_of_the_scaled_copy_is_checked_first():
     hkern.kernel_matrix(X, sigma=1.0, max_memory=need_iso)
     with pytest.raises(hkern.MemoryLimitError):
         hkern.kernel_matrix(X, sigma=L, max_memory=need_iso)
+
+
+@pytest.mark.parametrize("name", sorted(FITS))
+def test_fit_estimates_count_the_scaled_copy(name):
+    """Each fit's peak estimate with lengthscales is the scalar one plus the 8 n d bytes of the
+    scaled copy of X, which lives as long as the fit (max_memory bounds the whole fit)."""
+    fit, kw = FITS[name]
+    X, y, _ = data()
+    with recorded_estimates() as scalar:
+        fit(X / L, y, sigma=1.0, **kw)
+    with recorded_estimates() as ard:
+        fit(X, y, sigma=L, **kw)
+    copy = ("the inputs divided by the lengthscales", 8 * X.size)
+    assert ard[0][0].startswith(copy[0]) and ard[0][1] == copy[1]
+    assert [what for what, _ in ard[1:]] == [what for what, _ in scalar]
+    # The fit's own estimates (the first after the copy) add the copy; fit_slkl_krrm's inner
+    # fit_exact on the candidate rows holds no copy of its own.
+    assert ard[1][1] == scalar[0][1] + 8 * X.size
+    assert [need for _, need in ard[2:]] == [need for _, need in scalar[1:]]
+
+
+def test_column_selection_estimate_counts_the_scaled_copy():
+    X, _, _ = data()
+    with recorded_estimates() as scalar:
+        hkern.select_columns(X / L, 30, sigma=1.0, seed=0)
+    with recorded_estimates() as ard:
+        hkern.select_columns(X, 30, sigma=L, seed=0)
+    assert ard[-1][1] == scalar[-1][1] + 8 * X.size
 
 
 @pytest.mark.parametrize("name", ["hierarchical", "independent", "slkl", "meka", "nystrom_oasis",

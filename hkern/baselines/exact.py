@@ -171,7 +171,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
-    check_memory(8 * n * n + 16 * n * Y.shape[1], max_memory,
+    check_memory(8 * n * n + 16 * n * Y.shape[1] + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     n_threads = budget_threads()

@@ -203,7 +203,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     landmarks, r = check_landmarks(landmarks, r, n)
     rcond = check_rcond(rcond)
     rng = check_seed(seed)
-    check_memory(nystrom_peak_bytes(n, r, Y.shape[1], landmarks), max_memory,
+    check_memory(nystrom_peak_bytes(n, r, Y.shape[1], landmarks) + inputs.scaled_bytes,
+                 max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     n_threads = budget_threads()

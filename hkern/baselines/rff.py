@@ -137,7 +137,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     r = check_int(r, "r", low=1)
     rng = check_seed(seed)
     n, d = X.shape
-    check_memory(rff_peak_bytes(n, d, r, Y.shape[1]), max_memory,
+    check_memory(rff_peak_bytes(n, d, r, Y.shape[1]) + inputs.scaled_bytes, max_memory,
                  what=f"fit_rff with n={n}, r={r}", fix="choose a smaller r")
     with np.errstate(over="ignore"):        # infinite frequencies are refused just below
         frequencies = sample_spectral(inputs.kernel, d, r, inputs.bandwidth, rng)

@@ -613,7 +613,8 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     rng = check_seed(seed)
     n_threads = budget_threads()
     depth = tree_depth(n, r, leaf_size)
-    check_memory(_hck_fit_bytes(n, X.shape[1], Y.shape[1], r, depth, n_threads), max_memory,
+    check_memory(_hck_fit_bytes(n, X.shape[1], Y.shape[1], r, depth, n_threads)
+                 + inputs.scaled_bytes, max_memory,
                  what=f"fit_hierarchical with n={n}, r={r}, d={X.shape[1]} and leaves of "
                  f"{-(-n // (1 << depth))} points (depth {depth})",
                  fix=_fix_for_fit(leaf_size))
@@ -669,9 +670,10 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     rng = check_seed(seed)
     n_threads = budget_threads()
     depth = tree_depth(n, r, leaf_size)
-    check_memory(_independent_fit_bytes(n, X.shape[1], Y.shape[1], depth, n_threads),
-                 max_memory, what=f"fit_independent with n={n}, r={r}, d={X.shape[1]} and "
-                 f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
+    check_memory(_independent_fit_bytes(n, X.shape[1], Y.shape[1], depth, n_threads)
+                 + inputs.scaled_bytes, max_memory,
+                 what=f"fit_independent with n={n}, r={r}, d={X.shape[1]} and "
+                      f"leaves of {-(-n // (1 << depth))} points (depth {depth})",
                  fix=_fix_for_fit(leaf_size))
     X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
     alpha = np.ascontiguousarray(Y[tree["perm"]])   # Y in tree order, solved in place below

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._model import prepare_sigma
+from .._model import prepare_sigma, scaled_copy_bytes
 from .._threads import blas_threads, budget_threads
 from .._validation import (
     check_array,
@@ -83,7 +83,7 @@ def check_peak(peak_bytes, max_memory, args, function):
     """Refuse, before anything large is allocated, a construction (and what ``function`` does
     with it) whose estimated peak exceeds ``max_memory``."""
     n, d = args["X"].shape
-    check_memory(peak_bytes, max_memory,
+    check_memory(peak_bytes + scaled_copy_bytes(args["X"], args["lengthscales"]), max_memory,
                  what=(f"{function} with n={n}, d={d}, r={args['rank']}, "
                        f"n_clusters={args['n_clusters']}"),
                  fix="choose a smaller r or fewer clusters")

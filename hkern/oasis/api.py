@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
-from .._model import prepare_sigma
+from .._model import prepare_sigma, scaled_copy_bytes
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
@@ -138,8 +138,9 @@ def _max_asymmetry(G):
 
 
 def _prepare(X, kernel, sigma, max_memory=None):
-    """(points or None, explicit G or None, diag, kind, bandwidth) from the user's input; with
-    per-feature lengthscales the points are X / sigma and the bandwidth 1."""
+    """(points or None, explicit G or None, diag, kind, bandwidth, copy bytes) from the user's
+    input; with per-feature lengthscales the points are X / sigma (a copy of the given bytes,
+    0 otherwise), and the bandwidth 1."""
     if isinstance(kernel, str) and kernel == "precomputed":
         G = check_array(X, "X")
         n = G.shape[0]
@@ -155,12 +156,13 @@ def _prepare(X, kernel, sigma, max_memory=None):
         if (diag < 0).any():
             raise ValueError("X is not positive semidefinite: it has a negative diagonal entry "
                              f"({diag.min():.3g})")
-        return None, G, diag, 0, 1.0
+        return None, G, diag, 0, 1.0, 0
     points = check_array(X, "X")
     _, kind = kernel_kind(kernel)
-    points, _, sigma, _ = prepare_sigma(points, sigma, max_memory)
+    points, _, sigma, lengthscales = prepare_sigma(points, sigma, max_memory)
     # Every hkern kernel has k(x, x) = 1.
-    return points, None, np.ones(points.shape[0]), kind, sigma
+    return (points, None, np.ones(points.shape[0]), kind, sigma,
+            scaled_copy_bytes(points, lengthscales))
 
 
 def _panel_columns(n_columns):
@@ -189,13 +191,14 @@ def selection_peak_bytes(n_rows, n_columns, method="oasis", n_total=None):
     return 8 * (peak + n_total + 2 * m)
 
 
-def _check_selection_memory(n, n_columns, method, precomputed, max_memory):
+def _check_selection_memory(n, n_columns, method, precomputed, max_memory, copy_bytes=0):
     """check_memory for select_columns, before the selection allocates anything large.
 
     With an explicit matrix the symmetry check needs a block of rows; the peak is the larger
-    of that and the selection's.
+    of that and the selection's.  ``copy_bytes``: the inputs scaled by lengthscales, held
+    throughout.
     """
-    need = selection_peak_bytes(n, n_columns, method)
+    need = selection_peak_bytes(n, n_columns, method) + copy_bytes
     if precomputed:
         need = max(need, 8 * _symmetry_block_rows(n) * n + 16 * n)
     check_memory(need, max_memory, what=f"select_columns(method={method!r}) with n={n}, "
@@ -318,7 +321,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     True
     """
     check_choice(method, "method", SELECTORS)
-    points, G, diag, kind, sigma = _prepare(X, kernel, sigma, max_memory)
+    points, G, diag, kind, sigma, copy_bytes = _prepare(X, kernel, sigma, max_memory)
     n = diag.shape[0]
     n_columns = check_int(r, "r", low=1, high=n,
                           hint="r is the number of columns; a Nystrom approximation has at most n")
@@ -327,7 +330,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     init = check_int(init, "init", low=0, high=n_columns)
     refresh = check_int(refresh, "refresh", low=0)
     rng = check_seed(seed)
-    _check_selection_memory(n, n_columns, method, G is not None, max_memory)
+    _check_selection_memory(n, n_columns, method, G is not None, max_memory, copy_bytes)
     if method == "uniform":
         return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
     return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,

@@ -196,7 +196,7 @@ def _setup(state, X, n_columns, kernel, sigma, tol, rtol, init, seed, refresh, n
         if isinstance(kernel, str) and kernel == "precomputed":
             raise ValueError("oasis_mpi works from data and a kernel; kernel='precomputed' is "
                              "serial only (hkern.oasis)")
-        points, _, diag, kind, sig = _prepare(X, kernel, sigma, max_memory)
+        points, _, diag, kind, sig, _ = _prepare(X, kernel, sigma, max_memory)
         n = points.shape[0]
         ell = check_int(n_columns, "r", low=1, high=n,
                         hint="r is the number of columns; a Nystrom approximation has at most n")

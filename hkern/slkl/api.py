@@ -469,7 +469,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     for j in range(k):                        # refuse a hopeless nu before any work
         scaled_penalty(nu, inputs.lam, target_scale(Y[:, j]), Y[:, j])
     cap = min(_INITIAL_CAPACITY, M)
-    base = _fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
+    base = (_fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
+            + inputs.scaled_bytes)
     check_memory(base + _active_bytes(n, cap), max_memory,
                  what=f"fit_slkl with n={n}, r={M}"
                       + (" (precomputed columns: 8 n M bytes)" if precompute_columns else ""),

@@ -100,7 +100,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     (n, d), k = X.shape, Y.shape[1]
     S = draw_candidates(n, r, rng, candidates)
     M = len(S)
-    check_memory(_unif_bytes(n, d, M, k), max_memory,
+    check_memory(_unif_bytes(n, d, M, k) + inputs.scaled_bytes, max_memory,
                  what=f"fit_slkl_unif with n={n}, r={M}",
                  fix="choose a smaller r")
     weights = np.full(M, mu)
@@ -170,7 +170,7 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     M = len(S)
     # X[S] and y[S] (8 M (d + k)), then fit_exact's kernel matrix, factorised in place, and
     # its dual coefficients (8 M^2 + 16 M k).
-    check_memory(8 * M * (d + k) + 8 * M * M + 16 * M * k, max_memory,
+    check_memory(8 * M * (d + k) + 8 * M * M + 16 * M * k + inputs.scaled_bytes, max_memory,
                  what=f"fit_slkl_krrm with r={M} (the M x M kernel matrix)",
                  fix="choose a smaller r")
     y_rows = np.asarray(y)[S]
