@@ -245,7 +245,7 @@ def check_sigma(sigma, n_features):
     if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
         sigma = sigma[()]
     if not isinstance(sigma, (np.ndarray, list, tuple)):
-        if isinstance(sigma, (numbers.Real, np.number)) or isinstance(sigma, (bool, np.bool_)):
+        if isinstance(sigma, (numbers.Real, np.number, np.bool_)):
             return check_positive(sigma, "sigma", "the kernel bandwidth must be positive"), None
         raise ValueError(f"{accepted}; got {sigma!r}")
     arr = _as_float_array(sigma, "sigma")

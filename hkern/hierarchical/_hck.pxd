@@ -5,6 +5,11 @@
 # tree-ordered, C-contiguous (n, k) arrays (with BLAS limited to one thread by the caller, as
 # hkern._threads.blas_threads(1) does).
 
+# Heap order: node i's parent (the root is 0).
+cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
+    return (i - 1) // 2
+
+
 # Per-thread scratch of the factorisation (allocated in _hck.pyx).
 cdef struct Work:
     double* Z1

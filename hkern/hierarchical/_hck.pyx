@@ -54,10 +54,6 @@ cdef int SPLIT_LEVEL = 3
 cdef int PREDICT_CHUNK = 1024
 
 
-cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
-    return (i - 1) // 2
-
-
 cdef inline double* _mutable(const double* p) noexcept nogil:
     # The factor buffers are const memoryviews (read-only arrays of an unpickled model are
     # accepted); the construction, which owns freshly allocated buffers, writes them through this.

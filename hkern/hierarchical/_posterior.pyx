@@ -43,7 +43,7 @@ from libc.string cimport memcpy
 from hkern._linalg cimport gemm, syrk, trsm, potrf, getrf, getrs, symmetrize_from_lower
 from hkern.kernels._kernels cimport (kernel_block, kernel_block_lower, kernel_from_scaled,
                                      sqnorms)
-from hkern.hierarchical._hck cimport HCKOperator
+from hkern.hierarchical._hck cimport HCKOperator, parent_of
 
 import numpy as np
 
@@ -55,10 +55,6 @@ cdef enum:
     FAIL_MEMORY = -1
     FAIL_LU = 3           # I + theta Delta singular to working precision
     FAIL_POSTERIOR = 4    # C_i not positive definite to working precision
-
-
-cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
-    return (i - 1) // 2
 
 
 def node_offsets(HCKOperator op):

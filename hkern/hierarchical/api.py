@@ -96,8 +96,7 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     largest of: the factorisation's per-thread workspace (hck._hck.work_alloc: 2(r d + r) + 3 r^2
     + leaf_max r + 2 (levels + 1) r^2) and the 2^(split+1) r^2 Theta blocks of the top levels;
     the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p); the
-    prediction vectors (weights n k + 5 k sum r_p) and the weights' copy in training order
-    (n k).  The tree-building phase before them.
+    prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
     """
     s = _tree_sizes(n, r, depth)
     rm, split = s["r_max"], min(depth, 3)
@@ -106,18 +105,17 @@ def _hck_fit_bytes(n, d, k, r, depth, n_threads):
     factorize = (min(n_threads, 1 << split) * (workspace + 2 * (depth - split + 1) * rm * rm)
                  + (2 << split) * rm * rm)
     solve = 3 * n * k + 4 * k * s["ranks"]
-    prediction = 2 * n * k + 5 * k * s["ranks"]
+    prediction = n * k + 5 * k * s["ranks"]
     return max(8 * (base + max(factorize, solve, prediction)), _tree_phase_bytes(n, d))
 
 
 def _independent_fit_bytes(n, d, k, depth, n_threads):
     """Estimated peak bytes of fit_independent beyond its inputs (8-byte numbers): the
-    tree-ordered X (n d), perm and squared norms (2 n), targets and weights in tree and in
-    training order (3 n k) and one leaf block K + lam I (leaf_max^2) per thread; the
-    tree-building phase before them."""
+    tree-ordered X (n d), perm and squared norms (2 n), targets and weights (2 n k) and one
+    leaf block K + lam I (leaf_max^2) per thread; the tree-building phase before them."""
     leaf_max = -(-n // (1 << depth))
     blocks = min(n_threads, 1 << depth) * leaf_max * leaf_max
-    return max(8 * (n * d + 2 * n + 3 * n * k + blocks), _tree_phase_bytes(n, d))
+    return max(8 * (n * d + 2 * n + 2 * n * k + blocks), _tree_phase_bytes(n, d))
 
 
 def _fix_for_fit(leaf_size):
@@ -172,6 +170,12 @@ class _TreeModel(KernelRidgeModel):
         out[self.perm_] = Bt
         return out[:, 0] if vector else out
 
+    @property
+    def dual_coef_(self):
+        """The weights (n, k) in training order: the tree-ordered weights the model holds,
+        permuted back (a new array on each access; not stored twice)."""
+        return self._from_tree(self._weights_tree, False)
+
 
 class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     """Kernel ridge regression / classification with the hierarchically compositional kernel.
@@ -225,9 +229,8 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         super().__init__(**kw)
         self._op = operator
         self._lml_train = lml
-        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = weights
-        self.dual_coef_ = self._from_tree(weights, False)
         self._pred_vectors = pred_vectors
         self._pred_offsets = pred_offsets
         self.r = r
@@ -396,7 +399,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     @property
     def nbytes(self):
         """Bytes held: the factors, the tree-ordered data, the weights, the tree."""
-        extra = sum(a.nbytes for a in (self.dual_coef_, self._weights_tree, self._pred_vectors,
+        extra = sum(a.nbytes for a in (self._weights_tree, self._pred_vectors,
                                        self._pred_offsets, self.perm_, self.directions_,
                                        self.thresholds_, self.centre_, self._start, self._count))
         return int(self._op.nbytes + extra)
@@ -438,9 +441,8 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         super().__init__(**kw)
         self._lml_train = lml
         self._X_tree = X_tree
-        # The prediction reads the weights in tree order; dual_coef_ is the same in training order.
+        # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = alpha
-        self.dual_coef_ = self._from_tree(alpha, False)
         self._logdet = logdet
 
     def _scores(self, X):
