@@ -641,6 +641,29 @@ def cho_solve(L, B, int n_threads=1):
     return out.ravel() if vector else out
 
 
+def cho_inverse(L):
+    """(L L^T)^{-1} from the lower Cholesky factor L (LAPACK dpotri, one thread: deterministic).
+
+    Costs 2 n^3 / 3 flops, a third of solving against the identity, which is what a gradient
+    of a Gaussian log-likelihood that needs the whole inverse should use.
+    """
+    cdef double[:, ::1] a = _c64(L, copy=True)
+    cdef int n = a.shape[0], info = 0
+    # Row-major lower == column-major upper (see potrf).
+    cdef char uplo = b'U'
+    if a.shape[1] != n:
+        raise ValueError("cho_inverse: the factor must be square")
+    if n == 0:
+        return np.asarray(a)
+    with blas_threads(1):
+        with nogil:
+            lapack.dpotri(&uplo, &n, &a[0, 0], &n, &info)
+    check_info(info, "cho_inverse")
+    with nogil:
+        symmetrize_from_lower(n, &a[0, 0], n)
+    return np.asarray(a)
+
+
 def lu_factor(A):
     """LU factors (in hkern's row-major layout, see getrf) and 1-based pivots."""
     cdef double[:, ::1] a = _c64(A, copy=True)

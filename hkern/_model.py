@@ -141,6 +141,11 @@ class KernelRidgeModel(FittedModel):
         scaled coordinates ``X / sigma``.
     lam : float
         Ridge regularisation used in the fit.
+    sigma_, lam_ : float or ndarray (d,), float
+        The same values: the ones a selection (``sigma="auto"``/``"ard"``, ``lam="auto"``)
+        chose, under the names scikit-learn gives fitted values.
+    selection_ : hkern.HyperparameterSelection or None
+        How they were chosen (criterion, every candidate, seconds); None when both were given.
     n_features_in_ : int
         Number of input features seen at fit time.
     encoding_ : hkern._targets.TargetEncoding
@@ -148,6 +153,14 @@ class KernelRidgeModel(FittedModel):
     n_jobs : int or None
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
+
+    # Set by the fits whose target covariance A = K + lam I is solved exactly (exact KRR, HCK,
+    # the independent kernel, Nystrom, random features): an hkern._gp.Evidence, the criterion
+    # of their hyperparameter selection; None for the others.
+    _evidence = None
+    # The record of how sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection),
+    # None when both were given.
+    selection_ = None
 
     def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs,
                  lengthscales=None):
@@ -159,6 +172,17 @@ class KernelRidgeModel(FittedModel):
         self._bandwidth = sigma if lengthscales is None else 1.0
         self.lam = lam
         self.encoding_ = encoding
+
+    @property
+    def sigma_(self):
+        """The bandwidth or lengthscales of the fit: ``sigma``, which ``sigma="auto"`` or
+        ``"ard"`` chose (see ``selection_``)."""
+        return self.sigma
+
+    @property
+    def lam_(self):
+        """The ridge of the fit: ``lam``, which ``lam="auto"`` chose (see ``selection_``)."""
+        return self.lam
 
     @property
     def classes_(self):

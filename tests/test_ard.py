@@ -217,8 +217,6 @@ BAD = [
     ([1.0, np.inf, 1.0], r"finite; sigma\[1\] = inf"),
     (np.ones((1, D)), r"shape \(1, 3\)"),
     (np.ones((D, D)), r"shape \(3, 3\)"),
-    ("auto", "got the string 'auto'"),
-    ("ard", "got the string 'ard'"),
     ("1.0", "got the string '1.0'"),
     (None, "sigma must be a real number > 0"),
     ([1.0, 1j, 1.0], "complex"),
@@ -250,11 +248,32 @@ def test_bad_sigma_refused(entry, sigma, match):
     assert "sigma" in str(info.value)
 
 
+# Selected sigma ("auto", "ard") is for fits only: what is not a fit refuses the strings.
+NOT_FITS = {
+    "kernel_matrix": ENTRY_POINTS["kernel_matrix"],
+    "kernel_matvec": ENTRY_POINTS["kernel_matvec"],
+    "kernel_diag": ENTRY_POINTS["kernel_diag"],
+    "select_columns": ENTRY_POINTS["select_columns"],
+    "meka_approximation": lambda X, y, s: hkern.meka(X, 5, n_clusters=2, sigma=s),
+}
+
+
+@pytest.mark.parametrize("sigma", ["auto", "ard"])
+@pytest.mark.parametrize("entry", sorted(NOT_FITS))
+def test_selection_strings_refused_outside_fits(entry, sigma):
+    X, y, _ = data(n=100)
+    with pytest.raises(ValueError, match=f"got the string '{sigma}'"):
+        NOT_FITS[entry](X, y, sigma)
+
+
 def test_string_sigma_names_the_accepted_forms():
     X, y, _ = data(n=50)
     with pytest.raises(ValueError, match=r"a real number > 0 \(one bandwidth for every feature\) "
                                          r"or a 1-D array of 3 lengthscales > 0 \(one per "):
-        hkern.fit_exact(X, y, sigma="auto")
+        hkern.kernel_matrix(X, sigma="auto")
+    with pytest.raises(ValueError, match=r"a number > 0, an array of one lengthscale per feature, "
+                                         r"'auto' \(one bandwidth, selected\) or 'ard'"):
+        hkern.fit_exact(X, y, sigma="median")
 
 
 def test_tiny_lengthscales_overflowing_the_inputs_are_refused():

@@ -436,73 +436,13 @@ def test_grid_inputs_widen_the_grid_and_nothing_else():
         hkern.fit_grief(X, y, grid_inputs=np.full((2, 2), np.nan), **kw)
 
 
-def test_exact_init_lml_gradient_and_best_start():
-    """The initialisation's exact SE-ARD LML equals the dense Gaussian log-density, its
-    gradient equals central differences, and fit_exact_ard keeps the better of its starts."""
-    from scipy.optimize import minimize
-    from scipy.stats import multivariate_normal
-
-    from hkern.grief._init import BOUNDS, exact_lml, fit_exact_ard
-    rng = np.random.default_rng(4)
-    X = rng.normal(size=(40, 3))
-    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=40)
-    theta = np.array([0.2, -0.3, 0.5, 0.1, np.log(0.05)])
-    ls, s2, noise = np.exp(theta[:3]), np.exp(theta[3]), np.exp(theta[4])
-    K = s2 * dense_kernel(X / ls, X / ls, sigma=1.0) + noise * np.eye(40)
-    lml, grad = exact_lml(theta, X, y)
-    assert abs(lml - multivariate_normal(np.zeros(40), K).logpdf(y)) < 1e-10 * abs(lml)
-    h = 1e-5
-    fd = [(exact_lml(theta + h * e, X, y)[0] - exact_lml(theta - h * e, X, y)[0]) / (2 * h)
-          for e in np.eye(5)]
-    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
-    # Both documented starts (lengthscales sqrt(d) and 1) run; the result is the better one.
-    best = exact_lml(fit_exact_ard(X, y), X, y)[0]
-    bounds = [BOUNDS["log_ls"]] * 3 + [BOUNDS["log_s2"], BOUNDS["log_noise"]]
-    for log_ls in (0.5 * np.log(3), 0.0):
-        res = minimize(lambda t: tuple(-v for v in exact_lml(t, X, y)),
-                       np.array([log_ls] * 3 + [0.0, np.log(0.1)]), jac=True,
-                       method="L-BFGS-B", bounds=bounds, options={"maxiter": 200})
-        assert best >= -res.fun - 1e-9
-
-
-def test_exact_init_reopens_switched_off_inputs(monkeypatch):
-    """After the two starts, inputs whose lengthscale went past OFF_FACTOR sqrt(d) are re-opened
-    at sqrt(d) (the rest of the best search kept) for one more search, and the result is the
-    best of all three searches."""
-    from scipy import optimize
-
-    from hkern.grief import _init
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(60, 4))
-    y = np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=60)       # inputs 1-3 are irrelevant
-    runs = []
-
-    def recording_minimize(fun, x0, **kw):
-        res = optimize.minimize(fun, x0, **kw)
-        runs.append((np.array(x0), res))
-        return res
-
-    monkeypatch.setattr(_init, "minimize", recording_minimize)
-    theta = _init.fit_exact_ard(X, y)
-    assert len(runs) == 3
-    (_, first), (_, second) = runs[:2]
-    best = first if first.fun <= second.fun else second
-    off = best.x[:4] > np.log(_init.OFF_FACTOR * 2.0)
-    assert off.any() and not off.all()
-    reopened = best.x.copy()
-    reopened[:4][off] = np.log(2.0)
-    np.testing.assert_array_equal(runs[2][0], reopened)
-    lml = _init.exact_lml(theta, X, y)[0]
-    assert all(lml >= -res.fun - 1e-12 for _, res in runs)
-
-
 def test_unresolved_inputs_add_a_switched_off_search():
     """An initial lengthscale below the smallest gap of an input's grid flattens that input's
     1-D spectrum (mbar near-copies of every basis function compete for the p slots).  Then
     one more search runs from the same point with that input switched off, and the model kept
     is the search with the larger LML; resolved inputs add nothing."""
     from hkern.grief import _search
-    from hkern.grief._init import BOUNDS
+    from hkern.hyperparameters.exact_gp import BOUNDS
     rng = np.random.default_rng(6)
     n = 400
     x0 = rng.uniform(-2, 2, n)

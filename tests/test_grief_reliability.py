@@ -238,10 +238,11 @@ def test_read_only_and_pandas_training_data(tmp_path):
 def test_n_jobs_bounds_blas_threads_in_fit_and_predict(monkeypatch):
     import scipy.optimize
 
-    from hkern.grief import _init, _lml, _search, _type2
+    from hkern.grief import _lml, _search, _type2
+    from hkern.hyperparameters import exact_gp
     X, y = data(300, 3)
     seen = record_blas_threads(monkeypatch, [
-        (np.linalg, "eigh"), (_search, "minimize"), (_init, "minimize"), (_type2, "plain_lml"),
+        (np.linalg, "eigh"), (_search, "minimize"), (exact_gp, "minimize"), (_type2, "plain_lml"),
         (_lml, "svd_transform"), (_search, "type2_lml"), (_mala, "svd_lml")])
     assert scipy.optimize.minimize is not _search.minimize
     with threadpoolctl.threadpool_limits(2, user_api="blas"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
+from .._gp import Evidence, column_quads
 
 __all__ = ["block_rows", "row_blocks", "ridge_on_features", "ridge_dual"]
 
@@ -48,6 +49,12 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
     Returns
     -------
     W : ndarray (p, k)
+    evidence : hkern._gp.Evidence
+        y_j^T A^{-1} y_j and log det A for the model's target covariance A = Phi Phi^T + lam I
+        (through Woodbury: log det A = (n - p) log lam + log det(Phi^T Phi + lam I) and
+        A^{-1} y = (y - Phi W) / lam, so y^T A^{-1} y = (y^T y - (Phi^T y)^T W) / lam).  The
+        difference loses digits when lam is below about 1e-12 relative to the targets' energy,
+        far below any useful ridge.
     """
     gram = np.zeros((n_components, n_components))
     rhs = np.zeros((n_components, Y.shape[1]))
@@ -58,17 +65,25 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
     gram.flat[:: n_components + 1] += lam
     # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
-    return _linalg.cho_solve(factor, rhs, n_threads=n_threads)
+    W = _linalg.cho_solve(factor, rhs, n_threads=n_threads)
+    n = X.shape[0]
+    logdet = (n - n_components) * np.log(lam) + 2.0 * np.sum(np.log(np.diag(factor)))
+    quad = (np.einsum("ij,ij->j", Y, Y) - column_quads(rhs, W)) / lam
+    return W, Evidence(quad, float(logdet), n)
 
 
 def ridge_dual(phi, Y, lam, n_threads):
     """The same ridge solution through the n x n dual system, for p > n features.
 
     W = Phi^T (Phi Phi^T + lam I)^{-1} Y, which equals (Phi^T Phi + lam I)^{-1} Phi^T Y
-    (push-through identity) at O(n^2 p) instead of O(n p^2) cost and O(n^2) memory.
+    (push-through identity) at O(n^2 p) instead of O(n p^2) cost and O(n^2) memory.  Returns
+    W and the :class:`hkern._gp.Evidence` of A = Phi Phi^T + lam I, as
+    :func:`ridge_on_features`.
     """
     gram = _linalg.gram(phi, n_threads=n_threads)
     gram.flat[:: gram.shape[0] + 1] += lam
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
-    return _linalg.matmul(phi, _linalg.cho_solve(factor, Y, n_threads=n_threads), trans_a=True,
-                          n_threads=n_threads)
+    alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+    evidence = Evidence(column_quads(Y, alpha), 2.0 * float(np.sum(np.log(np.diag(factor)))),
+                        Y.shape[0])
+    return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence

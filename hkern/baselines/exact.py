@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._gp import GaussianProcessKRR, gaussian_lml
+from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_rhs, document_sigma
+from .._validation import check_rhs
+from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ._ridge import block_rows
 
@@ -67,11 +68,11 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     True
     """
 
-    def __init__(self, X, alpha, *, lml, **kw):
+    def __init__(self, X, alpha, *, evidence, **kw):
         super().__init__(**kw)
         self.X_fit_ = X
         self.dual_coef_ = alpha
-        self._lml_train = lml
+        self._evidence = evidence
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
@@ -95,7 +96,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
                               "fit on a subsample", max_memory, n_threads)
         Y = check_rhs(y, n, "y").reshape(n, -1)
         alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        return gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+        return Evidence(column_quads(Y, alpha), _logdet(factor), n).lml()
 
     def _latent_variance(self, X, n_threads, max_memory):
         """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
@@ -115,10 +116,10 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         return var
 
 
+@selects_hyperparameters("likelihood")
 @budgeted
-@document_sigma
-def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", n_jobs=None,
-              max_memory=None):
+def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
+              n_jobs=None, verbose=False, max_memory=None):
     """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
 
     Parameters
@@ -130,9 +131,12 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float
-        Ridge regularisation (the GP noise variance), > 0.
+    lam : float or "auto"
+        Ridge regularisation (the GP noise variance), > 0, or selected.
+    seed : None, int or numpy.random.Generator
+        The subsample of a hyperparameter selection (the fit itself draws nothing).
     task : {"regression", "classification"}
+    {verbose}
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The fit needs about 8 n^2 bytes (the kernel matrix, factorised in place).
@@ -177,6 +181,6 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     n_threads = budget_threads()
     factor = _system_factor(inputs.kind, inputs.bandwidth, inputs.lam, X, n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-    lml = gaussian_lml(np.sum(Y * alpha), _logdet(factor), n, Y.shape[1])
+    evidence = Evidence(column_quads(Y, alpha), _logdet(factor), n)
     del factor
-    return ExactKRR(X, alpha, lml=lml, **inputs.model_params(n_jobs))
+    return ExactKRR(X, alpha, evidence=evidence, **inputs.model_params(n_jobs))

@@ -12,8 +12,8 @@ from .._validation import (
     check_rank,
     check_row_indices,
     check_seed,
-    document_sigma,
 )
+from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ._ridge import block_rows, ridge_on_features
 
@@ -131,10 +131,11 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     return fit
 
 
+@selects_hyperparameters("likelihood")
 @budgeted
-@document_sigma
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-                seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
+                seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, verbose=False,
+                max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
@@ -154,8 +155,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float
-        Ridge regularisation, > 0.
+    lam : float or "auto"
+        Ridge regularisation, > 0, or selected.
     seed : None, int or numpy.random.Generator
         Landmark sampling.
     task : {"regression", "classification"}
@@ -169,6 +170,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
+    {verbose}
     max_memory : int or None
         Most bytes the fit may allocate (see :func:`nystrom_peak_bytes`, about 40 r^2 + 64 MiB);
         None (default): the memory available when the call starts.
@@ -219,6 +221,9 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         C = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, rows, Z, n_threads)
         return _linalg.matmul(C, M, n_threads=n_threads)
 
-    coef_features = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r, n_threads)
+    coef_features, evidence = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r,
+                                                n_threads)
     coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
-    return NystromKRR(Z, indices, coef, M.shape[1], **inputs.model_params(n_jobs))
+    model = NystromKRR(Z, indices, coef, M.shape[1], **inputs.model_params(n_jobs))
+    model._evidence = evidence
+    return model

@@ -7,7 +7,8 @@ from .. import _linalg
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_int, check_seed, document_sigma
+from .._validation import check_int, check_seed
+from ..hyperparameters import selects_hyperparameters
 from ..kernels import sample_spectral
 from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 
@@ -79,10 +80,10 @@ def rff_peak_bytes(n, d, r, n_outputs):
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 
+@selects_hyperparameters("likelihood")
 @budgeted
-@document_sigma
 def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-            seed=None, n_jobs=None, max_memory=None):
+            seed=None, n_jobs=None, verbose=False, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
 
     Frequencies come from the kernel's spectral density (:func:`hkern.kernels.sample_spectral`):
@@ -100,13 +101,14 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     kernel : str
         "gaussian", "laplace", "matern12", "matern32" or "matern52".
     {sigma}
-    lam : float
-        Ridge regularisation, > 0.
+    lam : float or "auto"
+        Ridge regularisation, > 0, or selected.
     seed : None, int or numpy.random.Generator
     task : {"regression", "classification"}
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
+    {verbose}
     max_memory : int or None
         Most bytes the fit may allocate (see :func:`rff_peak_bytes`: about 16 r^2 + 32 MiB for
         r <= n); None (default): the memory available when the call starts.
@@ -150,10 +152,12 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
         return rff_features(rows, frequencies, offsets, n_threads)
 
     if r > n:
-        coef = ridge_dual(features(X), Y, inputs.lam, n_threads)
+        coef, evidence = ridge_dual(features(X), Y, inputs.lam, n_threads)
     else:
-        coef = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
-    return RFFKRR(frequencies, offsets, coef, **inputs.model_params(n_jobs))
+        coef, evidence = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
+    model = RFFKRR(frequencies, offsets, coef, **inputs.model_params(n_jobs))
+    model._evidence = evidence
+    return model
 
 
 def check_phases(X, frequencies):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from ..hyperparameters.exact_gp import BOUNDS
 from ._basis import GriefBasis
-from ._init import BOUNDS
 from ._lml import plain_lml
 from ._posterior import Type2Posterior
 from ._type2 import type2_lml

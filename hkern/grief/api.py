@@ -19,8 +19,8 @@ from .._validation import (
     check_seed,
     check_targets,
 )
+from ..hyperparameters.exact_gp import BOUNDS, fit_exact_ard
 from ._basis import BLOCK, make_grids
-from ._init import BOUNDS, fit_exact_ard
 from ._search import fit_type2
 from ._standardise import Standardiser
 from ._type1 import fit_type1

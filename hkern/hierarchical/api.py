@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .._gp import GaussianProcessKRR, gaussian_lml
+from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import blas_threads, budget_threads, budgeted
@@ -16,8 +16,8 @@ from .._validation import (
     check_rhs,
     check_seed,
     check_targets,
-    document_sigma,
 )
+from ..hyperparameters import selects_hyperparameters
 from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
 
@@ -225,10 +225,11 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
-    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, lml, **kw):
+    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, evidence,
+                 **kw):
         super().__init__(**kw)
         self._op = operator
-        self._lml_train = lml
+        self._evidence = evidence
         # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = weights
         self._pred_vectors = pred_vectors
@@ -329,7 +330,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
         with blas_threads(1):
             alpha = self._op.solve(yt, budget_threads())
-        return gaussian_lml(np.sum(yt * alpha), self.logdet(), *yt.shape)
+        return Evidence(column_quads(yt, alpha), self.logdet(), yt.shape[0]).lml()
 
     def _posterior_bytes(self, m, n_threads):
         """Peak bytes of the posterior variance at m test points (8-byte numbers): theta and
@@ -437,9 +438,9 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
-    def __init__(self, *, X_tree, alpha, logdet, lml, **kw):
+    def __init__(self, *, X_tree, alpha, logdet, evidence, **kw):
         super().__init__(**kw)
-        self._lml_train = lml
+        self._evidence = evidence
         self._X_tree = X_tree
         # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = alpha
@@ -480,7 +481,7 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         with blas_threads(1):
             logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
                                         self._kind, self._bandwidth, self.lam, alpha, n_threads)
-        return gaussian_lml(np.sum(yt * alpha), logdet, *yt.shape)
+        return Evidence(column_quads(yt, alpha), logdet, yt.shape[0]).lml()
 
     def _latent_variance(self, X, n_threads, max_memory):
         """Posterior variance of f at X: each leaf with test points factorised again."""
@@ -522,11 +523,11 @@ def _check_tree_args(n, r, leaf_size, partition):
     return r, leaf_size
 
 
+@selects_hyperparameters("likelihood")
 @budgeted
-@document_sigma
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                      task="regression", seed=None, n_jobs=None, jitter=None,
-                     partition="random", leaf_size=None, max_memory=None):
+                     partition="random", leaf_size=None, verbose=False, max_memory=None):
     """Kernel ridge regression with a hierarchically compositional kernel (HCK).
 
     HCK (Chen, Avron and Sindhwani) replaces the kernel matrix by K_hier: exact kernel blocks on
@@ -544,8 +545,8 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float
-        Ridge regularisation (GP noise variance), > 0.
+    lam : float or "auto"
+        Ridge regularisation (GP noise variance), > 0, or selected.
     jitter : float or None
         lam' of the paper (doc/specs/hck.md, section 2.5): the base kernel becomes k + lam' on
         identical training points, which keeps the landmark matrices well conditioned;
@@ -564,6 +565,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     n_jobs : int or None
         Threads (OpenMP and BLAS); None: the CPUs available, within OMP_NUM_THREADS and any
         threadpoolctl limit.  Results are bitwise identical for any value.
+    {verbose}
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The fit needs about 8 (n d + n k + n r + 4 n r^2 / leaf size + n leaf size)
@@ -632,23 +634,25 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         Y_tree = np.ascontiguousarray(Y[tree["perm"]])
         weights = op.solve(Y_tree, n_threads)
         pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
-    lml = gaussian_lml(np.sum(Y_tree * weights), op.logdet_value, *Y_tree.shape)
+    evidence = Evidence(column_quads(Y_tree, weights), op.logdet_value, n)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,
-                           pred_offsets=pred_offsets, r=r, jitter=jitter, lml=lml,
+                           pred_offsets=pred_offsets, r=r, jitter=jitter, evidence=evidence,
                            **inputs.model_params(n_jobs), **tree)
 
 
+@selects_hyperparameters("likelihood")
 @budgeted
 def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-                    seed=None, n_jobs=None, partition="random", leaf_size=None,
+                    seed=None, n_jobs=None, partition="random", leaf_size=None, verbose=False,
                     max_memory=None):
     """Kernel ridge regression with the independent (block-diagonal) kernel on an HCK tree.
 
     The baseline of the HCK paper: the same partition as :func:`fit_hierarchical` with the same
     ``r``, ``leaf_size``, ``partition`` and ``seed`` (so the same leaves), the exact kernel
     inside each leaf and nothing across leaves.  Parameters as for
-    :func:`fit_hierarchical`; ``r`` only sets the leaf size.  ``max_memory`` bounds the
-    estimated peak, about 8 (n d + 3 n k + n_jobs leaf size^2) bytes (tree-ordered data,
+    :func:`fit_hierarchical` (``sigma="auto"``/``"ard"`` and ``lam="auto"`` included, selected
+    by the independent kernel's own likelihood); ``r`` only sets the leaf size.  ``max_memory``
+    bounds the estimated peak, about 8 (n d + 3 n k + n_jobs leaf size^2) bytes (tree-ordered data,
     targets, the weights in tree and in training order, one leaf block per thread).
 
     Returns
@@ -682,6 +686,6 @@ def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task
     with blas_threads(1):
         logdet = _blocks.fit_blocks(X_tree, tree["start"], tree["count"], tree["depth"],
                                     inputs.kind, inputs.bandwidth, inputs.lam, alpha, n_threads)
-    lml = gaussian_lml(np.sum(Y[tree["perm"]] * alpha), logdet, *alpha.shape)
-    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, lml=lml,
+    evidence = Evidence(column_quads(Y[tree["perm"]], alpha), logdet, n)
+    return IndependentKRR(X_tree=X_tree, alpha=alpha, logdet=logdet, evidence=evidence,
                           **inputs.model_params(n_jobs), **tree)

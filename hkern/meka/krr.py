@@ -7,6 +7,7 @@ from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
 from .._validation import check_choice, check_int, check_positive, check_seed
+from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matvec_trusted
 from ._build import build, check_peak, checked_arguments
 from ._links import LINK_RCOND
@@ -137,12 +138,13 @@ def _solve_cg(G, Y, lam, tol, max_iter):
                                 "raise max_iter or lam, or use solver='direct'")
 
 
+@selects_hyperparameters("holdout")
 @budgeted
 def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
              seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
              oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
              threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
-             link_rcond=LINK_RCOND, max_memory=None):
+             link_rcond=LINK_RCOND, verbose=False, max_memory=None):
     """Kernel ridge regression on the MEKA approximation: (G~ + lam I) alpha = y.
 
     Parameters
@@ -154,10 +156,12 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
         Per-cluster rank k (see :func:`hkern.meka`).
     n_clusters : int
         Number of clusters c.
-    lam : float
-        Ridge regularisation, > 0.  G~ + lam I must be positive definite; it is checked (the
-        K x K Cholesky the direct solver uses anyway) and a ValueError says so otherwise.
-    kernel, sigma : see :func:`hkern.kernel_matrix`.
+    lam : float or "auto"
+        Ridge regularisation, > 0 (or selected).  G~ + lam I must be positive definite; it is
+        checked (the K x K Cholesky the direct solver uses anyway) and a ValueError says so
+        otherwise.
+    kernel : see :func:`hkern.kernel_matrix`.
+    {sigma}
     solver : {"direct", "cg"}
         ``"direct"``: with the blockwise orthonormal form G~ = Q L' Q^T (Q = W after the PSD
         fix), alpha = Q (L' + lam I)^-1 Q^T y + (y - Q Q^T y) / lam: one K x K Cholesky,
@@ -170,6 +174,7 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     n_jobs : int or None
         Threads (OpenMP and BLAS); results are bitwise identical for any value.  None: the
         CPUs available, bounded by OMP_NUM_THREADS and an enclosing threadpoolctl limit.
+    {verbose}
     max_memory : int, float or None
         Largest peak memory (bytes) the fit may use; None (default) is the memory available
         now.  Estimated before anything large is allocated: the MEKA approximation (see

@@ -76,10 +76,13 @@ class HkernEstimator(BaseEstimator):
 
     def _fit_model(self, X, y):
         """Fit ``model_``; its iteration count, where it has one, is also ``n_iter_`` (the
-        attribute scikit-learn expects of an estimator with ``max_iter``)."""
+        attribute scikit-learn expects of an estimator with ``max_iter``), and the
+        hyperparameters it used, ``sigma_`` and ``lam_`` (those ``sigma="auto"``/``"ard"`` or
+        ``lam="auto"`` chose, the ``selection_`` record saying how), are the estimator's too."""
         self.model_ = self._call_fit_function(X, y)
-        if hasattr(self.model_, "n_iter_"):
-            self.n_iter_ = self.model_.n_iter_
+        for name in ("n_iter_", "sigma_", "lam_", "selection_"):
+            if hasattr(self.model_, name):
+                setattr(self, name, getattr(self.model_, name))
 
     def _checked_input(self, X):
         """X for prediction: fitted, the features seen in fit, converted by scikit-learn."""

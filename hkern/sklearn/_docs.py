@@ -43,6 +43,14 @@ _MODEL = """\
 model_ : {model}
     The fitted model, what :func:`hkern.{function}` returns.
 """
+_SELECTED = """\
+sigma_ : float or ndarray (n_features,)
+    The bandwidth or lengthscales of the fit (the ones ``sigma="auto"`` or ``"ard"`` chose).
+lam_ : float
+    The ridge of the fit (the one ``lam="auto"`` chose).
+selection_ : hkern.HyperparameterSelection or None
+    How they were chosen; None when both were given.
+"""
 _CLASSES = """\
 classes_ : ndarray (n_classes,)
     The sorted class labels.
@@ -93,7 +101,8 @@ def documented(cls):
     head, sections = _split(cls.__doc__)
     model = _MODEL.format(model=doc["model"], function=function) if "model" in doc else ""
     classes = _CLASSES if hasattr(cls, "decision_function") else ""
-    attributes = doc.get("attributes", "") + sections.pop("Attributes", "")
+    selected = _SELECTED if "model" in doc and function != "fit_grief" else ""
+    attributes = selected + doc.get("attributes", "") + sections.pop("Attributes", "")
     parts = [head, _parameters(cls, doc, function),
              _ATTRIBUTES.format(model=model, classes=classes, attributes=attributes)]
     parts += [f"{title}\n{'-' * len(title)}\n{body}" for title, body in sections.items()]

@@ -10,17 +10,21 @@ __all__ = ["ExactRegressor", "ExactClassifier"]
 
 
 class _ExactParameters:
-    """The parameters of :func:`hkern.fit_exact` (it draws nothing: no random_state)."""
+    """The parameters of :func:`hkern.fit_exact` (random_state draws the subsample of a
+    hyperparameter selection; the fit itself draws nothing)."""
 
     _fit_function = staticmethod(hkern.fit_exact)
-    _doc = {"model": "hkern.baselines.ExactKRR"}
+    _doc = {"model": "hkern.baselines.ExactKRR",
+            "draws": "The subsample of a hyperparameter selection (the fit itself draws nothing)"}
 
-    def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, n_jobs=None,
-                 max_memory=None):
+    def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+                 n_jobs=None, verbose=False, max_memory=None):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
+        self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
         self.max_memory = max_memory
 
 

@@ -22,7 +22,7 @@ class _NystromParameters:
             "size": "``r`` landmarks"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
+                 n_jobs=None, landmarks="uniform", rcond=1e-12, verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -31,6 +31,7 @@ class _NystromParameters:
         self.n_jobs = n_jobs
         self.landmarks = landmarks
         self.rcond = rcond
+        self.verbose = verbose
         self.max_memory = max_memory
 
 

@@ -14,8 +14,8 @@ from .._validation import (
     check_int,
     check_positive,
     check_seed,
-    document_sigma,
 )
+from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import (
     _centred_for_accuracy,
     _kernel_matrix_trusted,
@@ -325,12 +325,12 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
                      n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
+@selects_hyperparameters("holdout")
 @budgeted
-@document_sigma
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
              kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
-             max_memory=None):
+             verbose=False, max_memory=None):
     r"""Stochastic low-rank kernel learning (Machart et al.): KRR on a learned sparse kernel.
 
     The kernel is the conical combination :math:`\tilde K(\mu) = \sum_{m \in S} \mu_m c_m
@@ -357,8 +357,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is in units of y^2, as
         in the paper: y is not standardised, so fitting c * y with nu gives the weights of y
         with nu / c^2 and c times its predictor (see Notes).
-    lam : float
-        Ridge parameter, > 0 (the paper uses 1).
+    lam : float or "auto"
+        Ridge parameter, > 0 (the paper uses 1), or selected.
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
@@ -395,6 +395,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     n_jobs : int or None
         Threads; None honours OMP_NUM_THREADS, the CPUs available and threadpoolctl limits.
         The result is bitwise the same for any n_jobs.
+    {verbose}
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The fit needs about 8 n M bytes with precomputed columns, plus the active

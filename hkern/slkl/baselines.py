@@ -11,6 +11,7 @@ from .._model import prepare_fit
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_positive, check_seed
 from ..baselines.exact import ExactKRR, fit_exact
+from ..hyperparameters import selects_hyperparameters
 from ._candidates import draw_candidates
 from ._core import solve_fixed_weights
 from .api import OutputFit, _candidate_scale, assemble_model, candidate_columns, target_scale
@@ -42,9 +43,11 @@ def _unif_bytes(n, d, M, k):
             + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
 
 
+@selects_hyperparameters("holdout")
 @budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
-                  seed=None, n_jobs=None, mu=1.0, candidates=None, max_memory=None):
+                  seed=None, n_jobs=None, mu=1.0, candidates=None, verbose=False,
+                  max_memory=None):
     r"""The paper's "Unif" baseline: KRR with the kernel :math:`\bar\mu \sum_{m\in S} c_m c_m^T`.
 
     The same M rank-1 Nystrom kernels as :func:`hkern.fit_slkl` (the same seed gives the same
@@ -53,8 +56,8 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
     Parameters
     ----------
-    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates
-        As in :func:`hkern.fit_slkl`.
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, verbose
+        As in :func:`hkern.fit_slkl` (hyperparameters selected by hold-out error).
     mu : float
         The common weight, > 0.
     max_memory : int or None
@@ -126,14 +129,16 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     return assemble_model(fits, inputs, S, 0.0, n_jobs)
 
 
+@selects_hyperparameters("holdout")
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
-                  seed=None, n_jobs=None, candidates=None, max_memory=None):
+                  seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
 
     Parameters
     ----------
-    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates
-        As in :func:`hkern.fit_slkl` (the same seed gives the same S).
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, verbose
+        As in :func:`hkern.fit_slkl` (the same seed gives the same S; hyperparameters selected
+        by hold-out error).
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The fit needs about 8 M^2 bytes (the M x M kernel matrix).
@@ -177,5 +182,5 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     # fit_exact does the work, in the thread budget of n_jobs.
     model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.bandwidth, lam=inputs.lam,
                       task=task, n_jobs=n_jobs, max_memory=max_memory)
-    return CandidateKRR(model.X_fit_, model.dual_coef_, S, lml=model._lml_train,
+    return CandidateKRR(model.X_fit_, model.dual_coef_, S, evidence=model._evidence,
                         **inputs.model_params(n_jobs))

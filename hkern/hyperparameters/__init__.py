@@ -1,0 +1,7 @@
+"""Hyperparameter selection: ``sigma="auto"``, ``sigma="ard"`` and ``lam="auto"`` for every
+kernel ridge fit (:mod:`hkern.hyperparameters.select`), the exact GP that starts it
+(:mod:`hkern.hyperparameters.exact_gp`) and the record a selection leaves on the model."""
+from .record import Candidate, HyperparameterSelection
+from .select import selection_modes, selects_hyperparameters
+
+__all__ = ["Candidate", "HyperparameterSelection", "selects_hyperparameters", "selection_modes"]

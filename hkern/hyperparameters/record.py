@@ -1,0 +1,117 @@
+"""The record of a hyperparameter selection, kept on the fitted model as ``selection_``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Candidate", "HyperparameterSelection"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluation of the selection criterion on the full data.
+
+    Attributes
+    ----------
+    sigma : float or ndarray (d,)
+        The bandwidth or lengthscales evaluated.
+    lam : float
+        The ridge evaluated.
+    value : float
+        The criterion (larger is better; -inf when the fit failed, e.g. a kernel matrix that is
+        not positive definite at that lam).
+    seconds : float
+        Wall time of the evaluation (one fit, and for hold-out its predictions).
+    """
+
+    sigma: object
+    lam: float
+    value: float
+    seconds: float
+
+
+@dataclass
+class HyperparameterSelection:
+    """How a fit chose ``sigma`` and ``lam`` (the model's ``selection_``).
+
+    Attributes
+    ----------
+    sigma_mode : {"auto", "ard", "given"}
+        What was asked for sigma: an isotropic bandwidth, per-feature lengthscales, or the value
+        given (only lam selected).
+    lam_mode : {"auto", "given"}
+    criterion : str
+        What the search on the full data maximised: ``"profiled log marginal likelihood"`` (the
+        Gaussian log-likelihood of the training targets under the method's own kernel with
+        the signal variance at its maximum) or ``"hold-out negative mean squared error"``.
+    subsample_size : int
+        Points of the exact GP whose type-II maximum likelihood gave the starting point (0 when
+        nothing was learnt on a subsample).
+    subsample_lml : float or None
+        Its log marginal likelihood at the optimum (standardised targets).
+    subsample_sigma, subsample_lam : float or ndarray, float
+        The starting point it gave (in the units of X and of lam).
+    subsample_seconds : float
+    candidates : list of Candidate
+        Every evaluation on the full data, in order.
+    best : int
+        Index of the chosen candidate.
+    sigma, lam :
+        The selected values (the model's ``sigma_`` and ``lam_``).
+    seconds : float
+        Wall time of the whole selection, the final fit included.
+    refit_seconds : float
+        Of that, the final fit on all the data (0 for a likelihood criterion: the best evaluation
+        is the fitted model).
+    """
+
+    sigma_mode: str
+    lam_mode: str
+    criterion: str
+    subsample_size: int = 0
+    subsample_lml: object = None
+    subsample_sigma: object = None
+    subsample_lam: object = None
+    subsample_seconds: float = 0.0
+    candidates: list = field(default_factory=list)
+    best: int = -1
+    sigma: object = None
+    lam: float = None
+    seconds: float = 0.0
+    refit_seconds: float = 0.0
+
+    @property
+    def n_evaluations(self):
+        """Number of criterion evaluations (fits) on the full data."""
+        return len(self.candidates)
+
+    @property
+    def search_seconds(self):
+        """Seconds of the evaluations on the full data."""
+        return float(sum(c.seconds for c in self.candidates))
+
+    def summary(self):
+        """A few lines: the starting point, each candidate, the choice and the time split."""
+        from .._model import format_sigma
+        lines = [f"criterion: {self.criterion} (sigma={self.sigma_mode!r}, "
+                 f"lam={self.lam_mode!r})"]
+        if self.subsample_size:
+            lines.append(f"start: exact GP on {self.subsample_size} points, sigma="
+                         f"{format_sigma(self.subsample_sigma)} lam={self.subsample_lam:.3g} "
+                         f"({self.subsample_seconds:.1f} s)")
+        for i, c in enumerate(self.candidates):
+            mark = "*" if i == self.best else " "
+            lines.append(f"{mark} sigma={format_sigma(c.sigma)} lam={c.lam:.3g} "
+                         f"value={c.value:.6g} ({c.seconds:.2f} s)")
+        lines.append(f"total {self.seconds:.1f} s: subsample {self.subsample_seconds:.1f} s, "
+                     f"{self.n_evaluations} evaluations {self.search_seconds:.1f} s, refit "
+                     f"{self.refit_seconds:.1f} s")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        from .._model import format_sigma
+        lam = "None" if self.lam is None else f"{self.lam:.3g}"
+        sigma = "None" if self.sigma is None else format_sigma(np.asarray(self.sigma))
+        return (f"HyperparameterSelection(criterion={self.criterion!r}, sigma={sigma}, "
+                f"lam={lam}, n_evaluations={self.n_evaluations}, seconds={self.seconds:.2f})")

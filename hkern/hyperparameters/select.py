@@ -1,0 +1,310 @@
+"""``sigma="auto"``, ``sigma="ard"`` and ``lam="auto"`` for every kernel ridge fit.
+
+The pipeline (doc/hyperparameters.md has the measurements behind each choice):
+
+1. **Start on a subsample**: type-II maximum likelihood of an exact GP on at most a few thousand
+   random training points (:mod:`hkern.hyperparameters.exact_gp`, L-BFGS on analytic gradients)
+   gives lengthscales (one per feature for ``"ard"``, one for ``"auto"``) and lam = noise / s2.
+   For ``"ard"`` the search runs on 1000 points from two starts, then once on 2000 from that
+   optimum (a warm start: half the time of the full search at 2000, the same optimum).  With
+   sigma given and ``lam="auto"`` only s2 and the noise are learnt, under the fit's own kernel.
+2. **Refine on all the data with the method itself**: a parabolic line search in log lam, then
+   in a global log scale g of sigma (:func:`hkern.hyperparameters.search.coordinate_search`,
+   about 7 fits), maximising the method's criterion:
+
+   * ``"likelihood"`` (exact KRR, HCK, the independent kernel, Nystrom, random features): the
+     Gaussian log-likelihood of the training targets under the method's own kernel matrix A
+     (K_hier for HCK, C W^+ C^T for Nystrom, Phi Phi^T for random features) plus lam I, with the
+     signal variance profiled out (:meth:`hkern._gp.Evidence.profiled_lml`).  Every fit already
+     has it (its solve with A and log det A), so an evaluation costs one fit and the best
+     evaluation *is* the returned model;
+   * ``"holdout"`` (MEKA, whose approximation need not be positive definite, and SLKL): the mean
+     squared error of the scores on a random fifth of the data, the model fitted on the rest;
+     the chosen values are fitted again on all the data.
+
+   Every evaluation uses the same seed, so tree, landmarks, random features and subsamples are
+   the same draw for every candidate (random-projection splits and uniform landmarks do not
+   change with a global scale of X): the criterion is a smooth function of (g, lam).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import time
+
+import numpy as np
+
+from .._memory import check_memory
+from .._model import format_sigma
+from .._targets import encode_targets
+from .._threads import budget_threads, budgeted
+from .._validation import check_array, check_bool, check_seed, check_sigma
+from ..kernels import kernel_kind
+from .exact_gp import fit_exact_gp
+from .record import Candidate, HyperparameterSelection
+from .search import coordinate_search
+
+__all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
+           "selection_modes"]
+
+SIGMA_CHOICES = ("auto", "ard")
+LAM_CHOICES = ("auto",)
+CRITERIA = {"likelihood": "profiled log marginal likelihood",
+            "holdout": "hold-out negative mean squared error"}
+
+# Subsample sizes of the exact GP: "ard" searches d + 2 parameters at 1000 points and refines at
+# 2000 (kin40k, HCK r = 512: lengthscales from 1000 points gave test RMSE 0.137, from 2000 0.134);
+# one lengthscale or none need fewer points, since the search on all the data sets the scale.
+_SUBSAMPLES = {"ard": (1000, 2000), "auto": (1000,), "given": (1000,)}
+# Line-search steps in log lam and log g.  lam's criterion is flat over factors of 2-4 near its
+# optimum; g moves the kernel's scale, to which it is far more sensitive.  Kernels other than the
+# Gaussian start from the Gaussian's lengthscale, so their scale may be further away.
+_LAM_STEP = math.log(4.0)
+_SCALE_STEP = {True: math.log(1.25), False: math.log(2.0)}
+# The fraction of the data held out by the "holdout" criterion.
+_HOLDOUT_FRACTION = 0.2
+
+
+def selection_modes(sigma, lam):
+    """("auto" | "ard" | "given", "auto" | "given") for the user's sigma and lam; an unknown
+    string is refused (numbers and arrays are checked later by the fit)."""
+    sigma_mode = lam_mode = "given"
+    if isinstance(sigma, str):
+        if sigma not in SIGMA_CHOICES:
+            raise ValueError(f"sigma must be a number > 0, an array of one lengthscale per "
+                             f"feature, 'auto' (one bandwidth, selected) or 'ard' (one "
+                             f"lengthscale per feature, selected); got the string {sigma!r}")
+        sigma_mode = sigma
+    if isinstance(lam, str):
+        if lam not in LAM_CHOICES:
+            raise ValueError(f"lam must be a number > 0 or 'auto' (selected); got the string "
+                             f"{lam!r}")
+        lam_mode = lam
+    return sigma_mode, lam_mode
+
+
+def _fit_seed(seed):
+    """One int seed for every fit of the selection (the same draw for every candidate): the
+    user's int, or a draw from the user's Generator or from fresh entropy."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    return int(check_seed(seed).integers(2**63 - 1))
+
+
+def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory):
+    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units."""
+    n, d = X.shape
+    sizes = list(dict.fromkeys(min(n, m) for m in _SUBSAMPLES[sigma_mode]))
+    check_memory(6 * 8 * sizes[-1] ** 2, max_memory,
+                 what=f"the exact GP on {sizes[-1]} points that starts the selection",
+                 fix="pass numbers for sigma and lam, or raise max_memory")
+    order = rng.permutation(n)
+    mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
+    # Standardise (the kernels are shift-invariant; the bounds of the search are relative):
+    # per feature for "ard", one common scale otherwise (an isotropic kernel sees X's own
+    # geometry).
+    sub = X[order[:sizes[-1]]]
+    centre = sub.mean(axis=0)
+    spread = sub.std(axis=0)
+    if mode != "ard":
+        spread = np.full(d, np.sqrt(np.mean(spread**2)))
+    spread[spread == 0] = 1.0
+    y_scale = np.sqrt(np.mean(Y[order[:sizes[-1]]] ** 2)) or 1.0
+    fixed = None
+    if mode == "fixed":
+        bandwidth, lengthscales = given_sigma
+        fixed = (np.full(d, bandwidth) if lengthscales is None else lengthscales) / spread
+    theta = None
+    for m in sizes:
+        Xm = np.ascontiguousarray((X[order[:m]] - centre) / spread)
+        Ym = Y[order[:m]] / y_scale
+        theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
+                                     lengthscales=fixed, theta0=theta, n_threads=n_threads)
+    q = {"ard": d, "iso": 1, "fixed": 0}[mode]
+    lam0 = float(np.exp(theta[q + 1] - theta[q]))
+    if mode == "ard":
+        sigma0 = np.exp(theta[:d]) * spread
+    elif mode == "iso":
+        sigma0 = float(np.exp(theta[0]) * spread[0])
+    else:
+        sigma0 = None
+    return sigma0, lam0, lml, sizes[-1]
+
+
+class _Holdout:
+    """The hold-out criterion: fit on the training part, -mean squared error of the scores on
+    the held-out part (for classification, of the one-vs-rest scores against +-1)."""
+
+    def __init__(self, X, y, task, rng):
+        n = X.shape[0]
+        n_out = max(1, int(round(_HOLDOUT_FRACTION * n)))
+        order = rng.permutation(n)
+        self.train, held = np.sort(order[n_out:]), np.sort(order[:n_out])
+        self.X_held, self.y_held, self.task = X[held], y[held], task
+
+    def __call__(self, model):
+        scores = model._checked_scores(self.X_held)
+        if self.task == "classification":
+            target = np.where(self.y_held[:, None] == model.classes_[None, :], 1.0, -1.0)
+        else:
+            target = self.y_held.reshape(len(self.y_held), -1)
+        return -float(np.mean((scores - target) ** 2))
+
+
+def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
+    """Run the selection for one call of ``fit``; returns the fitted model with ``selection_``."""
+    started = time.perf_counter()
+    a = dict(arguments)
+    X = check_array(a["X"], "X")
+    n, d = X.shape
+    Y, _ = encode_targets(a["y"], n, a["task"])
+    name, kind = kernel_kind(a["kernel"])
+    seed = _fit_seed(a.get("seed"))
+    rng = np.random.default_rng([seed, 1])       # the subsample and hold-out draws
+    record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
+                                     criterion=CRITERIA[criterion])
+    label = fit.__name__
+
+    def say(text):
+        if verbose:
+            print(f"[{label} {time.perf_counter() - started:6.1f} s] {text}", flush=True)
+
+    given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
+    sigma0, lam0 = a["sigma"], a["lam"]
+    if sigma_mode != "given" or lam_mode != "given":
+        t0 = time.perf_counter()
+        start_sigma, start_lam, lml, size = _subsample_start(
+            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"])
+        if sigma_mode != "given":
+            sigma0 = start_sigma
+        if lam_mode != "given":
+            lam0 = start_lam
+        record.subsample_size, record.subsample_lml = size, lml
+        record.subsample_sigma, record.subsample_lam = sigma0, lam0
+        record.subsample_seconds = time.perf_counter() - t0
+        say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} lml={lml:.6g}")
+
+    holdout = None
+    y_all = None
+    if criterion == "holdout":
+        y_all = np.asarray(a["y"])
+        holdout = _Holdout(X, y_all if a["task"] == "classification" else Y, a["task"], rng)
+    models = {}                 # the best model so far, by point (likelihood criterion)
+    index = {}                  # each point's position in record.candidates
+
+    def evaluate(point):
+        log_g, log_lam = point
+        sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
+        lam = math.exp(log_lam)
+        t0 = time.perf_counter()
+        call = dict(a, sigma=sigma, lam=lam, verbose=False)
+        if "seed" in call:
+            call["seed"] = seed
+        if holdout is not None:
+            call.update(X=X[holdout.train], y=y_all[holdout.train])
+        try:
+            model = fit(**call)
+        except (np.linalg.LinAlgError, ValueError):
+            if not record.candidates:
+                raise               # the first fit reports bad arguments as it would alone
+            value, model = -math.inf, None
+        else:
+            value = holdout(model) if holdout is not None else model._evidence.profiled_lml()
+        seconds = time.perf_counter() - t0
+        index[point] = len(record.candidates)
+        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
+        if holdout is None and model is not None:
+            best_value = max((c.value for c in record.candidates[:-1]), default=-math.inf)
+            if value > best_value:
+                models.clear()          # keep only the best model alive
+                models[point] = model
+        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g} ({seconds:.2f} s)")
+        return value
+
+    plan = []
+    if lam_mode == "auto":
+        plan.append((1, _LAM_STEP))
+    if sigma_mode != "given":
+        plan.append((0, _SCALE_STEP[name == "gaussian"]))
+    best, _ = coordinate_search(evaluate, (0.0, math.log(lam0)), plan)
+    record.best = index[best]
+    chosen = record.candidates[record.best]
+    if holdout is not None:
+        t0 = time.perf_counter()
+        call = dict(a, sigma=chosen.sigma, lam=chosen.lam, verbose=False)
+        if "seed" in call:
+            call["seed"] = seed
+        model = fit(**call)
+        record.refit_seconds = time.perf_counter() - t0
+    else:
+        model = models[best]
+    record.sigma, record.lam = model.sigma, model.lam
+    record.seconds = time.perf_counter() - started
+    model.selection_ = record
+    say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g}")
+    return model
+
+
+FIT_SIGMA_DOC = """sigma : float, array_like of shape (d,), "auto" or "ard"
+        Kernel bandwidth (lengthscale), > 0; or one lengthscale per feature (ARD), all finite
+        and > 0: the kernel is then the isotropic one with bandwidth 1 on ``X / sigma``.
+        ``"auto"`` selects one bandwidth, ``"ard"`` one lengthscale per feature (see
+        ``verbose``); the values used are the model's ``sigma_``."""
+
+VERBOSE_DOC = """verbose : bool, default=False
+        Print one line per step of a hyperparameter selection (``sigma="auto"`` or ``"ard"``,
+        ``lam="auto"``): the exact GP on a subsample that gives the starting point, then each
+        candidate's criterion and seconds.  {criterion}  The model's ``selection_`` records
+        every step (:class:`hkern.HyperparameterSelection`)."""
+
+_CRITERION_DOC = {
+    "likelihood": "Candidates are compared by the profiled log marginal likelihood of this "
+                  "method's own kernel matrix, and the best candidate is the returned model.",
+    "holdout": "Candidates are compared by the mean squared error on a random fifth of the "
+               "data held out of their fit; the chosen values are then fitted on all of it.",
+}
+
+
+def selects_hyperparameters(criterion):
+    """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"`` and ``lam="auto"``.
+
+    The decorated function must take ``X, y, kernel, sigma, lam, task, n_jobs, max_memory``
+    and ``verbose`` (and ``seed`` if it draws anything).  With numbers for both sigma and lam
+    it is called as it is; otherwise the selection (module docstring) calls it with numbers,
+    ``criterion`` ("likelihood" or "holdout") deciding how candidates are compared.
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
+
+    def decorate(fit):
+        signature = inspect.signature(fit)
+        missing = {"X", "y", "kernel", "sigma", "lam", "task", "n_jobs", "verbose",
+                   "max_memory"} - set(signature.parameters)
+        if missing:
+            raise TypeError(f"{fit.__name__} lacks the parameters {sorted(missing)} that "
+                            "selects_hyperparameters needs")
+
+        if fit.__doc__:
+            fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
+                "{verbose}", VERBOSE_DOC.replace("{criterion}", _CRITERION_DOC[criterion]))
+
+        @functools.wraps(fit)
+        def fit_with_selection(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+            verbose = check_bool(arguments["verbose"], "verbose")
+            sigma_mode, lam_mode = selection_modes(arguments["sigma"], arguments["lam"])
+            if sigma_mode == "given" and lam_mode == "given":
+                return fit(*args, **kwargs)
+            return _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, verbose,
+                                  n_jobs=arguments["n_jobs"])
+        return fit_with_selection
+    return decorate
+
+
+@budgeted
+def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, verbose, *, n_jobs):
+    # The subsample's exact GP runs in the fit's thread budget; each fit sets its own.
+    return _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose)
