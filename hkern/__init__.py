@@ -14,6 +14,9 @@ Public functions (numpydoc docstrings on each):
 * data: :mod:`hkern.datasets` (``load_uci``, ``make_regression``, ``standardize``)
 * scikit-learn estimators over every method: :mod:`hkern.sklearn` (imported on its own; needs
   the ``sklearn`` extra)
+* hyperparameters: ``sigma="auto"`` or ``"ard"`` and ``lam="auto"`` in every ``fit_<method>``
+  select them (:mod:`hkern.hyperparameters`); the model's ``selection_`` is a
+  :class:`HyperparameterSelection`
 * :class:`MemoryLimitError`: raised before allocating when a call would need more than its
   ``max_memory`` (default: the memory available)
 
@@ -27,6 +30,7 @@ from ._memory import MemoryLimitError
 from .baselines import RFFKRR, ExactKRR, NystromKRR, fit_exact, fit_nystrom, fit_rff
 from .grief import GriefGP, fit_grief
 from .hierarchical import HierarchicalKRR, IndependentKRR, fit_hierarchical, fit_independent
+from .hyperparameters import HyperparameterSelection
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .meka import MekaApproximation, MekaKRR, fit_meka, meka
 from .oasis import ColumnSelection, oasis, select_columns
@@ -39,4 +43,4 @@ __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", 
            "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
            "MemoryLimitError", "ExactKRR", "NystromKRR", "RFFKRR", "HierarchicalKRR",
            "IndependentKRR", "MekaApproximation", "MekaKRR", "GriefGP", "ColumnSelection",
-           "SlklModel", "__version__"]
+           "SlklModel", "HyperparameterSelection", "__version__"]

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import __version__
 from ._memory import peak_memory
+from ._model import format_sigma
 from ._threads import resolve_n_jobs
 from ._validation import check_int, check_positive
 from .baselines import fit_exact, fit_nystrom, fit_rff
@@ -28,6 +29,22 @@ def _checked(convert, check):
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = convert.__name__
+    return parse
+
+
+def _choice_or_positive(name, choices):
+    """An argparse type: one of the strings ``choices`` (hyperparameters the fit selects), or
+    a number > 0."""
+    def parse(text):
+        if text in choices:
+            return text
+        try:
+            return check_positive(float(text), name)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be {' or '.join(repr(c) for c in choices)} or a number > 0; "
+                f"got {text!r} ({exc})") from None
+    parse.__name__ = name
     return parse
 
 
@@ -57,10 +74,12 @@ def _parser():
                         "(default 256; hck holds about 5 n r numbers, nystrom n r)")
     p.add_argument("--kernel", type=_checked(str, lambda v: kernel_kind(v)[0]),
                    default="gaussian", help="kernel name (default gaussian)")
-    p.add_argument("--sigma", type=_checked(float, lambda v: check_positive(v, "--sigma")),
-                   default=2.0, help="kernel bandwidth (default 2.0)")
-    p.add_argument("--lam", type=_checked(float, lambda v: check_positive(v, "--lam")),
-                   default=0.01, help="ridge regularisation (default 0.01)")
+    p.add_argument("--sigma", type=_choice_or_positive("--sigma", ("auto", "ard")),
+                   default="ard",
+                   help="kernel bandwidth: a number, 'auto' (one, selected by each method) or "
+                        "'ard' (one lengthscale per feature, selected; default)")
+    p.add_argument("--lam", type=_choice_or_positive("--lam", ("auto",)), default="auto",
+                   help="ridge regularisation: a number or 'auto' (selected; default)")
     p.add_argument("--seed", type=_checked(int, lambda v: check_int(v, "--seed", low=0)),
                    default=0, help="random seed (default 0)")
     p.add_argument("--exact-n", type=_checked(int, lambda v: check_int(v, "--exact-n", low=0)),
@@ -95,7 +114,7 @@ def main(argv=None):
     n, d = X_train.shape
     print(f"hkern {__version__}: {args.data} split {args.split}: {n} train, {len(y_test)} test, "
           f"d={d} (standardised with training statistics)")
-    print(f"kernel={args.kernel} sigma={args.sigma:g} lam={args.lam:g} r={args.r} seed={args.seed} "
+    print(f"kernel={args.kernel} sigma={args.sigma} lam={args.lam} r={args.r} seed={args.seed} "
           f"threads={resolve_n_jobs(args.n_jobs)}", flush=True)
 
     common = dict(kernel=args.kernel, sigma=args.sigma, lam=args.lam, n_jobs=args.n_jobs)
@@ -110,7 +129,7 @@ def main(argv=None):
             m = n if args.exact_n <= 0 else min(n, args.exact_n)
             pick = np.random.default_rng(args.seed).choice(n, size=m, replace=False)
             Xf, yf, r = X_train[np.sort(pick)], y_train[np.sort(pick)], None
-            fit = lambda: fit_exact(Xf, yf, **common)  # noqa: E731
+            fit = lambda: fit_exact(Xf, yf, seed=args.seed, **common)  # noqa: E731
         elif method == "nystrom":
             fit = lambda: fit_nystrom(Xf, yf, r=r, seed=args.seed, **common)  # noqa: E731
         else:
@@ -129,18 +148,24 @@ def main(argv=None):
             skipped.append(method)
             continue
         rmse = float(np.sqrt(np.mean((pred - y_test) ** 2)))
-        _progress(t0, f"{method}: done, fit {fit_s:.2f}s, test RMSE {rmse:.4f}")
+        selection = model.selection_
+        chosen = (f"; selected sigma={format_sigma(model.sigma_)} lam={model.lam_:.3g} "
+                  f"({selection.n_evaluations} fits)" if selection is not None else "")
+        _progress(t0, f"{method}: done, fit {fit_s:.2f}s, test RMSE {rmse:.4f}{chosen}")
         rows.append((method, "-" if r is None else str(r), len(yf), rmse, fit_s, predict_s,
-                     mem.bytes / 2**20))
+                     mem.bytes / 2**20, model.lam_))
 
     print()
-    header = f"{'method':<10}{'r':>6}{'n_fit':>8}{'test RMSE':>11}{'fit s':>9}{'predict s':>11}" \
-             f"{'peak MiB':>10}"
+    header = f"{'method':<10}{'r':>6}{'n_fit':>8}{'lam':>10}{'test RMSE':>11}{'fit s':>9}" \
+             f"{'predict s':>11}{'peak MiB':>10}"
     print(header)
     print("-" * len(header))
-    for method, r, nfit, rmse, fit_s, pred_s, mib in rows:
-        print(f"{method:<10}{r:>6}{nfit:>8}{rmse:>11.4f}{fit_s:>9.2f}{pred_s:>11.3f}{mib:>10.0f}")
-    print("\npeak MiB: peak resident memory above the level before each fit (fit + predict).")
+    for method, r, nfit, rmse, fit_s, pred_s, mib, lam in rows:
+        print(f"{method:<10}{r:>6}{nfit:>8}{lam:>10.3g}{rmse:>11.4f}{fit_s:>9.2f}"
+              f"{pred_s:>11.3f}{mib:>10.0f}")
+    print("\nfit s: the whole fit, hyperparameter selection included (sigma='auto' or 'ard', "
+          "lam='auto'); the selected lengthscales are printed above.\npeak MiB: peak resident "
+          "memory above the level before each fit (fit + predict).")
     if skipped:
         print(f"error: {len(skipped)} of {len(methods)} method(s) skipped ({', '.join(skipped)}); "
               "see the messages above", file=sys.stderr)

@@ -10,8 +10,9 @@ from hkern._cli import main
 
 
 def test_main_job_prints_the_table(capsys):
-    # A small exact subsample and rank keep this quick; the full default run is in the README.
-    assert main(["--r", "64", "--hck-r", "128", "--exact-n", "800"]) == 0
+    # A small exact subsample and rank, and one selected bandwidth rather than lengthscales,
+    # keep this quick; the full default run (--sigma ard --lam auto) is in the README.
+    assert main(["--r", "64", "--hck-r", "128", "--exact-n", "800", "--sigma", "auto"]) == 0
     out = capsys.readouterr().out
     assert "kin40k split 0: 36000 train, 4000 test, d=8" in out
     table = out.split("-----")[-1]
@@ -19,9 +20,19 @@ def test_main_job_prints_the_table(capsys):
         "hck", "independent", "exact", "nystrom", "rff"]
     for method in ("hck", "independent", "exact", "nystrom", "rff"):
         line = next(l for l in out.splitlines() if l.startswith(method + " "))
-        rmse = float(line.split()[3])
+        rmse = float(line.split()[4])
         assert 0.0 < rmse < 1.0, line  # standardised targets: 1.0 is the mean predictor
     assert "[" in out and "s] nystrom: fitting on 36000 points" in out
+    # the selected hyperparameters are shown, one line per method
+    assert out.count("; selected sigma=") == 5
+
+
+def test_defaults_select_lengthscales_and_ridge(capsys):
+    assert main(["--methods", "nystrom", "--r", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "sigma=ard lam=auto" in out
+    line = next(l for l in out.splitlines() if "nystrom: done" in l)
+    assert line.count(",") >= 7          # eight lengthscales, one per feature of kin40k
 
 
 def test_method_subset_and_options(capsys):
@@ -62,8 +73,12 @@ def test_console_script_runs(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--n-jobs", "0"], "argument --n-jobs: n_jobs must be None or a non-zero integer, got 0"),
     (["--n-jobs", "1.5"], "argument --n-jobs: invalid literal for int()"),
-    (["--sigma", "-1"], "argument --sigma: --sigma must be > 0, got -1.0"),
-    (["--lam", "0"], "argument --lam: --lam must be > 0, got 0.0"),
+    (["--sigma", "-1"], "argument --sigma: --sigma must be 'auto' or 'ard' or a number > 0; got "
+                        "'-1' (--sigma must be > 0, got -1.0)"),
+    (["--sigma", "median"], "argument --sigma: --sigma must be 'auto' or 'ard' or a number > 0; "
+                            "got 'median'"),
+    (["--lam", "0"], "argument --lam: --lam must be 'auto' or a number > 0; got '0' (--lam must "
+                     "be > 0, got 0.0)"),
     (["--kernel", "foo"], "argument --kernel: kernel must be one of"),
     (["--r", "0"], "argument --r: --r must be >= 1, got 0"),
     (["--split", "10"], "argument --split: --split must be <= 9, got 10"),

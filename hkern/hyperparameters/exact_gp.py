@@ -92,8 +92,11 @@ def exact_lml(theta, X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, n_t
     if q:
         # For the Gaussian kernel dK/dlog ls_i = K (x_ai - x_bi)^2 / ls_i^2, and
         # sum_ab WK_ab (x_a - x_b)^2 = 2 sum_a x_a^2 rows_a - 2 x^T WK x (x one column of X / ls).
+        # (_linalg.matmul and einsum: the same rounding for any thread count, unlike threaded
+        # BLAS through numpy's @, so the selected values do not depend on n_jobs.)
         rows = WK.sum(axis=1)
-        per_feature = (Xs**2).T @ rows - np.einsum("ai,ai->i", Xs, WK @ Xs)
+        WKX = _linalg.matmul(WK, Xs, n_threads=n_threads)
+        per_feature = np.einsum("ai,a->i", Xs**2, rows) - np.einsum("ai,ai->i", Xs, WKX)
         grad[:q] = per_feature if q == d else per_feature.sum()
     grad[q] = 0.5 * WK.sum()
     grad[q + 1] = 0.5 * noise * np.trace(Wm)
@@ -105,7 +108,7 @@ def _bounds(q):
 
 
 def fit_exact_gp(X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, theta0=None,
-                 maxiter=200, n_threads=1):
+                 maxiter=200, ftol=None, starts=None, n_threads=1):
     """Maximise the exact GP's LML (:func:`exact_lml`) from standardised inputs and targets.
 
     Without ``theta0`` the searches start at lengthscales sqrt(d) (every squared distance of
@@ -122,7 +125,9 @@ def fit_exact_gp(X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, theta0=
     27.4, noise 0.042).
 
     ``theta0`` (a warm start, e.g. the optimum on a smaller subsample) replaces the starts by
-    one search from it.
+    one search from it; ``starts`` (a sequence of log lengthscales) replaces the two default
+    starts, ``ftol`` L-BFGS-B's relative tolerance on the LML (default scipy's 2.2e-9; a
+    starting point for a search on all the data needs far less).
 
     Returns
     -------
@@ -146,15 +151,19 @@ def fit_exact_gp(X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, theta0=
                            n_threads=n_threads)
         return -lml, -g
 
+    options = {"maxiter": maxiter} if ftol is None else {"maxiter": maxiter, "ftol": ftol}
+
     def search(start):
         return minimize(neg, start, jac=True, method="L-BFGS-B", bounds=_bounds(q),
-                        options={"maxiter": maxiter})
+                        options=options)
 
     if theta0 is not None:
         best = search(np.asarray(theta0, dtype=float))
         return best.x, float(-best.fun), evaluations
     best = None
-    for log_ls in dict.fromkeys((0.5 * np.log(d), 0.0) if q else (0.0,)):  # one when d = 1
+    if starts is None:
+        starts = (0.5 * np.log(d), 0.0) if q else (0.0,)
+    for log_ls in dict.fromkeys(starts):                    # one search when d = 1
         res = search(np.concatenate([np.full(q, log_ls), [0.0, np.log(0.1)]]))
         if best is None or res.fun < best.fun:
             best = res

@@ -39,7 +39,7 @@ from .._memory import check_memory
 from .._model import format_sigma
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
-from .._validation import check_array, check_bool, check_seed, check_sigma
+from .._validation import check_array, check_bool, check_positive, check_seed, check_sigma
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp
 from .record import Candidate, HyperparameterSelection
@@ -57,6 +57,10 @@ CRITERIA = {"likelihood": "profiled log marginal likelihood",
 # 2000 (kin40k, HCK r = 512: lengthscales from 1000 points gave test RMSE 0.137, from 2000 0.134);
 # one lengthscale or none need fewer points, since the search on all the data sets the scale.
 _SUBSAMPLES = {"ard": (1000, 2000), "auto": (1000,), "given": (1000,)}
+# L-BFGS-B's relative tolerance on the subsample's LML: the lengthscales and lam it gives are a
+# start, refined on all the data; scipy's default (2.2e-9) spends about half of the evaluations
+# on digits the refinement does not use.
+_SUBSAMPLE_FTOL = 1e-6
 # Line-search steps in log lam and log g.  lam's criterion is flat over factors of 2-4 near its
 # optimum; g moves the kernel's scale, to which it is far more sensitive.  Kernels other than the
 # Gaussian start from the Gaussian's lengthscale, so their scale may be further away.
@@ -116,11 +120,15 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
         bandwidth, lengthscales = given_sigma
         fixed = (np.full(d, bandwidth) if lengthscales is None else lengthscales) / spread
     theta = None
+    # One lengthscale or none: one start, at the typical distance of standardised inputs
+    # (the search on all the data sets the scale); "ard" needs both starts of fit_exact_gp.
+    starts = None if mode == "ard" else (0.5 * np.log(d),)
     for m in sizes:
         Xm = np.ascontiguousarray((X[order[:m]] - centre) / spread)
         Ym = Y[order[:m]] / y_scale
         theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
-                                     lengthscales=fixed, theta0=theta, n_threads=n_threads)
+                                     lengthscales=fixed, theta0=theta, starts=starts,
+                                     ftol=_SUBSAMPLE_FTOL, n_threads=n_threads)
     q = {"ard": d, "iso": 1, "fixed": 0}[mode]
     lam0 = float(np.exp(theta[q + 1] - theta[q]))
     if mode == "ard":
@@ -171,6 +179,9 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
             print(f"[{label} {time.perf_counter() - started:6.1f} s] {text}", flush=True)
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
+    if lam_mode == "given":
+        check_positive(a["lam"], "lam", "the ridge regularisation must be positive (try 1e-3 "
+                       "to 1, or 'auto')")
     sigma0, lam0 = a["sigma"], a["lam"]
     if sigma_mode != "given" or lam_mode != "given":
         t0 = time.perf_counter()
@@ -190,13 +201,14 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
     if criterion == "holdout":
         y_all = np.asarray(a["y"])
         holdout = _Holdout(X, y_all if a["task"] == "classification" else Y, a["task"], rng)
+    log_lam0 = math.log(lam0)
     models = {}                 # the best model so far, by point (likelihood criterion)
     index = {}                  # each point's position in record.candidates
 
     def evaluate(point):
         log_g, log_lam = point
         sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
-        lam = math.exp(log_lam)
+        lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)     # a given lam exactly
         t0 = time.perf_counter()
         call = dict(a, sigma=sigma, lam=lam, verbose=False)
         if "seed" in call:
@@ -227,7 +239,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         plan.append((1, _LAM_STEP))
     if sigma_mode != "given":
         plan.append((0, _SCALE_STEP[name == "gaussian"]))
-    best, _ = coordinate_search(evaluate, (0.0, math.log(lam0)), plan)
+    best, _ = coordinate_search(evaluate, (0.0, log_lam0), plan)
     record.best = index[best]
     chosen = record.candidates[record.best]
     if holdout is not None:
