@@ -78,8 +78,9 @@ class GaussianProcessKRR:
     """Mixin: ``predict(X, return_std=...)`` and ``log_marginal_likelihood(y=None)`` of a
     kernel ridge model (put it before :class:`hkern._model.KernelRidgeModel` in the bases).
 
-    Subclasses set ``_evidence`` (an :class:`Evidence` of the encoded training targets,
-    computed by the fit from the quantities it already has) and implement
+    Subclasses are constructed with ``evidence`` (an :class:`Evidence` of the encoded training
+    targets, computed by the fit from the quantities it already has; see
+    :class:`hkern._model.KernelRidgeModel`) and implement
     ``_latent_variance(X, n_threads, max_memory)`` (the posterior variance of f at validated X,
     shape (m,), unclipped) and ``_lml_at(y, max_memory)`` (the log marginal likelihood of other
     targets).

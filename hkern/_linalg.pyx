@@ -641,6 +641,11 @@ def cho_solve(L, B, int n_threads=1):
     return out.ravel() if vector else out
 
 
+def cholesky_logdet(L):
+    """log det(L L^T) = 2 sum(log diag L) from a lower Cholesky factor L."""
+    return 2.0 * float(np.sum(np.log(np.diagonal(L))))
+
+
 def cho_inverse(L):
     """(L L^T)^{-1} from the lower Cholesky factor L (LAPACK dpotri, one thread: deterministic).
 

@@ -154,17 +154,18 @@ class KernelRidgeModel(FittedModel):
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
 
-    # Set by the fits whose target covariance A = K + lam I is solved exactly (exact KRR, HCK,
-    # the independent kernel, Nystrom, random features): an hkern._gp.Evidence, the criterion
-    # of their hyperparameter selection; None for the others.
-    _evidence = None
     # The record of how sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection),
     # None when both were given.
     selection_ = None
 
     def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs,
-                 lengthscales=None):
+                 lengthscales=None, evidence=None):
         super().__init__(n_features=n_features, n_jobs=n_jobs, lengthscales=lengthscales)
+        # An hkern._gp.Evidence from the fits whose target covariance A = K + lam I they solve
+        # exactly (exact KRR, HCK, the independent kernel, Nystrom, random features): their
+        # log marginal likelihood and the criterion of their hyperparameter selection; None
+        # for the others.
+        self._evidence = evidence
         self.kernel = kernel
         self._kind = kind
         self.sigma = sigma

@@ -67,7 +67,7 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     W = _linalg.cho_solve(factor, rhs, n_threads=n_threads)
     n = X.shape[0]
-    logdet = (n - n_components) * np.log(lam) + 2.0 * np.sum(np.log(np.diag(factor)))
+    logdet = (n - n_components) * np.log(lam) + _linalg.cholesky_logdet(factor)
     quad = (np.einsum("ij,ij->j", Y, Y) - column_quads(rhs, W)) / lam
     return W, Evidence(quad, float(logdet), n)
 
@@ -84,6 +84,5 @@ def ridge_dual(phi, Y, lam, n_threads):
     gram.flat[:: gram.shape[0] + 1] += lam
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-    evidence = Evidence(column_quads(Y, alpha), 2.0 * float(np.sum(np.log(np.diag(factor)))),
-                        Y.shape[0])
+    evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), Y.shape[0])
     return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence

@@ -24,10 +24,6 @@ def _system_factor(kind, sigma, lam, X, n_threads):
     return _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
 
 
-def _logdet(factor):
-    """log det(L L^T) from the Cholesky factor L."""
-    return 2.0 * float(np.sum(np.log(np.diagonal(factor))))
-
 
 class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     """Exact KRR: f(x) = k(x, X) alpha with alpha = (K + lam I)^{-1} Y.
@@ -68,11 +64,10 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     True
     """
 
-    def __init__(self, X, alpha, *, evidence, **kw):
+    def __init__(self, X, alpha, **kw):
         super().__init__(**kw)
         self.X_fit_ = X
         self.dual_coef_ = alpha
-        self._evidence = evidence
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
@@ -96,7 +91,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
                               "fit on a subsample", max_memory, n_threads)
         Y = check_rhs(y, n, "y").reshape(n, -1)
         alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        return Evidence(column_quads(Y, alpha), _logdet(factor), n).lml()
+        return Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n).lml()
 
     def _latent_variance(self, X, n_threads, max_memory):
         """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
@@ -181,6 +176,6 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     n_threads = budget_threads()
     factor = _system_factor(inputs.kind, inputs.bandwidth, inputs.lam, X, n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-    evidence = Evidence(column_quads(Y, alpha), _logdet(factor), n)
+    evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n)
     del factor
     return ExactKRR(X, alpha, evidence=evidence, **inputs.model_params(n_jobs))

@@ -224,6 +224,5 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     coef_features, evidence = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r,
                                                 n_threads)
     coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
-    model = NystromKRR(Z, indices, coef, M.shape[1], **inputs.model_params(n_jobs))
-    model._evidence = evidence
-    return model
+    return NystromKRR(Z, indices, coef, M.shape[1], evidence=evidence,
+                      **inputs.model_params(n_jobs))

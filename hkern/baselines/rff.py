@@ -155,9 +155,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
         coef, evidence = ridge_dual(features(X), Y, inputs.lam, n_threads)
     else:
         coef, evidence = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
-    model = RFFKRR(frequencies, offsets, coef, **inputs.model_params(n_jobs))
-    model._evidence = evidence
-    return model
+    return RFFKRR(frequencies, offsets, coef, evidence=evidence, **inputs.model_params(n_jobs))
 
 
 def check_phases(X, frequencies):

@@ -225,11 +225,9 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
-    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, evidence,
-                 **kw):
+    def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, **kw):
         super().__init__(**kw)
         self._op = operator
-        self._evidence = evidence
         # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = weights
         self._pred_vectors = pred_vectors
@@ -438,9 +436,8 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
-    def __init__(self, *, X_tree, alpha, logdet, evidence, **kw):
+    def __init__(self, *, X_tree, alpha, logdet, **kw):
         super().__init__(**kw)
-        self._evidence = evidence
         self._X_tree = X_tree
         # Held in tree order, which the predictions read; dual_coef_ gives them in training order.
         self._weights_tree = alpha

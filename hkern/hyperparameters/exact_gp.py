@@ -21,7 +21,7 @@ from .. import _linalg
 from ..kernels._api import _kernel_matrix_trusted
 
 __all__ = ["BOUNDS", "LOG_2PI", "MODES", "OFF_FACTOR", "exact_lml", "fit_exact_gp",
-           "fit_exact_ard"]
+           "fit_exact_ard", "n_lengthscales"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 MODES = ("ard", "iso", "fixed")
@@ -38,7 +38,8 @@ OFF_FACTOR = 10.0
 _GAUSSIAN = 0   # the kernel engine's code for the squared-exponential kernel
 
 
-def _n_lengthscales(mode, d):
+def n_lengthscales(mode, d):
+    """How many log lengthscales theta starts with: d for "ard", 1 for "iso", 0 for "fixed"."""
     return {"ard": d, "iso": 1, "fixed": 0}[mode]
 
 
@@ -70,7 +71,7 @@ def exact_lml(theta, X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, n_t
     m, d = X.shape
     Y = Y.reshape(m, -1)
     k = Y.shape[1]
-    q = _n_lengthscales(mode, d)
+    q = n_lengthscales(mode, d)
     ls = lengthscales if mode == "fixed" else np.exp(theta[:q])
     s2, noise = np.exp(theta[q]), np.exp(theta[q + 1])
     if mode != "fixed" and kind != _GAUSSIAN:
@@ -82,7 +83,7 @@ def exact_lml(theta, X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, n_t
     C.flat[:: m + 1] += noise
     L = _linalg.cholesky(C, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(L, Y, n_threads=n_threads)
-    lml = -k * np.sum(np.log(np.diag(L))) - 0.5 * np.sum(Y * alpha) - 0.5 * k * m * LOG_2PI
+    lml = -0.5 * k * _linalg.cholesky_logdet(L) - 0.5 * np.sum(Y * alpha) - 0.5 * k * m * LOG_2PI
     # d lml / d theta_j = tr(Wm dC/dtheta_j) / 2 with Wm = alpha alpha^T - k C^{-1}.
     Wm = _linalg.cho_inverse(L)
     Wm *= -k
@@ -141,7 +142,7 @@ def fit_exact_gp(X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, theta0=
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
     d = X.shape[1]
-    q = _n_lengthscales(mode, d)
+    q = n_lengthscales(mode, d)
     evaluations = 0
 
     def neg(theta):

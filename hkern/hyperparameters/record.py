@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._model import format_sigma
+
 __all__ = ["Candidate", "HyperparameterSelection"]
 
 
@@ -57,8 +59,8 @@ class HyperparameterSelection:
         Every evaluation on the full data, in order.
     best : int
         Index of the chosen candidate.
-    sigma, lam :
-        The selected values (the model's ``sigma_`` and ``lam_``).
+    sigma, lam : (properties)
+        The selected values, the chosen candidate's (the model's ``sigma_`` and ``lam_``).
     seconds : float
         Wall time of the whole selection, the final fit included.
     refit_seconds : float
@@ -76,10 +78,18 @@ class HyperparameterSelection:
     subsample_seconds: float = 0.0
     candidates: list = field(default_factory=list)
     best: int = -1
-    sigma: object = None
-    lam: float = None
     seconds: float = 0.0
     refit_seconds: float = 0.0
+
+    @property
+    def sigma(self):
+        """The selected bandwidth or lengthscales (None before a candidate is chosen)."""
+        return self.candidates[self.best].sigma if self.best >= 0 else None
+
+    @property
+    def lam(self):
+        """The selected ridge (None before a candidate is chosen)."""
+        return self.candidates[self.best].lam if self.best >= 0 else None
 
     @property
     def n_evaluations(self):
@@ -93,7 +103,6 @@ class HyperparameterSelection:
 
     def summary(self):
         """A few lines: the starting point, each candidate, the choice and the time split."""
-        from .._model import format_sigma
         lines = [f"criterion: {self.criterion} (sigma={self.sigma_mode!r}, "
                  f"lam={self.lam_mode!r})"]
         if self.subsample_size:
@@ -110,7 +119,6 @@ class HyperparameterSelection:
         return "\n".join(lines)
 
     def __repr__(self):
-        from .._model import format_sigma
         lam = "None" if self.lam is None else f"{self.lam:.3g}"
         sigma = "None" if self.sigma is None else format_sigma(np.asarray(self.sigma))
         return (f"HyperparameterSelection(criterion={self.criterion!r}, sigma={sigma}, "

@@ -41,7 +41,7 @@ from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import check_array, check_bool, check_positive, check_seed, check_sigma
 from ..kernels import kernel_kind
-from .exact_gp import fit_exact_gp
+from .exact_gp import fit_exact_gp, n_lengthscales
 from .record import Candidate, HyperparameterSelection
 from .search import coordinate_search
 
@@ -129,7 +129,7 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
         theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
                                      lengthscales=fixed, theta0=theta, starts=starts,
                                      ftol=_SUBSAMPLE_FTOL, n_threads=n_threads)
-    q = {"ard": d, "iso": 1, "fixed": 0}[mode]
+    q = n_lengthscales(mode, d)
     lam0 = float(np.exp(theta[q + 1] - theta[q]))
     if mode == "ard":
         sigma0 = np.exp(theta[:d]) * spread
@@ -201,8 +201,17 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
     if criterion == "holdout":
         y_all = np.asarray(a["y"])
         holdout = _Holdout(X, y_all if a["task"] == "classification" else Y, a["task"], rng)
+    def fit_at(sigma, lam, rows=None):
+        """The fit at numbers sigma and lam, with the selection's seed, on all rows or some."""
+        call = dict(a, sigma=sigma, lam=lam, verbose=False)
+        if "seed" in call:
+            call["seed"] = seed
+        if rows is not None:
+            call.update(X=X[rows], y=y_all[rows])
+        return fit(**call)
+
     log_lam0 = math.log(lam0)
-    models = {}                 # the best model so far, by point (likelihood criterion)
+    kept = {}                   # the best model so far, by point (likelihood criterion only)
     index = {}                  # each point's position in record.candidates
 
     def evaluate(point):
@@ -210,13 +219,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
         lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)     # a given lam exactly
         t0 = time.perf_counter()
-        call = dict(a, sigma=sigma, lam=lam, verbose=False)
-        if "seed" in call:
-            call["seed"] = seed
-        if holdout is not None:
-            call.update(X=X[holdout.train], y=y_all[holdout.train])
         try:
-            model = fit(**call)
+            model = fit_at(sigma, lam, None if holdout is None else holdout.train)
         except (np.linalg.LinAlgError, ValueError):
             if not record.candidates:
                 raise               # the first fit reports bad arguments as it would alone
@@ -224,13 +228,10 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         else:
             value = holdout(model) if holdout is not None else model._evidence.profiled_lml()
         seconds = time.perf_counter() - t0
+        if holdout is None and model is not None and value > kept.get("value", -math.inf):
+            kept.update(value=value, point=point, model=model)   # the previous best is freed
         index[point] = len(record.candidates)
         record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
-        if holdout is None and model is not None:
-            best_value = max((c.value for c in record.candidates[:-1]), default=-math.inf)
-            if value > best_value:
-                models.clear()          # keep only the best model alive
-                models[point] = model
         say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g} ({seconds:.2f} s)")
         return value
 
@@ -244,14 +245,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
     chosen = record.candidates[record.best]
     if holdout is not None:
         t0 = time.perf_counter()
-        call = dict(a, sigma=chosen.sigma, lam=chosen.lam, verbose=False)
-        if "seed" in call:
-            call["seed"] = seed
-        model = fit(**call)
+        model = fit_at(chosen.sigma, chosen.lam)
         record.refit_seconds = time.perf_counter() - t0
-    else:
-        model = models[best]
-    record.sigma, record.lam = model.sigma, model.lam
+    elif kept["point"] == best:
+        model = kept["model"]       # the best evaluation is the model
+    else:                           # an exact tie the search broke the other way
+        model = fit_at(chosen.sigma, chosen.lam)
     record.seconds = time.perf_counter() - started
     model.selection_ = record
     say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g}")
