@@ -18,6 +18,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .. import _linalg
+from .._threads import blas_threads
 from ..kernels._api import _kernel_matrix_trusted
 
 __all__ = ["BOUNDS", "LOG_2PI", "MODES", "OFF_FACTOR", "exact_lml", "fit_exact_gp",
@@ -155,8 +156,12 @@ def fit_exact_gp(X, Y, *, mode="ard", kind=_GAUSSIAN, lengthscales=None, theta0=
     options = {"maxiter": maxiter} if ftol is None else {"maxiter": maxiter, "ftol": ftol}
 
     def search(start):
-        return minimize(neg, start, jac=True, method="L-BFGS-B", bounds=_bounds(q),
-                        options=options)
+        # The LML's linear algebra runs on the shim's own threads (n_threads); a threaded BLAS
+        # woken by L-BFGS-B's vector steps between evaluations spins against them, which made
+        # every evaluation 3x slower on 2 cores (pol, m = 500: 4.7 s against 1.6 s).
+        with blas_threads(1):
+            return minimize(neg, start, jac=True, method="L-BFGS-B", bounds=_bounds(q),
+                            options=options)
 
     if theta0 is not None:
         best = search(np.asarray(theta0, dtype=float))
