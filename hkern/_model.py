@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._gp import ProfiledRidge
 from ._memory import check_memory
 from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
@@ -68,9 +69,11 @@ class FitInputs:
         scalar sigma): part of the fit's memory, which every fit adds to its peak estimate."""
         return scaled_copy_bytes(self.X, self.lengthscales)
 
-    def model_params(self, n_jobs):
-        """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs."""
-        return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=self.lam,
+    def model_params(self, n_jobs, lam=None):
+        """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs
+        (``lam``: the ridge the fit chose, when it was given a :class:`hkern._gp.ProfiledRidge`)."""
+        lam = self.lam if lam is None else lam
+        return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=lam,
                     n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs,
                     lengthscales=self.lengthscales)
 
@@ -245,8 +248,11 @@ def prepare_sigma(X, sigma, max_memory=None):
     return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
 
 
-def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None):
+def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False):
     """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
+
+    ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` (it
+    chooses the ridge itself; the hyperparameter selection asks the fits that can).
 
     A per-feature ``sigma`` is applied here, once: the returned X is ``X / sigma`` and the
     bandwidth 1, so the methods need not know about lengthscales.
@@ -255,6 +261,8 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None):
     Y, encoding = encode_targets(y, X.shape[0], task)
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory)
-    lam = check_positive(lam, "lam", "the ridge regularisation must be positive (try 1e-3 to 1)")
+    if not (profiles_ridge and isinstance(lam, ProfiledRidge)):
+        lam = check_positive(lam, "lam",
+                             "the ridge regularisation must be positive (try 1e-3 to 1)")
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
                      bandwidth=bandwidth, lengthscales=lengthscales, lam=lam)

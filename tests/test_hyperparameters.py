@@ -15,6 +15,7 @@ from test_gp_face import make
 
 import hkern
 from hkern import _linalg
+from hkern._gp import ProfiledRidge, best_ridge
 from hkern.hyperparameters import HyperparameterSelection, exact_gp
 from hkern.hyperparameters.search import _vertex, coordinate_search
 
@@ -178,6 +179,48 @@ def test_nystrom_criterion_is_the_dense_profiled_likelihood():
     assert abs(model._evidence.profiled_lml() - ref) < 1e-8 * abs(ref)
 
 
+def dense_best_ridge(G, Y):
+    """argmax over lam of the dense profiled likelihood under G + lam I (nested 1-D searches on
+    the dense log-density)."""
+    res = minimize_scalar(lambda t: -dense_profiled_lml(G + math.exp(t) * np.eye(len(G)), Y),
+                          bounds=(math.log(1e-6), math.log(10.0)), method="bounded",
+                          options={"xatol": 1e-6})
+    return math.exp(res.x)
+
+
+@pytest.mark.parametrize("method,r", [("nystrom", 25), ("rff", 30), ("rff", 400)])
+def test_a_profiled_ridge_is_the_dense_likelihoods_best_and_the_fit_is_the_fit_at_it(method, r):
+    """Nystrom and random features choose lam from the eigendecomposition of their Gram matrix
+    (primal, and the dual for r > n); the reference maximises the dense density of
+    G + lam I over lam, G = C W^-1 C^T or Phi Phi^T built here."""
+    X, y = data(150)
+    Y = np.column_stack([y, np.cos(X[:, 0])])
+    fit = getattr(hkern, f"fit_{method}")
+    model = fit(X, Y, r=r, sigma=2.0, lam=ProfiledRidge(1e-6, 10.0), seed=0, n_jobs=1)
+    if method == "nystrom":
+        C = dense_kernel(X, model.landmarks_, sigma=2.0)
+        G = C @ np.linalg.solve(dense_kernel(model.landmarks_, model.landmarks_, sigma=2.0), C.T)
+    else:
+        Phi = rff_features(X, model.frequencies_, model.offsets_)
+        G = Phi @ Phi.T
+    ref = dense_best_ridge(G, Y)
+    assert abs(math.log(model.lam_) - math.log(ref)) < 1e-3
+    assert 1e-6 < model.lam_ < 10.0
+    again = fit(X, Y, r=r, sigma=2.0, lam=model.lam_, seed=0, n_jobs=1)
+    np.testing.assert_array_equal(again.predict(X[:20]), model.predict(X[:20]))
+    assert np.array_equal(again._evidence.quad, model._evidence.quad)
+    assert again._evidence.logdet == model._evidence.logdet
+
+
+def test_best_ridge_stays_in_its_interval():
+    s, c, energy = np.array([3.0, 1.0]), np.array([[1.0], [0.5]]), np.array([2.0])
+    # all the energy in the span of G: the likelihood grows without end as lam -> 0
+    assert best_ridge(s, c, np.array([1.5]), 50, 1e-4, 1.0) == 1e-4
+    # no energy in the span: the noise takes it all, lam -> infinity
+    assert best_ridge(s, np.zeros((2, 1)), energy, 50, 1e-4, 1.0) == 1.0
+    assert best_ridge(s, c, energy, 50, 0.3, 0.3) == 0.3
+
+
 def test_profiling_makes_the_criterion_independent_of_the_units_of_y():
     X, y = data(200)
     a = hkern.fit_hierarchical(X, y, r=16, sigma=1.0, lam=1e-2, seed=0)._evidence
@@ -208,6 +251,19 @@ def test_coordinate_search_finds_the_maximum_of_a_separable_quadratic_in_few_eva
     assert len(calls) == len(set(calls)) <= 10       # each point once
 
 
+def test_coordinate_search_moves_further_each_time_to_reach_a_far_optimum():
+    calls = []
+
+    def f(p):
+        calls.append(p)
+        return -(p[0] + 1.6) ** 2          # protein: the subsample's bandwidth 5x too long
+
+    best, value = coordinate_search(f, (0.0,), [(0, math.log(1.25))])
+    assert abs(best[0] + 1.6) < 1e-9 and len(calls) == 7
+    best, value = coordinate_search(f, (0.0,), [(0, math.log(1.25))], grow=1.0)
+    assert abs(best[0] + 1.6) > 0.4        # equal steps: three moves and a clamped vertex
+
+
 def test_coordinate_search_survives_failed_evaluations():
     best, value = coordinate_search(lambda p: -math.inf if p[1] < -1 else -(p[1] + 0.5) ** 2,
                                     (0.0, 0.0), [(1, 1.0)])
@@ -229,6 +285,7 @@ FITS = {
     "slkl_krrm": (hkern.fit_slkl_krrm, {"r": 20}),
 }
 LIKELIHOOD = {"exact", "nystrom", "rff", "hierarchical", "independent"}
+PROFILED = {"nystrom", "rff"}
 
 
 @pytest.mark.parametrize("sigma", ["auto", "ard", 1.5])
@@ -252,7 +309,12 @@ def test_selection_returns_the_model_of_the_chosen_values(name, sigma):
         assert np.ndim(model.sigma_) == 0
     else:
         assert model.sigma_ == 1.5
-    assert sel.subsample_size == 300 and sel.seconds >= sel.search_seconds
+    if name in PROFILED and sigma == 1.5:
+        # these fits choose lam themselves: one fit, no subsample
+        assert sel.subsample_size == 0 and len(sel.candidates) == 1
+    else:
+        assert sel.subsample_size == 300
+    assert sel.seconds >= sel.search_seconds
     # the model is the fit at the chosen values with the same seed
     again = fit(X, y, sigma=model.sigma_, lam=model.lam_, seed=3, **kw)
     np.testing.assert_array_equal(again.predict(X[:20]), model.predict(X[:20]))
@@ -264,7 +326,7 @@ def test_selection_returns_the_model_of_the_chosen_values(name, sigma):
         assert sel.criterion == "hold-out negative mean squared error"
 
 
-@pytest.mark.parametrize("name", ["hierarchical", "meka"])
+@pytest.mark.parametrize("name", ["hierarchical", "meka", "nystrom"])
 def test_sigma_alone_or_lam_alone(name):
     fit, kw = FITS[name]
     X, y = data(250)
@@ -346,7 +408,10 @@ def test_summary_and_repr_name_the_choice():
     sel = hkern.fit_nystrom(X, y, r=20, sigma="ard", lam="auto", seed=0).selection_
     text = sel.summary()
     assert "profiled log marginal likelihood" in text and "exact GP on 200 points" in text
+    assert "each candidate's lam the best for its sigma" in text and sel.lam_profiled
     assert text.count("\n* ") + text.startswith("* ") == 1
+    assert not hkern.fit_hierarchical(X, y, r=16, sigma="auto", lam="auto",
+                                      seed=0).selection_.lam_profiled
     assert repr(sel).startswith("HyperparameterSelection(criterion=")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._gp import Evidence, column_quads
+from .._gp import Evidence, ProfiledRidge, best_ridge, column_quads
 
 __all__ = ["block_rows", "row_blocks", "ridge_on_features", "ridge_dual"]
 
@@ -37,7 +37,9 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         ``features(X_block)`` -> the (rows, p) block of Phi for a block of rows of X.
     X : ndarray (n, d)
     Y : ndarray (n, k)
-    lam : float > 0
+    lam : float > 0 or hkern._gp.ProfiledRidge
+        The ridge, or the interval in which to choose the one of the largest profiled
+        likelihood (:func:`hkern._gp.best_ridge` on the eigendecomposition of Phi^T Phi).
     n_components : int
         p, the number of feature columns.
     block_width : int
@@ -55,6 +57,8 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         A^{-1} y = (y - Phi W) / lam, so y^T A^{-1} y = (y^T y - (Phi^T y)^T W) / lam).  The
         difference loses digits when lam is below about 1e-12 relative to the targets' energy,
         far below any useful ridge.
+    lam : float
+        The ridge used.
     """
     gram = np.zeros((n_components, n_components))
     rhs = np.zeros((n_components, Y.shape[1]))
@@ -62,14 +66,22 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         phi = features(X[start:stop])
         gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
         rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
+    n = X.shape[0]
+    if isinstance(lam, ProfiledRidge):
+        # Phi Phi^T has the eigenvalues s_i of Phi^T Phi = U S U^T, with eigenvectors
+        # Phi u_i / sqrt(s_i): the projection of y on one is (u_i^T Phi^T y) / sqrt(s_i).
+        s, U = _linalg.eigh(gram)
+        kept = s > _negligible(s)
+        b = _linalg.matmul(U[:, kept], rhs, trans_a=True, n_threads=n_threads)
+        lam = best_ridge(s[kept], b**2 / s[kept, None], np.einsum("ij,ij->j", Y, Y), n,
+                         lam.low, lam.high)
     gram.flat[:: n_components + 1] += lam
     # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     W = _linalg.cho_solve(factor, rhs, n_threads=n_threads)
-    n = X.shape[0]
     logdet = (n - n_components) * np.log(lam) + _linalg.cholesky_logdet(factor)
     quad = (np.einsum("ij,ij->j", Y, Y) - column_quads(rhs, W)) / lam
-    return W, Evidence(quad, float(logdet), n)
+    return W, Evidence(quad, float(logdet), n), lam
 
 
 def ridge_dual(phi, Y, lam, n_threads):
@@ -78,11 +90,23 @@ def ridge_dual(phi, Y, lam, n_threads):
     W = Phi^T (Phi Phi^T + lam I)^{-1} Y, which equals (Phi^T Phi + lam I)^{-1} Phi^T Y
     (push-through identity) at O(n^2 p) instead of O(n p^2) cost and O(n^2) memory.  Returns
     W and the :class:`hkern._gp.Evidence` of A = Phi Phi^T + lam I, as
-    :func:`ridge_on_features`.
+    :func:`ridge_on_features`, and the ridge used (``lam`` may be a
+    :class:`hkern._gp.ProfiledRidge` there too).
     """
     gram = _linalg.gram(phi, n_threads=n_threads)
+    if isinstance(lam, ProfiledRidge):
+        s, V = _linalg.eigh(gram)
+        kept = s > _negligible(s)
+        c = _linalg.matmul(V[:, kept], Y, trans_a=True, n_threads=n_threads) ** 2
+        lam = best_ridge(s[kept], c, np.einsum("ij,ij->j", Y, Y), Y.shape[0], lam.low, lam.high)
     gram.flat[:: gram.shape[0] + 1] += lam
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
     evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), Y.shape[0])
-    return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence
+    return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence, lam
+
+
+def _negligible(eigenvalues):
+    """Eigenvalues at or below this are round-off of zero (a Gram matrix is semi-definite)."""
+    top = eigenvalues.max(initial=0.0)
+    return max(top * len(eigenvalues) * np.finfo(float).eps, np.finfo(float).tiny)

@@ -131,7 +131,7 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     return fit
 
 
-@selects_hyperparameters("likelihood")
+@selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, verbose=False,
@@ -199,7 +199,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     True
     """
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
-                         max_memory=max_memory)
+                         max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     landmarks, r = check_landmarks(landmarks, r, n)
@@ -221,8 +221,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         C = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, rows, Z, n_threads)
         return _linalg.matmul(C, M, n_threads=n_threads)
 
-    coef_features, evidence = ridge_on_features(features, X, Y, inputs.lam, M.shape[1], r,
-                                                n_threads)
+    coef_features, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, M.shape[1],
+                                                     r, n_threads)
     coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
     return NystromKRR(Z, indices, coef, M.shape[1], evidence=evidence,
-                      **inputs.model_params(n_jobs))
+                      **inputs.model_params(n_jobs, lam=lam))

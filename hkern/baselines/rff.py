@@ -80,7 +80,7 @@ def rff_peak_bytes(n, d, r, n_outputs):
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 
-@selects_hyperparameters("likelihood")
+@selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
 def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
             seed=None, n_jobs=None, verbose=False, max_memory=None):
@@ -134,7 +134,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     True
     """
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
-                         max_memory=max_memory)
+                         max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
     r = check_int(r, "r", low=1)
     rng = check_seed(seed)
@@ -152,10 +152,11 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
         return rff_features(rows, frequencies, offsets, n_threads)
 
     if r > n:
-        coef, evidence = ridge_dual(features(X), Y, inputs.lam, n_threads)
+        coef, evidence, lam = ridge_dual(features(X), Y, inputs.lam, n_threads)
     else:
-        coef, evidence = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
-    return RFFKRR(frequencies, offsets, coef, evidence=evidence, **inputs.model_params(n_jobs))
+        coef, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
+    return RFFKRR(frequencies, offsets, coef, evidence=evidence,
+                  **inputs.model_params(n_jobs, lam=lam))
 
 
 def check_phases(X, frequencies):

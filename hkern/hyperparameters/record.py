@@ -66,6 +66,9 @@ class HyperparameterSelection:
     refit_seconds : float
         Of that, the final fit on all the data (0 for a likelihood criterion: the best evaluation
         is the fitted model).
+    lam_profiled : bool
+        Each candidate's lam was chosen by its fit, the best for its sigma (Nystrom and random
+        features with ``lam="auto"``: their Gram matrix gives the likelihood of every lam).
     """
 
     sigma_mode: str
@@ -80,6 +83,7 @@ class HyperparameterSelection:
     best: int = -1
     seconds: float = 0.0
     refit_seconds: float = 0.0
+    lam_profiled: bool = False
 
     @property
     def sigma(self):
@@ -103,8 +107,9 @@ class HyperparameterSelection:
 
     def summary(self):
         """A few lines: the starting point, each candidate, the choice and the time split."""
+        profiled = ", each candidate's lam the best for its sigma" if self.lam_profiled else ""
         lines = [f"criterion: {self.criterion} (sigma={self.sigma_mode!r}, "
-                 f"lam={self.lam_mode!r})"]
+                 f"lam={self.lam_mode!r}{profiled})"]
         if self.subsample_size:
             lines.append(f"start: exact GP on {self.subsample_size} points, sigma="
                          f"{format_sigma(self.subsample_sigma)} lam={self.subsample_lam:.3g} "

@@ -3,10 +3,10 @@ coordinate in log space.
 
 The criteria it maximises (a method's profiled log marginal likelihood, a hold-out error) cost a
 whole fit per evaluation and are smooth and, in each coordinate near the optimum, close to a
-parabola in log lam and log sigma.  So each coordinate gets a bracket from three points (moving
-by whole steps while the edge is best, at most ``max_moves`` times) and one evaluation at the
-vertex of the parabola through the best point and its neighbours.  With two coordinates that is
-about 7 evaluations, within the issue's budget of ten fits.
+parabola in log lam and log sigma.  So each coordinate gets a bracket from three points (moving,
+further each time, while the edge is best, at most ``max_moves`` times) and one evaluation at
+the vertex of the parabola through the best point and its neighbours.  With two coordinates that
+is 5 to 10 evaluations.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _vertex(xs, fs):
     return None if curvature >= 0 else x1 - 0.5 * num / den
 
 
-def coordinate_search(evaluate, start, plan, *, max_moves=3):
+def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
     """Maximise ``evaluate`` over a few log-space coordinates, one coordinate at a time.
 
     Parameters
@@ -39,11 +39,14 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3):
     start : sequence of float
         The starting point.
     plan : sequence of (axis, step)
-        The line searches, in order: coordinate ``axis`` is searched with steps ``step`` from
-        the best point so far (an axis may come back, with a smaller step).
+        The line searches, in order: coordinate ``axis`` is searched from the best point so
+        far, first at +-``step`` (an axis may come back, with a smaller step).
     max_moves : int
-        Most whole steps a line search moves while the best point is at the edge of its bracket.
-        A vertex within a tenth of a step of the best point is not evaluated.
+        Most moves a line search makes while the best point is at the edge of its bracket;
+        each moves ``grow`` times further than the one before (a start far from the optimum,
+        like a bandwidth from a small subsample, is reached in few evaluations).  A vertex
+        within a tenth of a step of the best point is not evaluated.
+    grow : float >= 1
 
     Returns
     -------
@@ -63,25 +66,33 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3):
     best = tuple(float(v) for v in start)
     value_at(best)
     for axis, step in plan:
-        def moved(point, offset):
-            out = list(point)
-            out[axis] += offset
+        def at(x):
+            out = list(best)
+            out[axis] = x
             return tuple(out)
 
-        centre = best
-        for move in range(max_moves + 1):
-            below, above = moved(centre, -step), moved(centre, step)
-            f = [value_at(below), value_at(centre), value_at(above)]
-            if f[1] >= max(f[0], f[2]) or move == max_moves:
+        centre = best[axis]
+        triple = [centre - step, centre, centre + step]
+        f = [value_at(at(x)) for x in triple]
+        reach = step
+        for _ in range(max_moves):
+            if f[1] >= max(f[0], f[2]):
                 break
-            centre = below if f[0] > f[2] else above
-        xs = (centre[axis] - step, centre[axis], centre[axis] + step)
-        best = max((below, centre, above), key=value_at)
-        vertex = _vertex(xs, f) if np.all(np.isfinite(f)) else None
+            # Keep the better edge and the centre as two points of the next bracket.
+            reach *= grow
+            if f[0] > f[2]:
+                triple, f = [triple[0] - reach, triple[0], triple[1]], [None, f[0], f[1]]
+                f[0] = value_at(at(triple[0]))
+            else:
+                triple, f = [triple[1], triple[2], triple[2] + reach], [f[1], f[2], None]
+                f[2] = value_at(at(triple[2]))
+        i = int(np.argmax(f))
+        best = at(triple[i])
+        vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
         if vertex is not None:      # at most one step beyond the bracket
-            vertex = min(max(vertex, xs[0] - step), xs[2] + step)
-        if vertex is not None and abs(vertex - best[axis]) > step / 10:
-            candidate = moved(best, vertex - best[axis])
+            vertex = min(max(vertex, triple[0] - step), triple[2] + step)
+        if vertex is not None and abs(vertex - triple[i]) > step / 10:
+            candidate = at(vertex)
             if value_at(candidate) > value_at(best):
                 best = candidate
     return best, values[best]

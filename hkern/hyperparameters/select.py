@@ -2,15 +2,21 @@
 
 The pipeline (doc/hyperparameters.md has the measurements behind each choice):
 
-1. **Start on a subsample**: type-II maximum likelihood of an exact GP on at most a few thousand
-   random training points (:mod:`hkern.hyperparameters.exact_gp`, L-BFGS on analytic gradients)
-   gives lengthscales (one per feature for ``"ard"``, one for ``"auto"``) and lam = noise / s2.
-   For ``"ard"`` the search runs on 1000 points from two starts, then once on 2000 from that
-   optimum (a warm start: half the time of the full search at 2000, the same optimum).  With
-   sigma given and ``lam="auto"`` only s2 and the noise are learnt, under the fit's own kernel.
-2. **Refine on all the data with the method itself**: a parabolic line search in log lam, then
-   in a global log scale g of sigma (:func:`hkern.hyperparameters.search.coordinate_search`,
-   about 7 fits), maximising the method's criterion:
+1. **Start on a subsample**: type-II maximum likelihood of an exact GP on a few hundred to a
+   thousand random training points (:mod:`hkern.hyperparameters.exact_gp`, L-BFGS on analytic
+   gradients) gives lengthscales (one per feature for ``"ard"``, one for ``"auto"``) and
+   lam = noise / s2.  For ``"ard"`` the search runs on 500 points from two starts, then once on
+   1000 from that optimum (a warm start).  With sigma given and ``lam="auto"`` only s2 and the
+   noise are learnt, under the fit's own kernel.
+2. **Refine on all the data with the method itself**: a parabolic line search in a global log
+   scale g of sigma, then in log lam (:func:`hkern.hyperparameters.search.coordinate_search`,
+   whose moves grow while the edge of the bracket is best: 5 to 10 fits), maximising the
+   method's criterion.  The bandwidth comes first: the subsample's estimate of it is biased long
+   (few points see less detail than all of them: on protein 1.9 against about 0.4 for HCK),
+   while its noise level, lam, is not.  Nystrom and random features search g alone: each fit
+   chooses the lam of the largest likelihood for its bandwidth from the eigendecomposition of
+   its Gram matrix (:class:`hkern._gp.ProfiledRidge`), so a sigma given with ``lam="auto"``
+   costs them one fit and no subsample.  The criteria:
 
    * ``"likelihood"`` (exact KRR, HCK, the independent kernel, Nystrom, random features): the
      Gaussian log-likelihood of the training targets under the method's own kernel matrix A
@@ -35,6 +41,7 @@ import time
 
 import numpy as np
 
+from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma
 from .._targets import encode_targets
@@ -53,10 +60,12 @@ LAM_CHOICES = ("auto",)
 CRITERIA = {"likelihood": "profiled log marginal likelihood",
             "holdout": "hold-out negative mean squared error"}
 
-# Subsample sizes of the exact GP: "ard" searches d + 2 parameters at 1000 points and refines at
-# 2000 (kin40k, HCK r = 512: lengthscales from 1000 points gave test RMSE 0.137, from 2000 0.134);
-# one lengthscale or none need fewer points, since the search on all the data sets the scale.
-_SUBSAMPLES = {"ard": (1000, 2000), "auto": (1000,), "given": (1000,)}
+# Subsample sizes of the exact GP: "ard" searches d + 2 parameters from two starts at 500 points
+# and refines once at 1000 (kin40k, HCK r = 512, after the search on all the data: test RMSE
+# 0.1339 from 500 + 1000 points, 0.1342 from 1000, 0.1333 from 1000 + 2000, whose exact GP costs
+# 6.3 s instead of 1.7 s); one lengthscale or none need fewer points, since the search on all
+# the data sets the scale.
+_SUBSAMPLES = {"ard": (500, 1000), "auto": (1000,), "given": (1000,)}
 # L-BFGS-B's relative tolerance on the subsample's LML: the lengthscales and lam it gives are a
 # start, refined on all the data; scipy's default (2.2e-9) spends about half of the evaluations
 # on digits the refinement does not use.
@@ -66,6 +75,9 @@ _SUBSAMPLE_FTOL = 1e-6
 # Gaussian start from the Gaussian's lengthscale, so their scale may be further away.
 _LAM_STEP = math.log(4.0)
 _SCALE_STEP = {True: math.log(1.25), False: math.log(2.0)}
+# The interval in which the fits that profile the ridge choose it (lam is relative to the
+# kernel's unit diagonal; the targets' scale is profiled out).
+_PROFILED_RIDGE = (1e-8, 1e2)
 # The fraction of the data held out by the "holdout" criterion.
 _HOLDOUT_FRACTION = 0.2
 
@@ -160,7 +172,7 @@ class _Holdout:
         return -float(np.mean((scores - target) ** 2))
 
 
-def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
+def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose):
     """Run the selection for one call of ``fit``; returns the fitted model with ``selection_``."""
     started = time.perf_counter()
     a = dict(arguments)
@@ -183,7 +195,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         check_positive(a["lam"], "lam", "the ridge regularisation must be positive (try 1e-3 "
                        "to 1, or 'auto')")
     sigma0, lam0 = a["sigma"], a["lam"]
-    if sigma_mode != "given" or lam_mode != "given":
+    if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
         t0 = time.perf_counter()
         start_sigma, start_lam, lml, size = _subsample_start(
             X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"])
@@ -194,7 +206,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         record.subsample_size, record.subsample_lml = size, lml
         record.subsample_sigma, record.subsample_lam = sigma0, lam0
         record.subsample_seconds = time.perf_counter() - t0
-        say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} lml={lml:.6g}")
+        say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} "
+            f"lml={lml:.6g}")
 
     holdout = None
     y_all = None
@@ -210,23 +223,32 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
             call.update(X=X[rows], y=y_all[rows])
         return fit(**call)
 
-    log_lam0 = math.log(lam0)
+    # With a fit that chooses its own ridge (profiles_ridge), lam="auto" costs nothing more
+    # per bandwidth: the search is over g alone, and each candidate records the lam it chose.
+    profiled = profiles_ridge and lam_mode == "auto"
+    record.lam_profiled = profiled
+    log_lam0 = None if profiled else math.log(lam0)
     kept = {}                   # the best model so far, by point (likelihood criterion only)
     index = {}                  # each point's position in record.candidates
 
     def evaluate(point):
-        log_g, log_lam = point
+        log_g = point[0]
         sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
-        lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)     # a given lam exactly
+        if profiled:
+            lam, request = math.nan, ProfiledRidge(*_PROFILED_RIDGE)
+        else:
+            lam = lam0 if point[1] == log_lam0 else math.exp(point[1])  # a given lam exactly
+            request = lam
         t0 = time.perf_counter()
         try:
-            model = fit_at(sigma, lam, None if holdout is None else holdout.train)
+            model = fit_at(sigma, request, None if holdout is None else holdout.train)
         except (np.linalg.LinAlgError, ValueError):
             if not record.candidates:
                 raise               # the first fit reports bad arguments as it would alone
             value, model = -math.inf, None
         else:
             value = holdout(model) if holdout is not None else model._evidence.profiled_lml()
+            lam = model.lam
         seconds = time.perf_counter() - t0
         if holdout is None and model is not None and value > kept.get("value", -math.inf):
             kept.update(value=value, point=point, model=model)   # the previous best is freed
@@ -235,12 +257,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose):
         say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g} ({seconds:.2f} s)")
         return value
 
-    plan = []
-    if lam_mode == "auto":
-        plan.append((1, _LAM_STEP))
+    plan = []                   # the bandwidth first (module docstring)
     if sigma_mode != "given":
         plan.append((0, _SCALE_STEP[name == "gaussian"]))
-    best, _ = coordinate_search(evaluate, (0.0, log_lam0), plan)
+    if lam_mode == "auto" and not profiled:
+        plan.append((1, _LAM_STEP))
+    best, _ = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0), plan)
     record.best = index[best]
     chosen = record.candidates[record.best]
     if holdout is not None:
@@ -277,13 +299,15 @@ _CRITERION_DOC = {
 }
 
 
-def selects_hyperparameters(criterion):
+def selects_hyperparameters(criterion, *, profiles_ridge=False):
     """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"`` and ``lam="auto"``.
 
     The decorated function must take ``X, y, kernel, sigma, lam, task, n_jobs, max_memory``
     and ``verbose`` (and ``seed`` if it draws anything).  With numbers for both sigma and lam
     it is called as it is; otherwise the selection (module docstring) calls it with numbers,
     ``criterion`` ("likelihood" or "holdout") deciding how candidates are compared.
+    ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` and
+    chooses the ridge of the largest likelihood itself (one fit per bandwidth).
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
@@ -309,13 +333,14 @@ def selects_hyperparameters(criterion):
             sigma_mode, lam_mode = selection_modes(arguments["sigma"], arguments["lam"])
             if sigma_mode == "given" and lam_mode == "given":
                 return fit(*args, **kwargs)
-            return _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, verbose,
-                                  n_jobs=arguments["n_jobs"])
+            return _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion,
+                                  profiles_ridge, verbose, n_jobs=arguments["n_jobs"])
         return fit_with_selection
     return decorate
 
 
 @budgeted
-def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, verbose, *, n_jobs):
+def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose, *,
+                   n_jobs):
     # The subsample's exact GP runs in the fit's thread budget; each fit sets its own.
-    return _select(fit, arguments, sigma_mode, lam_mode, criterion, verbose)
+    return _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose)
