@@ -68,13 +68,7 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
     n = X.shape[0]
     if isinstance(lam, ProfiledRidge):
-        # Phi Phi^T has the eigenvalues s_i of Phi^T Phi = U S U^T, with eigenvectors
-        # Phi u_i / sqrt(s_i): the projection of y on one is (u_i^T Phi^T y) / sqrt(s_i).
-        s, U = _linalg.eigh(gram)
-        kept = s > _negligible(s)
-        b = _linalg.matmul(U[:, kept], rhs, trans_a=True, n_threads=n_threads)
-        lam = best_ridge(s[kept], b**2 / s[kept, None], np.einsum("ij,ij->j", Y, Y), n,
-                         lam.low, lam.high)
+        lam = _best_ridge(gram, rhs, Y, lam, primal=True, n_threads=n_threads)
     gram.flat[:: n_components + 1] += lam
     # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
@@ -95,10 +89,7 @@ def ridge_dual(phi, Y, lam, n_threads):
     """
     gram = _linalg.gram(phi, n_threads=n_threads)
     if isinstance(lam, ProfiledRidge):
-        s, V = _linalg.eigh(gram)
-        kept = s > _negligible(s)
-        c = _linalg.matmul(V[:, kept], Y, trans_a=True, n_threads=n_threads) ** 2
-        lam = best_ridge(s[kept], c, np.einsum("ij,ij->j", Y, Y), Y.shape[0], lam.low, lam.high)
+        lam = _best_ridge(gram, Y, Y, lam, primal=False, n_threads=n_threads)
     gram.flat[:: gram.shape[0] + 1] += lam
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
@@ -106,7 +97,19 @@ def ridge_dual(phi, Y, lam, n_threads):
     return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence, lam
 
 
-def _negligible(eigenvalues):
-    """Eigenvalues at or below this are round-off of zero (a Gram matrix is semi-definite)."""
-    top = eigenvalues.max(initial=0.0)
-    return max(top * len(eigenvalues) * np.finfo(float).eps, np.finfo(float).tiny)
+def _best_ridge(gram, B, Y, request, *, primal, n_threads):
+    """The ridge in ``request`` (a ProfiledRidge) of the largest profiled likelihood of Y under
+    A = Phi Phi^T + lam I, from the Gram matrix before any ridge was added: Phi^T Phi with
+    B = Phi^T Y (``primal``), or Phi Phi^T itself with B = Y.
+
+    Phi Phi^T has the nonzero eigenvalues s_i of Phi^T Phi = U S U^T, with eigenvectors
+    Phi u_i / sqrt(s_i): the projection of y on one is (u_i^T Phi^T y) / sqrt(s_i).  Eigenvalues
+    within round-off of zero (a Gram matrix is semi-definite) count as zero.
+    """
+    s, U = _linalg.eigh(gram)
+    kept = s > max(s.max(initial=0.0) * len(s) * np.finfo(float).eps, np.finfo(float).tiny)
+    squared = _linalg.matmul(U[:, kept], B, trans_a=True, n_threads=n_threads) ** 2
+    if primal:
+        squared /= s[kept, None]
+    return best_ridge(s[kept], squared, np.einsum("ij,ij->j", Y, Y), Y.shape[0], request.low,
+                      request.high)
