@@ -22,12 +22,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from ._threads import budget_threads, budgeted
 from ._validation import check_bool
 
 __all__ = ["Evidence", "GaussianProcessKRR", "ProfiledRidge", "best_ridge", "column_quads",
-           "gaussian_lml"]
+           "gaussian_lml", "profiled_gaussian_lml"]
 
 
 def gaussian_lml(quad, logdet, n, k):
@@ -62,12 +63,19 @@ class Evidence:
         depend on the units of y, which is what makes it a criterion for sigma and lam: on
         kin40k (HCK, r = 512) it ranks lam as the test error does and ``lml`` does not.
         """
-        n, quad = self.n, np.asarray(self.quad, dtype=float)
+        quad = np.asarray(self.quad, dtype=float)
         if not (quad > 0).all():
             return -math.inf        # a zero target column has no scale to profile
-        per_column = -0.5 * n * np.log(quad / n) - 0.5 * self.logdet \
-            - 0.5 * n * (1.0 + math.log(2.0 * math.pi))
-        return float(np.sum(per_column))
+        return float(profiled_gaussian_lml(quad, self.logdet, self.n))
+
+
+def profiled_gaussian_lml(quad, logdet, n):
+    """sum_j [-n/2 log(quad_j / n) - logdet / 2 - n/2 (1 + log 2 pi)] over the last axis of
+    ``quad`` (``logdet`` broadcast against it): :meth:`Evidence.profiled_lml`, for one
+    covariance or (with a leading axis) several."""
+    per_column = -0.5 * n * np.log(quad / n) - 0.5 * logdet \
+        - 0.5 * n * (1.0 + math.log(2.0 * math.pi))
+    return np.sum(per_column, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -119,8 +127,6 @@ def best_ridge(eigenvalues, projections, energy, n, low, high):
     20 points per decade finds the best bracket, Brent's method (scipy's bounded scalar
     minimiser) the optimum within it to 1e-4 in log lam.
     """
-    from scipy.optimize import minimize_scalar
-
     s = np.asarray(eigenvalues, dtype=float)
     c = np.asarray(projections, dtype=float).reshape(len(s), -1)
     outside = np.maximum(np.asarray(energy, dtype=float) - c.sum(axis=0), 0.0)
@@ -131,7 +137,7 @@ def best_ridge(eigenvalues, projections, energy, n, low, high):
         quad = (1.0 / (s[None, :] + lams)) @ c + outside[None, :] / lams
         logdet = np.log(s[None, :] + lams).sum(axis=1) + n_zero * np.log(lams[:, 0])
         with np.errstate(divide="ignore"):
-            value = -0.5 * n * np.log(quad / n).sum(axis=1) - 0.5 * quad.shape[1] * logdet
+            value = profiled_gaussian_lml(quad, logdet[:, None], n)
         return np.where(np.isfinite(value), value, -np.inf)
 
     lo, hi = math.log(low), math.log(high)

@@ -68,7 +68,7 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
     n = X.shape[0]
     if isinstance(lam, ProfiledRidge):
-        lam = _best_ridge(gram, rhs, Y, lam, primal=True, n_threads=n_threads)
+        lam = _ridge_from_gram(gram, rhs, Y, lam, primal=True, n_threads=n_threads)
     gram.flat[:: n_components + 1] += lam
     # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
@@ -89,7 +89,7 @@ def ridge_dual(phi, Y, lam, n_threads):
     """
     gram = _linalg.gram(phi, n_threads=n_threads)
     if isinstance(lam, ProfiledRidge):
-        lam = _best_ridge(gram, Y, Y, lam, primal=False, n_threads=n_threads)
+        lam = _ridge_from_gram(gram, Y, Y, lam, primal=False, n_threads=n_threads)
     gram.flat[:: gram.shape[0] + 1] += lam
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
@@ -97,7 +97,7 @@ def ridge_dual(phi, Y, lam, n_threads):
     return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence, lam
 
 
-def _best_ridge(gram, B, Y, request, *, primal, n_threads):
+def _ridge_from_gram(gram, B, Y, request, *, primal, n_threads):
     """The ridge in ``request`` (a ProfiledRidge) of the largest profiled likelihood of Y under
     A = Phi Phi^T + lam I, from the Gram matrix before any ridge was added: Phi^T Phi with
     B = Phi^T Y (``primal``), or Phi Phi^T itself with B = Y.

@@ -81,11 +81,11 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
             # Keep the better edge and the centre as two points of the next bracket.
             reach *= grow
             if f[0] > f[2]:
-                triple, f = [triple[0] - reach, triple[0], triple[1]], [None, f[0], f[1]]
-                f[0] = value_at(at(triple[0]))
+                triple = [triple[0] - reach, triple[0], triple[1]]
+                f = [value_at(at(triple[0])), f[0], f[1]]
             else:
-                triple, f = [triple[1], triple[2], triple[2] + reach], [f[1], f[2], None]
-                f[2] = value_at(at(triple[2]))
+                triple = [triple[1], triple[2], triple[2] + reach]
+                f = [f[1], f[2], value_at(at(triple[2]))]
         i = int(np.argmax(f))
         best = at(triple[i])
         vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
