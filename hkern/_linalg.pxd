@@ -56,6 +56,8 @@ cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alp
 cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
                      double beta, double* C, int ldc, int n_threads) noexcept nogil
 cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil
+cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, double* O, int ldo,
+                      int n_threads) noexcept nogil
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
                      double alpha, const double* A, int lda, double* B, int ldb,
                      int n_threads) noexcept nogil

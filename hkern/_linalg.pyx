@@ -23,10 +23,15 @@ cdef enum:
     TILE = 512
     # Block size of the tiled Cholesky (the k dimension of its trailing updates).
     CHOL_BLOCK = 256
+    # Panel width of the tiled inverse from a Cholesky factor: its work is uneven across panels
+    # (the first panel costs most), so panels are narrower than TILE for two threads to share a
+    # 500 x 500 inverse.
+    INV_TILE = 128
 
 # The same numbers for Python (tests place their shapes at tile and block boundaries).
 TILE_SIZE = TILE
 CHOLESKY_BLOCK_SIZE = CHOL_BLOCK
+INVERSE_TILE_SIZE = INV_TILE
 
 
 def openmp_max_threads():
@@ -444,6 +449,45 @@ cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil:
     return 0
 
 
+cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, double* O, int ldo,
+                      int n_threads) noexcept nogil:
+    """O = (L L^T)^{-1} (full, row-major) from the lower factor L, with Z (n x n) as scratch.
+
+    Two parallel passes over INV_TILE-wide panels: Z = L^{-1}, each column panel j a triangular
+    solve of the trailing system L[j0:, j0:] Z[j0:, j] = I[j0:, j] (Z is lower triangular, so
+    rows above j0 are neither written nor read); then each lower tile (I, J) of
+    O = Z^T Z is Z[i0:, I]^T Z[i0:, J] (rows above i0 of Z's panel I are zero).  2 n^3 / 3 flops,
+    as LAPACK's dpotri, but in single-threaded BLAS calls of fixed shapes: bitwise the same for
+    any n_threads.  O may be L's memory (L is not read after the first pass); Z may not.
+    """
+    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, bi, bj, j0, w, i0, r, c
+    if n == 0:
+        return
+    # Largest panels first (dynamic schedule): panel t costs about (n - t INV_TILE)^2 INV_TILE.
+    for t in prange(nt, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        j0 = t * INV_TILE
+        w = min(<int>INV_TILE, n - j0)
+        for r in range(j0, n):
+            for c in range(j0, j0 + w):
+                Z[<Py_ssize_t>r * ldz + c] = 1.0 if r == c else 0.0
+        trsm(True, True, False, False, n - j0, w, 1.0, L + <Py_ssize_t>j0 * ldl + j0, ldl,
+             Z + <Py_ssize_t>j0 * ldz + j0, ldz)
+    # Lower tiles (bi, bj), bj <= bi, numbered row by row as in syrk_tiled.
+    for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        bi = <int>((sqrt(8.0 * t + 1.0) - 1.0) / 2.0)
+        if (bi + 1) * (bi + 2) // 2 <= t:
+            bi = bi + 1
+        elif bi * (bi + 1) // 2 > t:
+            bi = bi - 1
+        bj = t - bi * (bi + 1) // 2
+        i0 = bi * INV_TILE
+        j0 = bj * INV_TILE
+        gemm(True, False, min(<int>INV_TILE, n - i0), min(<int>INV_TILE, n - j0), n - i0, 1.0,
+             Z + <Py_ssize_t>i0 * ldz + i0, ldz, Z + <Py_ssize_t>i0 * ldz + j0, ldz, 0.0,
+             O + <Py_ssize_t>i0 * ldo + j0, ldo)
+    symmetrize_from_lower(n, O, ldo)
+
+
 # ----------------------------------------------------------------------------------------------
 # NumPy entry points.  Inputs are converted to C-contiguous float64 (copies where the routine
 # overwrites its input), so callers never see their arrays modified.
@@ -646,26 +690,37 @@ def cholesky_logdet(L):
     return 2.0 * float(np.sum(np.log(np.diagonal(L))))
 
 
-def cho_inverse(L):
-    """(L L^T)^{-1} from the lower Cholesky factor L (LAPACK dpotri, one thread: deterministic).
+def cho_inverse(L, overwrite=False, int n_threads=1, work=None):
+    """(L L^T)^{-1} from the lower Cholesky factor L (tiled, see potri_tiled: bitwise the same
+    for any n_threads).
 
     Costs 2 n^3 / 3 flops, a third of solving against the identity, which is what a gradient
-    of a Gaussian log-likelihood that needs the whole inverse should use.
+    of a Gaussian log-likelihood that needs the whole inverse should use.  With
+    ``overwrite=True`` and a C-contiguous float64 writeable ``L``, the inverse replaces L in
+    its memory; ``work``, an (n, n) C-contiguous float64 array, is the scratch matrix (a fresh
+    one by default).
     """
-    cdef double[:, ::1] a = _c64(L, copy=True)
-    cdef int n = a.shape[0], info = 0
-    # Row-major lower == column-major upper (see potrf).
-    cdef char uplo = b'U'
+    in_place = overwrite and isinstance(L, np.ndarray) and L.dtype == np.float64 \
+        and L.flags.c_contiguous and L.flags.writeable
+    cdef double[:, ::1] a = L if in_place else _c64(L, copy=True)
+    cdef int n = a.shape[0]
     if a.shape[1] != n:
         raise ValueError("cho_inverse: the factor must be square")
+    if work is None:
+        work = np.empty((n, n))
+    elif work.shape != (n, n) or work.dtype != np.float64 or not work.flags.c_contiguous \
+            or np.shares_memory(work, a):
+        raise ValueError(f"cho_inverse: work must be a C-contiguous float64 array of shape "
+                         f"{(n, n)} apart from L")
+    cdef double[:, ::1] z = work
     if n == 0:
         return np.asarray(a)
+    singular = np.flatnonzero(np.diagonal(np.asarray(a)) == 0.0)
+    if singular.size:
+        check_info(int(singular[0]) + 1, "cho_inverse")     # as dpotri reports it
     with blas_threads(1):
         with nogil:
-            lapack.dpotri(&uplo, &n, &a[0, 0], &n, &info)
-    check_info(info, "cho_inverse")
-    with nogil:
-        symmetrize_from_lower(n, &a[0, 0], n)
+            potri_tiled(n, &a[0, 0], n, &z[0, 0], n, &a[0, 0], n, n_threads)
     return np.asarray(a)
 
 

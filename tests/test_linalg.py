@@ -23,6 +23,7 @@ from hkern import _linalg as hl
 TOL = 1e-12
 TILE = hl.TILE_SIZE                      # tile grid of the deterministic parallel routines
 CHOL_BLOCK = hl.CHOLESKY_BLOCK_SIZE       # diagonal block of the tiled Cholesky
+INV_TILE = hl.INVERSE_TILE_SIZE           # panel width of the tiled inverse from a factor
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_reference_blas")
@@ -306,6 +307,42 @@ def test_cho_solve(rng, rhs, n):
     np.testing.assert_array_equal(B, B0)
     # Round trip with hkern's own factor.
     assert_rel(hl.cho_solve(hl.cholesky(A), B), np.linalg.solve(A, B))
+
+
+@pytest.mark.parametrize("n", [1, 2, 70, INV_TILE - 1, INV_TILE, INV_TILE + 1,
+                               3 * INV_TILE + 17])
+def test_cho_inverse(rng, n):
+    A = spd(rng, n)
+    L = hl.cholesky(A)
+    L0 = L.copy()
+    inv = hl.cho_inverse(L)
+    assert_rel(inv, np.linalg.inv(A))
+    assert np.array_equal(inv, inv.T)
+    np.testing.assert_array_equal(L, L0)
+    for nt in (2, 3):
+        assert np.array_equal(hl.cho_inverse(L, n_threads=nt), inv)
+
+
+def test_cho_inverse_in_place_with_scratch(rng):
+    n = 2 * INV_TILE + 5
+    A = spd(rng, n)
+    L = hl.cholesky(A)
+    work = np.full((n, n), np.nan)     # the scratch's contents never matter
+    got = hl.cho_inverse(L, overwrite=True, n_threads=2, work=work)
+    assert np.shares_memory(got, L)
+    assert np.array_equal(got, hl.cho_inverse(hl.cholesky(A)))
+    with pytest.raises(ValueError, match="work must be a C-contiguous float64 array"):
+        hl.cho_inverse(hl.cholesky(A), work=np.empty((n, n + 1)))
+    L = hl.cholesky(A)
+    with pytest.raises(ValueError, match="apart from L"):
+        hl.cho_inverse(L, overwrite=True, work=L)
+
+
+def test_cho_inverse_of_a_singular_factor_raises():
+    L = np.tril(np.ones((4, 4)))
+    L[2, 2] = 0.0
+    with pytest.raises(LinAlgError):
+        hl.cho_inverse(L)
 
 
 # ------------------------------------------------------------------------------------------------

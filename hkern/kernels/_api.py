@@ -63,10 +63,13 @@ def _centred_for_accuracy(kind, X, Y):
     return (shifted_Y if X is Y else np.ascontiguousarray(X - centre)), shifted_Y
 
 
-def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads):
-    """K(X, Y) for validated C-contiguous float64 inputs (internal fast path)."""
+def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads, out=None):
+    """K(X, Y) for validated C-contiguous float64 inputs (internal fast path), written into
+    ``out`` (C-contiguous float64 of K's shape) if given: a loop that rebuilds the matrix reuses
+    its memory instead of faulting in fresh pages each time."""
     X, Y = _centred_for_accuracy(kind, X, Y)
-    out = np.empty((X.shape[0], Y.shape[0]))
+    if out is None:
+        out = np.empty((X.shape[0], Y.shape[0]))
     # Tiles call single-threaded BLAS from OpenMP threads: BLAS and OpenMP must not multiply.
     with blas_threads(1):
         _kernels.fill_kernel_matrix(kind, sigma, X, Y, out, n_threads)
