@@ -14,7 +14,6 @@ from scipy.stats import multivariate_normal
 from test_gp_face import make
 
 import hkern
-from hkern import _linalg
 from hkern._gp import ProfiledRidge, best_ridge
 from hkern.hyperparameters import HyperparameterSelection, exact_gp
 from hkern.hyperparameters.search import _vertex, coordinate_search
@@ -78,15 +77,6 @@ def test_exact_lml_refuses_to_differentiate_other_kernels_in_the_lengthscales():
     X = np.random.default_rng(0).normal(size=(10, 2))
     with pytest.raises(ValueError, match="Gaussian kernel only"):
         exact_gp.exact_lml(np.zeros(4), X, X[:, 0], mode="ard", kind=1)
-
-
-def test_cho_inverse_is_the_inverse():
-    rng = np.random.default_rng(1)
-    B = rng.normal(size=(70, 70))
-    A = B @ B.T + 70 * np.eye(70)
-    inv = _linalg.cho_inverse(_linalg.cholesky(A))
-    np.testing.assert_allclose(inv, np.linalg.inv(A), rtol=1e-12, atol=1e-15)
-    assert np.array_equal(inv, inv.T)
 
 
 def test_exact_gp_keeps_the_better_of_its_starts():
@@ -262,6 +252,39 @@ def test_coordinate_search_moves_further_each_time_to_reach_a_far_optimum():
     assert abs(best[0] + 1.6) < 1e-9 and len(calls) == 7
     best, value = coordinate_search(f, (0.0,), [(0, math.log(1.25))], grow=1.0)
     assert abs(best[0] + 1.6) > 0.4        # equal steps: three moves and a clamped vertex
+
+
+def test_coordinate_search_takes_the_vertex_when_the_parabola_peaks_inside_the_bracket():
+    calls = []
+
+    def f(p):
+        calls.append(p)
+        return -(p[0] + 0.8) ** 2          # elevators' ridge: the edge -log 4 beats the centre
+
+    best, value = coordinate_search(f, (0.0,), [(0, math.log(4))])
+    # The bracket (-log 4, 0, log 4) and its vertex: no move to -3 log 4.
+    assert abs(best[0] + 0.8) < 1e-9 and len(calls) == 4
+
+
+def test_coordinate_search_tries_the_expected_side_first():
+    for optimum in (-1.2, 1.2):
+        calls = []
+
+        def f(p):
+            calls.append(p)
+            return -(p[0] - optimum) ** 2
+
+        best, value = coordinate_search(f, (0.0,), [(0, math.log(2.0), -1)])
+        assert abs(best[0] - optimum) < 1e-9
+        # Below: 0, -s, -3s and the vertex (+s never evaluated), one fit fewer than the
+        # symmetric search.  Above: the same fits, -s first.
+        assert len(calls) == len(set(calls))
+        if optimum < 0:
+            assert (math.log(2.0),) not in calls
+        symmetric = []
+        coordinate_search(lambda p: symmetric.append(p) or -(p[0] - optimum) ** 2, (0.0,),
+                          [(0, math.log(2.0))])
+        assert len(calls) == len(symmetric) - (optimum < 0)
 
 
 def test_coordinate_search_survives_failed_evaluations():

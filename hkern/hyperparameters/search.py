@@ -4,8 +4,9 @@ coordinate in log space.
 The criteria it maximises (a method's profiled log marginal likelihood, a hold-out error) cost a
 whole fit per evaluation and are smooth and, in each coordinate near the optimum, close to a
 parabola in log lam and log sigma.  So each coordinate gets a bracket from three points (moving,
-further each time, while the edge is best, at most ``max_moves`` times) and one evaluation at
-the vertex of the parabola through the best point and its neighbours.  With two coordinates that
+further each time, while the edge is best and the parabola through them peaks beyond it, at most
+``max_moves`` times) and one evaluation at the vertex of the parabola through the best point and
+its neighbours.  With two coordinates that
 is 5 to 10 evaluations.
 """
 from __future__ import annotations
@@ -38,13 +39,16 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
         once.
     start : sequence of float
         The starting point.
-    plan : sequence of (axis, step)
+    plan : sequence of (axis, step) or (axis, step, -1)
         The line searches, in order: coordinate ``axis`` is searched from the best point so
-        far, first at +-``step`` (an axis may come back, with a smaller step).
+        far, first at +-``step`` (an axis may come back, with a smaller step).  With ``-1`` the
+        optimum is expected below the start: -``step`` is evaluated first and, if it is better,
+        +``step`` is not evaluated (one fit fewer when the guess is right, none more when not).
     max_moves : int
-        Most moves a line search makes while the best point is at the edge of its bracket;
-        each moves ``grow`` times further than the one before (a start far from the optimum,
-        like a bandwidth from a small subsample, is reached in few evaluations).  A vertex
+        Most moves a line search makes while the best point is at the edge of its bracket and
+        the parabola through the bracket does not peak inside it; each moves ``grow`` times
+        further than the one before (a start far from the optimum, like a bandwidth from a
+        small subsample, is reached in few evaluations).  A vertex
         within a tenth of a step of the best point is not evaluated.
     grow : float >= 1
 
@@ -65,7 +69,7 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
 
     best = tuple(float(v) for v in start)
     value_at(best)
-    for axis, step in plan:
+    for axis, step, *first in plan:
         def at(x):
             out = list(best)
             out[axis] = x
@@ -73,10 +77,20 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
 
         centre = best[axis]
         triple = [centre - step, centre, centre + step]
-        f = [value_at(at(x)) for x in triple]
+        if first and first[0] == -1 and value_at(at(triple[0])) > value_at(best):
+            # The expected side is better: the search moves on from it without evaluating the
+            # other side (-inf stands for it; the first move replaces it).
+            f = [value_at(at(triple[0])), value_at(best), -np.inf]
+        else:
+            f = [value_at(at(x)) for x in triple]
         reach = step
         for _ in range(max_moves):
             if f[1] >= max(f[0], f[2]):
+                break
+            # An edge is best, but a concave parabola may still peak inside the bracket
+            # (between the centre and that edge): its vertex, evaluated below, is the next point.
+            vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
+            if vertex is not None and triple[0] < vertex < triple[2]:
                 break
             # Keep the better edge and the centre as two points of the next bracket.
             reach *= grow

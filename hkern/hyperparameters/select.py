@@ -6,11 +6,12 @@ The pipeline (doc/hyperparameters.md has the measurements behind each choice):
    thousand random training points (:mod:`hkern.hyperparameters.exact_gp`, L-BFGS on analytic
    gradients) gives lengthscales (one per feature for ``"ard"``, one for ``"auto"``) and
    lam = noise / s2.  For ``"ard"`` the search runs on 500 points from two starts, then once on
-   1000 from that optimum (a warm start).  With sigma given and ``lam="auto"`` only s2 and the
-   noise are learnt, under the fit's own kernel.
+   1000 from that optimum (a warm start) when the data have 1000 rows per parameter of the GP.
+   With sigma given and ``lam="auto"`` only s2 and the noise are learnt, under the fit's own
+   kernel.
 2. **Refine on all the data with the method itself**: a parabolic line search in a global log
    scale g of sigma, then in log lam (:func:`hkern.hyperparameters.search.coordinate_search`,
-   whose moves grow while the edge of the bracket is best: 5 to 10 fits), maximising the
+   whose moves grow while the optimum lies beyond the bracket: 5 to 10 fits), maximising the
    method's criterion.  The bandwidth comes first: the subsample's estimate of it is biased long
    (few points see less detail than all of them: on protein 1.9 against about 0.4 for HCK),
    while its noise level, lam, is not.  Nystrom and random features search g alone: each fit
@@ -66,15 +67,28 @@ CRITERIA = {"likelihood": "profiled log marginal likelihood",
 # 6.3 s instead of 1.7 s); one lengthscale or none need fewer points, since the search on all
 # the data sets the scale.
 _SUBSAMPLES = {"ard": (500, 1000), "auto": (1000,), "given": (1000,)}
+# A stage after the first (a warm start on more points) runs only on data with at least this
+# many rows per parameter of the exact GP.  Its cost, about (d + 2) evaluations at m^3 each,
+# against one fit's, about n r^2, stays bounded so: on elevators (d = 18, n = 14 939) and pol
+# (d = 26, n = 13 500) the 1000-point stage cost 3 to 6 Nystrom fits (r = 512) and moved the
+# test RMSE by at most 2.6%; kin40k, protein and keggundirected keep it.
+_ROWS_PER_PARAMETER = 1000
 # L-BFGS-B's relative tolerance on the subsample's LML: the lengthscales and lam it gives are a
-# start, refined on all the data; scipy's default (2.2e-9) spends about half of the evaluations
-# on digits the refinement does not use.
-_SUBSAMPLE_FTOL = 1e-6
+# start, refined on all the data.  scipy's default (2.2e-9) spends about half of the evaluations
+# on digits the refinement does not use; 1e-4 halves them again against 1e-6 (pol, 500 points:
+# 136 evaluations against 294) with the same selected model to 0.5% of test RMSE.
+_SUBSAMPLE_FTOL = 1e-4
 # Line-search steps in log lam and log g.  lam's criterion is flat over factors of 2-4 near its
 # optimum; g moves the kernel's scale, to which it is far more sensitive.  Kernels other than the
 # Gaussian start from the Gaussian's lengthscale, so their scale may be further away.
 _LAM_STEP = math.log(4.0)
 _SCALE_STEP = {True: math.log(1.25), False: math.log(2.0)}
+# The scale search tries the shorter bandwidth first: the subsample's bandwidth is biased long
+# (fewer points show less detail).  Measured over the five sets of doc/hyperparameters.md with
+# r = 512, the chosen scale g of the subsample's bandwidth had log g <= 0 for HCK in 10 of 10
+# selections ("auto" and "ard"; median -0.35) and for Nystrom in 5 of 10 (its rank favours
+# longer bandwidths); a wrong guess costs no fit.
+_SCALE_FIRST = -1
 # The interval in which the fits that profile the ridge choose it (lam is relative to the
 # kernel's unit diagonal; the targets' scale is profiled out).
 _PROFILED_RIDGE = (1e-8, 1e2)
@@ -111,12 +125,15 @@ def _fit_seed(seed):
 def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory):
     """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units."""
     n, d = X.shape
-    sizes = list(dict.fromkeys(min(n, m) for m in _SUBSAMPLES[sigma_mode]))
+    mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
+    stages = _SUBSAMPLES[sigma_mode]
+    parameters = n_lengthscales(mode, d) + 2
+    stages = stages[:1] + tuple(m for m in stages[1:] if n >= _ROWS_PER_PARAMETER * parameters)
+    sizes = list(dict.fromkeys(min(n, m) for m in stages))
     check_memory(6 * 8 * sizes[-1] ** 2, max_memory,
                  what=f"the exact GP on {sizes[-1]} points that starts the selection",
                  fix="pass numbers for sigma and lam, or raise max_memory")
     order = rng.permutation(n)
-    mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
     # Standardise (the kernels are shift-invariant; the bounds of the search are relative):
     # per feature for "ard", one common scale otherwise (an isotropic kernel sees X's own
     # geometry).
@@ -259,7 +276,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 
     plan = []                   # the bandwidth first (module docstring)
     if sigma_mode != "given":
-        plan.append((0, _SCALE_STEP[name == "gaussian"]))
+        plan.append((0, _SCALE_STEP[name == "gaussian"], _SCALE_FIRST))
     if lam_mode == "auto" and not profiled:
         plan.append((1, _LAM_STEP))
     best, _ = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0), plan)
