@@ -35,6 +35,7 @@ from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .meka import MekaApproximation, MekaKRR, fit_meka, meka
 from .oasis import ColumnSelection, oasis, select_columns
 from .slkl import SlklModel, fit_slkl, fit_slkl_krrm, fit_slkl_unif
+from .solvers import ConvergenceWarning
 
 __version__ = "0.1.0"
 
@@ -43,4 +44,4 @@ __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", 
            "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
            "MemoryLimitError", "ExactKRR", "NystromKRR", "RFFKRR", "HierarchicalKRR",
            "IndependentKRR", "MekaApproximation", "MekaKRR", "GriefGP", "ColumnSelection",
-           "SlklModel", "HyperparameterSelection", "__version__"]
+           "SlklModel", "HyperparameterSelection", "ConvergenceWarning", "__version__"]

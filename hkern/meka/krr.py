@@ -9,6 +9,7 @@ from .._threads import budget_threads, budgeted
 from .._validation import check_choice, check_int, check_positive, check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matvec_trusted
+from ..solvers import block_pcg
 from ._build import build, check_peak, checked_arguments
 from ._links import LINK_RCOND
 from .api import meka_peak_bytes
@@ -105,37 +106,24 @@ def _solve_direct(G, Q, R, chol, Y, lam):
 
 
 def _solve_cg(G, Y, lam, tol, max_iter):
-    """Conjugate gradients on (G~ + lam I) alpha = y, one independent recursion per column.
+    """Conjugate gradients on (G~ + lam I) alpha = y, one independent recursion per column
+    (:func:`hkern.solvers.block_pcg`, unpreconditioned).
 
     Needs G~ + lam I positive definite (psd=True, or lam > |lambda_min(G~)|); a non-positive
     curvature p^T A p raises LinAlgError.  Returns (X, the iteration at which each column's
     residual met tol): a converged column takes no further step, so its count is its own.
     """
-    X = np.zeros_like(Y)
-    R = Y.copy()
-    P = R.copy()
-    rr = np.einsum("ij,ij->j", R, R)
-    target = (tol ** 2) * np.einsum("ij,ij->j", Y, Y)
-    n_iter = np.zeros(Y.shape[1], dtype=np.intp)
-    for it in range(1, max_iter + 1):
-        AP = G._apply_sorted(P) + lam * P
-        curv = np.einsum("ij,ij->j", P, AP)
-        active = rr > target
-        if np.any(curv[active] <= 0.0):
-            raise np.linalg.LinAlgError(
-                "CG met non-positive curvature: G~ + lam I is not positive definite; use "
-                "psd=True or a larger lam")
-        step = np.where(active, rr / np.where(curv > 0, curv, 1.0), 0.0)
-        X += P * step
-        R -= AP * step
-        rr_new = np.einsum("ij,ij->j", R, R)
-        n_iter[active & (rr_new <= target)] = it
-        if np.all(rr_new <= target):
-            return X, n_iter
-        P = R + P * np.where(active, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
-        rr = rr_new
-    raise np.linalg.LinAlgError(f"CG did not reach tol={tol} in max_iter={max_iter} iterations; "
-                                "raise max_iter or lam, or use solver='direct'")
+    try:
+        result = block_pcg(lambda P: G._apply_sorted(P) + lam * P, Y, tol=tol,
+                           max_iter=max_iter)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(
+            "CG met non-positive curvature: G~ + lam I is not positive definite; use psd=True "
+            "or a larger lam") from None
+    if not result.converged.all():
+        raise np.linalg.LinAlgError(f"CG did not reach tol={tol} in max_iter={max_iter} "
+                                    "iterations; raise max_iter or lam, or use solver='direct'")
+    return result.X, result.n_iter
 
 
 @selects_hyperparameters("holdout")

@@ -1,0 +1,72 @@
+"""Preconditioners for kernel ridge systems (K + lam I) a = y.
+
+:class:`NystromPreconditioner` is M = F F^T + lam I for a Nystrom factor F (n x k) of the kernel
+matrix (K ~ F F^T, e.g. ``select_columns(...).F``), applied by the Woodbury identity
+
+    M^{-1} R = (R - F S^{-1} F^T R) / lam,    S = lam I + F^T F = L_S L_S^T,
+
+with the k x k Cholesky factor L_S: O(n k) per column, no explicit inverse.  S is positive
+definite for any lam > 0, and its condition number is at most 1 + ||F||^2 / lam; the
+subtraction loses about log10(||F||^2 / lam) digits in the directions of F's large singular
+values, where M^{-1} is of order 1 / ||F||^2 anyway (relative error ~ eps ||F||^2 / lam: 1e-9
+for ||F||^2 = 1e4 and lam = 1e-3).  The error is the same at every application, so CG sees a
+fixed symmetric operator.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linalg
+
+__all__ = ["NystromPreconditioner"]
+
+
+class NystromPreconditioner:
+    """M^{-1} for M = F F^T + lam I (module docstring).
+
+    Parameters
+    ----------
+    F : ndarray (n, k)
+        Nystrom factor, C-contiguous float64.
+    lam : float
+        The ridge, > 0.
+    n_threads : int
+        Threads of its products (results identical for any value).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.solvers import NystromPreconditioner
+    >>> F = np.random.default_rng(0).normal(size=(50, 5))
+    >>> M = NystromPreconditioner(F, 0.1)
+    >>> R = np.ones((50, 1))
+    >>> bool(np.allclose((F @ F.T + 0.1 * np.eye(50)) @ M(R), R))
+    True
+    """
+
+    def __init__(self, F, lam, n_threads=1):
+        self.F = np.ascontiguousarray(F, dtype=np.float64)
+        self.lam = float(lam)
+        self.n_threads = n_threads
+        k = self.F.shape[1]
+        S = _linalg.gram(self.F, trans=True, n_threads=n_threads)
+        S.flat[:: k + 1] += self.lam
+        self._factor = _linalg.cholesky(S, overwrite=True, n_threads=n_threads)
+
+    @property
+    def rank(self):
+        return self.F.shape[1]
+
+    def __call__(self, R):
+        """M^{-1} R for R of shape (n, j)."""
+        T = _linalg.matmul(self.F, R, trans_a=True, n_threads=self.n_threads)
+        T = _linalg.cho_solve(self._factor, T, n_threads=self.n_threads)
+        out = _linalg.matmul(self.F, T, alpha=-1.0, n_threads=self.n_threads)
+        out += R
+        out /= self.lam
+        return out
+
+    def logdet(self):
+        """log det M = log det S + (n - k) log lam (Sylvester's determinant identity)."""
+        n, k = self.F.shape
+        return _linalg.cholesky_logdet(self._factor) + (n - k) * np.log(self.lam)
