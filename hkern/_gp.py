@@ -247,6 +247,10 @@ class GaussianProcessKRR:
         if y is None:
             self._require_regression("log_marginal_likelihood()",
                                      "pass y (e.g. the +-1 one-vs-rest encoding of the labels)")
+            if self._evidence is None:
+                raise ValueError("this model was fitted by an iterative solver, which computes "
+                                 "no log-determinant; pass the training targets as y to "
+                                 "evaluate it by a factorisation")
             return self._evidence.lml()
         return self._lml_at(y, max_memory)
 

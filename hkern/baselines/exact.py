@@ -5,15 +5,30 @@ import numpy as np
 
 from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
-from .._memory import check_memory
+from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
-from .._validation import check_rhs
+from .._validation import (
+    check_array,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_rhs,
+    scale_inputs,
+)
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ._ridge import block_rows
+from .exact_pcg import PRECONDITIONERS, default_rank, solve_pcg
 
-__all__ = ["fit_exact", "ExactKRR"]
+__all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
+
+SOLVERS = ("auto", "cholesky", "pcg")
+# solver="auto" factorises up to this many points (and when 8 n^2 bytes fit max_memory), and
+# runs preconditioned CG above.
+AUTO_CHOLESKY_MAX_N = 10_000
 
 
 def _system_factor(kind, sigma, lam, X, n_threads):
@@ -41,6 +56,10 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         Training inputs.
     dual_coef_ : ndarray (n, k)
         alpha, in training order.
+    n_iter_ : int or None
+        Conjugate-gradient iterations (``solver="pcg"``); None for the Cholesky solver.
+    solver_trace_ : hkern.baselines.exact_pcg.SolverTrace or None
+        Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples
     --------
@@ -64,10 +83,12 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     True
     """
 
-    def __init__(self, X, alpha, **kw):
+    def __init__(self, X, alpha, n_iter=None, solver_trace=None, **kw):
         super().__init__(**kw)
         self.X_fit_ = X
         self.dual_coef_ = alpha
+        self.n_iter_ = n_iter
+        self.solver_trace_ = solver_trace
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
@@ -114,8 +135,10 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
 @selects_hyperparameters("likelihood")
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
-              n_jobs=None, verbose=False, max_memory=None):
-    """Exact kernel ridge regression by a Cholesky factorisation of K + lam I.
+              n_jobs=None, solver="cholesky", preconditioner="rpcholesky", r=None, tol=1e-6,
+              max_iter=500, validation=None, verbose=False, max_memory=None):
+    """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
+    preconditioned conjugate gradients.
 
     Parameters
     ----------
@@ -129,12 +152,40 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     lam : float or "auto"
         Ridge regularisation (the GP noise variance), > 0, or selected.
     seed : None, int or numpy.random.Generator
-        The subsample of a hyperparameter selection (the fit itself draws nothing).
+        The subsample of a hyperparameter selection, and the preconditioner's column draw.
     task : {"regression", "classification"}
+    solver : {"cholesky", "pcg", "auto"}
+        ``"cholesky"``: factorise K + lam I (O(n^3 / 3) time, 8 n^2 bytes).  ``"pcg"``: block
+        conjugate gradients (every output and class in one pass over K per iteration)
+        preconditioned by F F^T + lam I, F the Nystrom factor of ``r`` columns chosen by
+        ``preconditioner``, applied by Woodbury; K is stored when it fits ``max_memory``
+        (each iteration a GEMM) and recomputed in row blocks otherwise (O(n r) memory).
+        ``"auto"``: Cholesky up to n = 10 000 points when its 8 n^2 bytes fit, PCG above.
+        The PCG model has no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
+        Cholesky solver.
+    preconditioner : {"rpcholesky", "oasis", "greedy", "uniform"}
+        The column selection of the PCG preconditioner (:func:`hkern.select_columns`).
+    r : int or None
+        Rank of the PCG preconditioner (its Nystrom columns), 1 <= r < n; None:
+        min(1000, n // 4).
+    tol : float
+        PCG stops when every column's relative residual ||y - (K + lam I) alpha|| / ||y||
+        is at most ``tol`` (> 0).
+    max_iter : int
+        Most PCG iterations (>= 1); a :class:`hkern.ConvergenceWarning` says when it stopped
+        the solver before ``tol``.
+    validation : (X_val, y_val) or None
+        With PCG, a validation set whose RMSE (regression) or error rate (classification) is
+        recorded at every iteration (``solver_trace_.validation_error``, and printed with
+        ``verbose``); it costs one kernel product with X_val per iteration.
     {verbose}
+        With PCG: one line per iteration (largest relative residual, validation error,
+        seconds).
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
-        starts.  The fit needs about 8 n^2 bytes (the kernel matrix, factorised in place).
+        starts.  The Cholesky fit needs about 8 n^2 bytes (the kernel matrix, factorised in
+        place); PCG 16 n r for the preconditioner, 40 n k for its vectors, and 8 n^2 more
+        to store K (else a 64 MiB row block of it).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
@@ -166,10 +217,19 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     >>> float(np.abs(model.predict(X) - y).max()) < 0.05
     True
     """
+    check_choice(solver, "solver", SOLVERS)
+    check_choice(preconditioner, "preconditioner", PRECONDITIONERS)
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
+    if solver == "auto":
+        solver = "cholesky" if n <= AUTO_CHOLESKY_MAX_N and 8 * n * n + 16 * n * Y.shape[1] \
+            + inputs.scaled_bytes <= resolve_max_memory(max_memory) else "pcg"
+    if solver == "pcg":
+        return _fit_pcg(inputs, n_jobs=n_jobs, preconditioner=preconditioner, r=r,
+                        tol=tol, max_iter=max_iter, seed=seed, validation=validation,
+                        verbose=verbose, max_memory=max_memory)
     check_memory(8 * n * n + 16 * n * Y.shape[1] + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
@@ -179,3 +239,45 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n)
     del factor
     return ExactKRR(X, alpha, evidence=evidence, **inputs.model_params(n_jobs))
+
+
+def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,
+             max_memory):
+    """fit_exact(solver="pcg") after its arguments are checked (hkern.baselines.exact_pcg)."""
+    n = inputs.X.shape[0]
+    if n < 2:
+        raise ValueError("solver='pcg' needs at least 2 training points (its preconditioner has "
+                         "rank < n); use solver='cholesky'")
+    rank = default_rank(n) if r is None else check_int(
+        r, "r", low=1, high=n - 1,
+        hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
+             "solver='cholesky')")
+    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-6")
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    if validation is not None:
+        try:
+            X_val, y_val = validation
+        except (TypeError, ValueError):
+            raise ValueError("validation must be a pair (X_val, y_val)") from None
+        X_val = check_array(X_val, "validation X")
+        if X_val.shape[1] != inputs.X.shape[1]:
+            raise ValueError(f"validation X has {X_val.shape[1]} features but X has "
+                             f"{inputs.X.shape[1]}")
+        if inputs.lengthscales is not None:
+            X_val = scale_inputs(X_val, inputs.lengthscales, "validation X")
+        if inputs.encoding.task == "classification":
+            y_val = np.asarray(y_val)
+            if y_val.shape != (X_val.shape[0],):
+                raise ValueError("validation y must hold one label per row of validation X")
+        else:
+            y_val, _ = encode_targets(y_val, X_val.shape[0])
+            if y_val.shape[1] != inputs.Y.shape[1]:
+                raise ValueError(f"validation y has {y_val.shape[1]} outputs but y has "
+                                 f"{inputs.Y.shape[1]}")
+        validation = (X_val, y_val)
+    alpha, trace, n_iter = solve_pcg(
+        inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,
+        validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
+        n_threads=budget_threads())
+    return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
+                    **inputs.model_params(n_jobs))

@@ -15,17 +15,36 @@ class _ExactParameters:
 
     _fit_function = staticmethod(hkern.fit_exact)
     _doc = {"model": "hkern.baselines.ExactKRR",
-            "draws": "The subsample of a hyperparameter selection (the fit itself draws nothing)"}
+            "draws": "The subsample of a hyperparameter selection and the columns of the PCG "
+                     "preconditioner (the Cholesky fit itself draws nothing)",
+            "attributes": "n_iter_ : int or None\n"
+                          "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
+                          "    Cholesky solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, verbose=False, max_memory=None):
+                 n_jobs=None, solver="cholesky", preconditioner="rpcholesky", r=None, tol=1e-6,
+                 max_iter=500, validation=None, verbose=False, max_memory=None):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.solver = solver
+        self.preconditioner = preconditioner
+        self.r = r
+        self.tol = tol
+        self.max_iter = max_iter
+        self.validation = validation
         self.verbose = verbose
         self.max_memory = max_memory
+
+    def _expected_failed_checks(self):
+        if self.solver != "pcg":
+            return {"check_non_transformer_estimators_n_iter":
+                    "the Cholesky solver does not iterate (n_iter_ is None, as for "
+                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
+                    "only"}
+        return {}
 
 
 @documented

@@ -1,0 +1,133 @@
+"""Exact kernel ridge regression by preconditioned conjugate gradients (fit_exact, "pcg").
+
+(K + lam I) alpha = Y is solved by block CG (:func:`hkern.solvers.block_pcg`) preconditioned
+with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
+:func:`hkern.select_columns` (randomly pivoted Cholesky by default: Diaz, Epperly, Frangella,
+Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023).
+The kernel matrix is stored when it fits ``max_memory`` and recomputed in row blocks at every
+iteration otherwise; either way the solution is that of K + lam I, to the requested relative
+residual.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._memory import check_memory, resolve_max_memory
+from ..kernels._api import _kernel_matvec_trusted, _matvec_block_rows
+from ..oasis.api import select_columns
+from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, block_pcg
+
+__all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank",
+           "pcg_bytes", "solve_pcg"]
+
+PRECONDITIONERS = ("rpcholesky", "oasis", "greedy", "uniform")
+
+
+@dataclass
+class SolverTrace:
+    """How an iterative fit went, one entry per iteration (index 0: before the first).
+
+    Attributes
+    ----------
+    residuals : ndarray (n_iter + 1, k)
+        Relative residual ||y_j - A alpha_j|| / ||y_j|| of each output column.
+    seconds : ndarray (n_iter + 1,)
+        Seconds since the solve started (after the preconditioner).
+    validation_error : ndarray (n_iter + 1,) or None
+        The validation set's RMSE (regression) or error rate (classification), if one was given.
+    preconditioner : str
+    rank : int
+        Columns of the Nystrom preconditioner.
+    preconditioner_seconds : float
+    stored_kernel : bool
+        Whether the kernel matrix was stored (else recomputed at every iteration).
+    converged : bool
+    """
+
+    residuals: np.ndarray
+    seconds: np.ndarray
+    validation_error: object
+    preconditioner: str
+    rank: int
+    preconditioner_seconds: float
+    stored_kernel: bool
+    converged: bool
+
+
+def default_rank(n):
+    """The preconditioner's rank when none is given: 1000 columns, at most a quarter of n."""
+    return max(1, min(1000, n // 4))
+
+
+def pcg_bytes(n, d, k, rank, stored):
+    """Peak bytes of :func:`solve_pcg` beyond the inputs: the factor and its selection's panels
+    (16 n rank), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or one row block
+    of it."""
+    kernel = 8 * n * n if stored else 8 * _matvec_block_rows(n, n) * (n + d)
+    return 16 * n * rank + 8 * rank * rank + 40 * n * k + kernel
+
+
+def _validation_error(X_val, Y_val, encoding, kind, bandwidth, X, n_threads):
+    """A function of alpha: the validation RMSE (regression) or error rate (classification)."""
+    def error(alpha):
+        scores = _kernel_matvec_trusted(kind, bandwidth, X_val, X, alpha, n_threads)
+        if encoding.task == "classification":
+            return float(np.mean(encoding.decode(scores) != Y_val))
+        return float(np.sqrt(np.mean((scores - Y_val) ** 2)))
+    return error
+
+
+def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
+              max_memory, n_threads):
+    """(alpha, SolverTrace) for (K + lam I) alpha = Y (module docstring); arguments checked."""
+    X, Y = inputs.X, inputs.Y
+    n, d = X.shape
+    k = Y.shape[1]
+    # Store K when it fits: each product is then a GEMM instead of n^2 kernel evaluations.
+    stored = pcg_bytes(n, d, k, rank, True) + inputs.scaled_bytes <= resolve_max_memory(
+        max_memory)
+    check_memory(pcg_bytes(n, d, k, rank, stored) + inputs.scaled_bytes, max_memory,
+                 what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
+                 fix="choose a smaller rank")
+    t0 = time.perf_counter()
+    selection = select_columns(X, rank, method=preconditioner, kernel=inputs.kernel,
+                               sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
+                               max_memory=max_memory)
+    apply_m = NystromPreconditioner(selection.F, inputs.lam, n_threads)
+    del selection
+    pre_seconds = time.perf_counter() - t0
+    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
+                           n_threads=n_threads)
+    error = None if validation is None else _validation_error(
+        *validation, inputs.encoding, inputs.kind, inputs.bandwidth, X, n_threads)
+    errors = []
+
+    def report(iteration, alpha, residuals):
+        if error is not None:
+            errors.append(error(alpha))
+        if verbose:
+            line = f"[fit_exact pcg] iteration {iteration:4d}  residual {residuals.max():.3e}"
+            if error is not None:
+                line += f"  validation {errors[-1]:.6g}"
+            print(line + f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    if verbose:
+        print(f"[fit_exact pcg] {preconditioner} preconditioner of rank {apply_m.rank} in "
+              f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
+              flush=True)
+    result = block_pcg(apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report)
+    converged = bool(result.converged.all())
+    if not converged:
+        warnings.warn(f"fit_exact(solver='pcg') stopped at max_iter={max_iter} with relative "
+                      f"residual {result.residuals[-1].max():.3g} > tol={tol:g}; raise max_iter "
+                      "or the preconditioner's rank", ConvergenceWarning, stacklevel=3)
+    trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
+                        validation_error=np.array(errors) if error is not None else None,
+                        preconditioner=preconditioner, rank=apply_m.rank,
+                        preconditioner_seconds=pre_seconds, stored_kernel=stored,
+                        converged=converged)
+    return result.X, trace, int(result.n_iter.max()) if k else 0

@@ -1,0 +1,232 @@
+"""Dense-reference tests of hkern.solvers: block PCG against scipy.linalg.solve, the Nystrom
+preconditioner against the dense inverse of F F^T + lam I, the kernel system operator against
+K + lam I."""
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from numpy.linalg import LinAlgError
+from oracles import rel_norm
+
+import hkern
+from hkern.kernels import kernel_kind
+from hkern.solvers import KernelSystem, NystromPreconditioner, block_pcg
+
+
+def spd_system(rng, n=120, k=3, decay=0.9):
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    A = (Q * decay ** np.arange(n)) @ Q.T + 1e-3 * np.eye(n)     # condition number ~ 1e3
+    return A, rng.standard_normal((n, k))
+
+
+@pytest.mark.parametrize("preconditioned", [False, True])
+def test_block_pcg_solves_to_the_requested_tolerance(rng, preconditioned):
+    A, B = spd_system(rng)
+    apply_m = None
+    if preconditioned:
+        F = np.linalg.cholesky(A - 1e-3 * np.eye(len(A)) + 1e-9 * np.eye(len(A)))[:, :20]
+        apply_m = NystromPreconditioner(F, 1e-3)
+    res = block_pcg(lambda V: A @ V, B, apply_m=apply_m, tol=1e-10, max_iter=500)
+    ref = sla.solve(A, B, assume_a="pos")
+    assert res.converged.all()
+    true_residual = np.linalg.norm(B - A @ res.X, axis=0) / np.linalg.norm(B, axis=0)
+    assert np.all(true_residual <= 1e-9)
+    assert rel_norm(res.X, ref) <= 1e-6          # cond(A) ~ 1e3 times the residual
+    assert np.all(res.residuals[-1] <= 1e-10)
+    assert len(res.residuals) == len(res.seconds) == res.n_iter.max() + 1
+
+
+def test_a_good_preconditioner_needs_fewer_iterations(rng):
+    A, B = spd_system(rng, n=200)
+    w, V = np.linalg.eigh(A)
+    F = V[:, -40:] * np.sqrt(w[-40:] - 1e-3)     # the top of A - 1e-3 I exactly
+    plain = block_pcg(lambda X: A @ X, B, tol=1e-8, max_iter=1000)
+    pre = block_pcg(lambda X: A @ X, B, apply_m=NystromPreconditioner(F, 1e-3), tol=1e-8,
+                    max_iter=1000)
+    assert pre.converged.all() and plain.converged.all()
+    assert pre.n_iter.max() < plain.n_iter.max() / 3
+
+
+def test_columns_stop_on_their_own(rng):
+    A, _ = spd_system(rng, n=60)
+    w, V = np.linalg.eigh(A)
+    B = np.column_stack([np.zeros(60), V[:, 5], rng.standard_normal(60)])
+    res = block_pcg(lambda X: A @ X, B, tol=1e-10, max_iter=200)
+    assert res.n_iter[0] == 0 and np.array_equal(res.X[:, 0], np.zeros(60))
+    assert res.n_iter[1] == 1                    # an eigenvector: one step
+    assert res.n_iter[2] > 1
+    np.testing.assert_allclose(res.X[:, 1], V[:, 5] / w[5], rtol=1e-10)
+
+
+def test_unconverged_columns_are_reported(rng):
+    A, B = spd_system(rng)
+    res = block_pcg(lambda V: A @ V, B, tol=1e-14, max_iter=3)
+    assert not res.converged.any() and np.all(res.n_iter == 3)
+    assert len(res.residuals) == 4
+
+
+def test_callback_sees_every_iteration(rng):
+    A, B = spd_system(rng, n=40)
+    seen = []
+    res = block_pcg(lambda V: A @ V, B, tol=1e-8, max_iter=100,
+                    callback=lambda it, X, r: seen.append((it, r.max())))
+    assert [it for it, _ in seen] == list(range(res.n_iter.max() + 1))
+    assert seen[-1][1] <= 1e-8
+
+
+def test_indefinite_operator_raises(rng):
+    A, B = spd_system(rng, n=30)
+    A[0, 0] = -50.0
+    with pytest.raises(LinAlgError, match="not positive definite"):
+        block_pcg(lambda V: A @ V, B, max_iter=100)
+
+
+@pytest.mark.parametrize("n,k", [(50, 5), (300, 40)])
+def test_nystrom_preconditioner_is_the_dense_inverse(rng, n, k):
+    F = rng.standard_normal((n, k)) * np.logspace(0, -4, k)
+    lam = 1e-3
+    M = F @ F.T + lam * np.eye(n)
+    R = rng.standard_normal((n, 3))
+    P = NystromPreconditioner(F, lam)
+    assert rel_norm(P(R), np.linalg.solve(M, R)) <= 1e-10
+    assert abs(P.logdet() - np.linalg.slogdet(M)[1]) <= 1e-9 * abs(np.linalg.slogdet(M)[1])
+    P2 = NystromPreconditioner(F, lam, n_threads=2)
+    assert np.array_equal(P(R), P2(R))
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_kernel_system_is_k_plus_lam_i(rng, stored):
+    X = rng.standard_normal((90, 4))
+    V = rng.standard_normal((90, 2))
+    _, kind = kernel_kind("gaussian")
+    A = hkern.kernel_matrix(X, sigma=1.3) + 0.05 * np.eye(90)
+    op = KernelSystem(kind, 1.3, X, 0.05, stored=stored)
+    assert op.stored is stored
+    assert rel_norm(op(V), A @ V) <= 1e-13
+    op2 = KernelSystem(kind, 1.3, X, 0.05, stored=stored, n_threads=2)
+    assert np.array_equal(op(V), op2(V))
+
+
+# --------------------------------------------------------------------------------------------
+# fit_exact(solver="pcg")
+# --------------------------------------------------------------------------------------------
+def regression(rng, n=300, d=3, k=1):
+    X = rng.uniform(-2, 2, size=(n, d))
+    Y = np.column_stack([np.sin(2 * X[:, 0] + j) + 0.1 * rng.standard_normal(n)
+                         for j in range(k)])
+    return X, (Y[:, 0] if k == 1 else Y)
+
+
+@pytest.mark.parametrize("preconditioner", ["rpcholesky", "oasis", "greedy", "uniform"])
+def test_pcg_solution_is_the_cholesky_solution(rng, preconditioner):
+    X, y = regression(rng)
+    ref = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3)
+    model = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3, solver="pcg",
+                            preconditioner=preconditioner, r=40, tol=1e-11, seed=0)
+    A = hkern.kernel_matrix(X, sigma=0.8) + 1e-3 * np.eye(len(X))
+    alpha = sla.solve(A, y, assume_a="pos")
+    assert np.linalg.norm(y - A @ model.dual_coef_[:, 0]) <= 1e-11 * np.linalg.norm(y) * 1.01
+    assert rel_norm(model.dual_coef_[:, 0], alpha) <= 1e-7       # cond(A) ~ 1e4 x tol
+    assert rel_norm(model.predict(X), ref.predict(X)) <= 1e-9
+    assert model.n_iter_ == model.solver_trace_.residuals.shape[0] - 1
+    assert model.solver_trace_.converged and model.solver_trace_.preconditioner == preconditioner
+    assert ref.n_iter_ is None and ref.solver_trace_ is None
+
+
+def test_pcg_multi_output_and_classification_in_one_block(rng):
+    X, Y = regression(rng, k=3)
+    ref = hkern.fit_exact(X, Y, sigma=1.0, lam=1e-2)
+    model = hkern.fit_exact(X, Y, sigma=1.0, lam=1e-2, solver="pcg", r=30, tol=1e-10, seed=1)
+    assert model.solver_trace_.residuals.shape[1] == 3
+    assert rel_norm(model.predict(X), ref.predict(X)) <= 1e-8
+    labels = np.digitize(X[:, 0], [-0.5, 0.7])
+    clf = hkern.fit_exact(X, labels, sigma=1.0, lam=1e-2, task="classification", solver="pcg",
+                          r=30, tol=1e-10, seed=1)
+    ref = hkern.fit_exact(X, labels, sigma=1.0, lam=1e-2, task="classification")
+    assert np.array_equal(clf.predict(X), ref.predict(X))
+    assert rel_norm(clf.decision_function(X), ref.decision_function(X)) <= 1e-8
+
+
+def test_pcg_recomputes_the_kernel_when_it_does_not_fit(rng):
+    # K (128 MiB) above the limit, one 64 MiB row block of it below.
+    n = 4096
+    X, y = regression(rng, n=n, d=2)
+    stored = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100, tol=1e-9,
+                             seed=0)
+    limit = 8 * n * n - 2**20
+    recomputed = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100, tol=1e-9,
+                                 seed=0, max_memory=limit)
+    assert stored.solver_trace_.stored_kernel and not recomputed.solver_trace_.stored_kernel
+    assert rel_norm(recomputed.dual_coef_, stored.dual_coef_) <= 1e-6
+
+
+def test_pcg_is_the_same_for_any_n_jobs(rng):
+    X, y = regression(rng, n=250)
+    a = hkern.fit_exact(X, y, sigma=0.9, lam=1e-3, solver="pcg", r=25, seed=3, n_jobs=1)
+    b = hkern.fit_exact(X, y, sigma=0.9, lam=1e-3, solver="pcg", r=25, seed=3, n_jobs=2)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_) and a.n_iter_ == b.n_iter_
+
+
+def test_pcg_validation_trace_and_verbose(rng, capsys):
+    X, y = regression(rng, n=300)
+    Xv, yv = regression(np.random.default_rng(9), n=80)
+    model = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3, solver="pcg", r=20, seed=0,
+                            validation=(Xv, yv), verbose=True)
+    trace = model.solver_trace_
+    assert trace.validation_error.shape == (model.n_iter_ + 1,)
+    final = np.sqrt(np.mean((model.predict(Xv) - yv) ** 2))
+    assert abs(trace.validation_error[-1] - final) <= 1e-12
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == model.n_iter_ + 2 and "validation" in lines[-1]
+
+
+def test_pcg_warns_when_max_iter_stops_it(rng):
+    X, y = regression(rng)
+    with pytest.warns(hkern.ConvergenceWarning, match="max_iter=2"):
+        model = hkern.fit_exact(X, y, sigma=0.8, lam=1e-4, solver="pcg", r=5, tol=1e-12,
+                                max_iter=2, seed=0)
+    assert model.n_iter_ == 2 and not model.solver_trace_.converged
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(solver="lu"), "solver"),
+    (dict(solver="pcg", tol=0.0), "tol"),
+    (dict(solver="pcg", tol=-1.0), "tol"),
+    (dict(solver="pcg", max_iter=0), "max_iter"),
+    (dict(solver="pcg", preconditioner="jacobi"), "preconditioner"),
+    (dict(solver="pcg", r=300), "rank r"),
+    (dict(solver="pcg", r=0), "r"),
+    (dict(solver="pcg", validation=(np.ones((4, 2)), np.ones(4))), "features"),
+    (dict(solver="pcg", validation=np.ones(3)), "pair"),
+])
+def test_pcg_bad_arguments(rng, kwargs, match):
+    X, y = regression(rng)
+    with pytest.raises(ValueError, match=match):
+        hkern.fit_exact(X, y, sigma=1.0, lam=1e-2, **kwargs)
+
+
+def test_auto_solver_and_the_likelihood(rng):
+    X, y = regression(rng, n=200)
+    assert hkern.fit_exact(X, y, solver="auto").n_iter_ is None       # small n: Cholesky
+    model = hkern.fit_exact(X, y, solver="pcg", r=20, seed=0)
+    with pytest.raises(ValueError, match="iterative solver"):
+        model.log_marginal_likelihood()
+    ref = hkern.fit_exact(X, y)
+    assert abs(model.log_marginal_likelihood(y) - ref.log_marginal_likelihood()) <= 1e-9 * abs(
+        ref.log_marginal_likelihood())
+    with pytest.raises(ValueError, match="solver='cholesky'"):
+        hkern.fit_exact(X, y, solver="pcg", r=20, lam="auto", seed=0)
+
+
+def test_the_estimator_runs_pcg_as_the_function(rng):
+    from hkern.sklearn import ExactRegressor
+    X, y = regression(rng, n=200)
+    est = ExactRegressor(sigma=0.8, lam=1e-3, solver="pcg", r=20, random_state=0).fit(X, y)
+    model = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3, solver="pcg", r=20, seed=0)
+    assert est.n_iter_ == model.n_iter_ > 0
+    assert np.array_equal(est.predict(X), model.predict(X))
+
+
+def test_block_pcg_accepts_fortran_ordered_right_hand_sides(rng):
+    A, B = spd_system(rng, n=50)
+    res = block_pcg(lambda V: A @ V, np.asfortranarray(B), tol=1e-10, max_iter=200)
+    assert rel_norm(res.X, np.linalg.solve(A, B)) <= 1e-7
