@@ -159,7 +159,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         conjugate gradients (every output and class in one pass over K per iteration)
         preconditioned by F F^T + lam I, F the Nystrom factor of ``r`` columns chosen by
         ``preconditioner``, applied by Woodbury; K is stored when it fits ``max_memory``
-        (each iteration a GEMM) and recomputed in row blocks otherwise (O(n r) memory).
+        (each iteration a GEMM) and recomputed tile by tile otherwise (O(n r) memory).
         ``"auto"``: Cholesky up to n = 10 000 points when its 8 n^2 bytes fit, PCG above.
         The PCG model has no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
         Cholesky solver.
@@ -185,7 +185,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The Cholesky fit needs about 8 n^2 bytes (the kernel matrix, factorised in
         place); PCG 16 n r for the preconditioner, 40 n k for its vectors, and 8 n^2 more
-        to store K (else a 64 MiB row block of it).
+        to store K (else one 256 KiB tile of it per thread).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.

@@ -4,9 +4,9 @@
 with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
 :func:`hkern.select_columns` (randomly pivoted Cholesky by default: Diaz, Epperly, Frangella,
 Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023).
-The kernel matrix is stored when it fits ``max_memory`` and recomputed in row blocks at every
-iteration otherwise; either way the solution is that of K + lam I, to the requested relative
-residual.
+The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
+kernel-product engine at every iteration otherwise; either way the solution is that of
+K + lam I, to the requested relative residual.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._memory import check_memory, resolve_max_memory
-from ..kernels._api import _kernel_matvec_trusted, _matvec_block_rows
+from ..kernels._api import _kernel_matvec_trusted, _matvec_bytes
 from ..oasis.api import select_columns
 from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, block_pcg
 
@@ -63,11 +63,11 @@ def default_rank(n):
     return max(1, min(1000, n // 4))
 
 
-def pcg_bytes(n, d, k, rank, stored):
+def pcg_bytes(n, d, k, rank, stored, n_threads):
     """Peak bytes of :func:`solve_pcg` beyond the inputs: the factor and its selection's panels
-    (16 n rank), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or one row block
-    of it."""
-    kernel = 8 * n * n if stored else 8 * _matvec_block_rows(n, n) * (n + d)
+    (16 n rank), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or the fused
+    product's tiles."""
+    kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
     return 16 * n * rank + 8 * rank * rank + 40 * n * k + kernel
 
 
@@ -88,9 +88,9 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     n, d = X.shape
     k = Y.shape[1]
     # Store K when it fits: each product is then a GEMM instead of n^2 kernel evaluations.
-    stored = pcg_bytes(n, d, k, rank, True) + inputs.scaled_bytes <= resolve_max_memory(
-        max_memory)
-    check_memory(pcg_bytes(n, d, k, rank, stored) + inputs.scaled_bytes, max_memory,
+    stored = pcg_bytes(n, d, k, rank, True, n_threads) + inputs.scaled_bytes <= \
+        resolve_max_memory(max_memory)
+    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads) + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
                  fix="choose a smaller rank")
     t0 = time.perf_counter()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _linalg
 from .._memory import check_memory
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
@@ -29,9 +28,6 @@ KERNELS = {
     "matern52": 5,
 }
 _ALIASES = {"rbf": "gaussian", "inverse_multiquadric": "imq", "exponential": "matern12"}
-
-# Rows of K(X, Y) evaluated at a time when only products K(X, Y) @ B are wanted.
-_MATVEC_BLOCK_BYTES = 64 * 2**20
 
 
 def kernel_kind(kernel):
@@ -194,21 +190,22 @@ def _scaled_pair(X, Y, bandwidth, lengthscales):
     return X, Y
 
 
-def _matvec_block_rows(m, n):
-    """Rows of K(X, Y) evaluated at once by kernel_matvec: about 64 MiB of them."""
-    return max(1, min(m, _MATVEC_BLOCK_BYTES // (8 * max(n, 1))))
+def _matvec_bytes(m, n, d, k, n_threads):
+    """Bytes of :func:`_kernel_matvec_trusted` beyond its inputs: the m x k result, squared norms,
+    one kernel tile per thread (the kernel is never stored), and shifted copies of X and Y when
+    the data sit far from the origin."""
+    return 8 * (m * k + m + n + (m + n) * d) + _kernels.TILE_BYTES * n_threads
 
 
 def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
-    """K(X, Y) @ B evaluated in row blocks of K so that memory stays O(block * n)."""
+    """K(X, Y) @ B by the fused kernel-product engine: each tile of K is computed in cache and
+    multiplied at once, never stored (hkern.kernels._kernels.kernel_times)."""
+    X, Y = _centred_for_accuracy(kind, X, Y)
     m, n = X.shape[0], Y.shape[0]
     out = np.empty((m,) + B.shape[1:])
-    B2, out2 = B.reshape(n, -1), out.reshape(m, -1)
-    rows = _matvec_block_rows(m, n)
-    for start in range(0, m, rows):
-        stop = min(m, start + rows)
-        block = _kernel_matrix_trusted(kind, sigma, X[start:stop], Y, n_threads)
-        _linalg.matmul(block, B2, n_threads=n_threads, out=out2[start:stop])
+    B2 = np.ascontiguousarray(B.reshape(n, -1))
+    with blas_threads(1):   # tiles call single-threaded BLAS from OpenMP threads
+        _kernels.kernel_times_matrix(kind, sigma, X, Y, B2, out.reshape(m, -1), n_threads)
     return out
 
 
@@ -224,9 +221,9 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
     kernel, sigma, n_jobs
         As in :func:`kernel_matrix`.
     max_memory : int or None
-        Most bytes the call may allocate (a row block of K of at most 64 MiB and the result,
-        and copies of X and Y divided by the lengthscales when sigma is an array);
-        None (default): the memory available when the call starts.
+        Most bytes the call may allocate (the result and one 128 x 256 tile of K per thread:
+        the kernel matrix is never stored; and copies of X and Y divided by the lengthscales
+        when sigma is an array); None (default): the memory available when the call starts.
 
     Returns
     -------
@@ -249,10 +246,9 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
     m, n, d = X.shape[0], Y.shape[0], X.shape[1]
     k = B.shape[1] if B.ndim == 2 else 1
     scaled = 0 if lengthscales is None else (m + n) * d
-    # One row block of K (at most 64 MiB), the m x k result, and a shifted copy of Y and of
-    # the block's rows when the data sit far from the origin (and copies of X and Y divided by
-    # the lengthscales).
-    check_memory(8 * (_matvec_block_rows(m, n) * (n + d) + m * k + n * d + scaled), max_memory,
+    # The m x k result, a tile of K per thread, shifted copies of X and Y when the data sit far
+    # from the origin (and copies divided by the lengthscales).
+    check_memory(_matvec_bytes(m, n, d, k, budget_threads()) + 8 * scaled, max_memory,
                  what=f"kernel_matvec with m={m}, n={n}, k={k}",
                  fix="pass B with fewer columns, or fewer rows of X at a time")
     X, Y = _scaled_pair(X, Y, bandwidth, lengthscales)

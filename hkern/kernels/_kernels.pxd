@@ -28,3 +28,6 @@ cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double*
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
                        double* out, int ldo, int n_threads) noexcept nogil
+cdef int kernel_times(int kind, double sigma, int m, int n, int d,
+                      const double* X, const double* xsq, const double* Y, const double* ysq,
+                      const double* V, int k, double* out, int n_threads) noexcept nogil

@@ -1,6 +1,8 @@
 """Compiled kernel evaluation: one definition per kernel, blocks by GEMM + an OpenMP map."""
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs
+from libc.stdlib cimport malloc, free
+from openmp cimport omp_get_thread_num
 
 from hkern._linalg cimport gemm, syrk
 
@@ -184,6 +186,71 @@ cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
                      (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
                      (ysq + c0) if ysq != NULL else NULL,
                      out + <Py_ssize_t>r0 * ldo + c0, ldo)
+
+
+cdef int kernel_times(int kind, double sigma, int m, int n, int d,
+                      const double* X, const double* xsq, const double* Y, const double* ysq,
+                      const double* V, int k, double* out, int n_threads) noexcept nogil:
+    """out (m x k) = K(X, Y) @ V (n x k) without storing K: each TILE_ROWS x TILE_COLS block is
+    computed into a per-thread buffer that stays in cache and multiplied into its rows of out
+    at once.
+
+    Threads own row tiles, and each row tile adds its column tiles in order, so every entry of
+    out is the same sum for any n_threads (BLAS limited to one thread by the caller).  Memory:
+    one tile per thread.  Returns -1 if that could not be allocated, else 0.
+    """
+    cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
+    cdef int t, r0, c0, tm, tn
+    cdef double* buf
+    cdef double* work
+    if m == 0 or k == 0:
+        return 0
+    if n == 0:
+        for t in range(m * k):
+            out[t] = 0.0
+        return 0
+    work = <double*>malloc(<size_t>n_threads * TILE_ROWS * TILE_COLS * sizeof(double))
+    if work == NULL:
+        return -1
+    for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        buf = work + <Py_ssize_t>omp_get_thread_num() * TILE_ROWS * TILE_COLS
+        r0 = t * TILE_ROWS
+        tm = min(TILE_ROWS, m - r0)
+        c0 = 0
+        while c0 < n:
+            tn = min(TILE_COLS, n - c0)
+            kernel_block(kind, sigma, tm, tn, d, X + <Py_ssize_t>r0 * d,
+                         (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
+                         (ysq + c0) if ysq != NULL else NULL, buf, TILE_COLS)
+            gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
+                 0.0 if c0 == 0 else 1.0, out + <Py_ssize_t>r0 * k, k)
+            c0 = c0 + TILE_COLS
+    free(work)
+    return 0
+
+
+# Bytes of the per-thread tile of kernel_times (for memory estimates).
+TILE_BYTES = TILE_ROWS * TILE_COLS * 8
+
+
+def kernel_times_matrix(int kind, double sigma, const double[:, ::1] X, const double[:, ::1] Y,
+                        const double[:, ::1] V, double[:, ::1] out, int n_threads):
+    """out[:] = K(X, Y) @ V with the kernel never stored (kernel_times).  Trusts its inputs."""
+    cdef int m = X.shape[0], n = Y.shape[0], d = X.shape[1], k = V.shape[1], status
+    cdef double[::1] xsq = np.empty(max(m, 1))
+    cdef double[::1] ysq = np.empty(max(n, 1))
+    if m == 0 or k == 0:
+        return
+    with nogil:
+        if kind != LAPLACE:
+            sqnorms(m, d, &X[0, 0], &xsq[0])
+            if n > 0:
+                sqnorms(n, d, &Y[0, 0], &ysq[0])
+        status = kernel_times(kind, sigma, m, n, d, &X[0, 0], &xsq[0],
+                              &Y[0, 0] if n > 0 else NULL, &ysq[0],
+                              &V[0, 0] if n > 0 else NULL, k, &out[0, 0], n_threads)
+    if status != 0:
+        raise MemoryError("kernel_times: no memory for the per-thread tiles")
 
 
 def fill_kernel_matrix(int kind, double sigma, const double[:, ::1] X, const double[:, ::1] Y,

@@ -1,8 +1,9 @@
 """The kernel ridge system matrix A = K(X, X) + lam I as an operator for iterative solvers.
 
 Two forms with one meaning: the kernel matrix stored once (8 n^2 bytes; each product a tiled
-GEMM), or recomputed in row blocks at every product (O(block n) bytes; each product costs the
-kernel evaluations again), for data whose kernel matrix does not fit in memory.
+GEMM), or recomputed at every product by the fused kernel-product engine (one cache-sized tile
+per thread; each product costs the kernel evaluations again), for data whose kernel matrix does
+not fit in memory.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class KernelSystem:
     X : ndarray (n, d)
     lam : float
     stored : bool
-        Keep K (8 n^2 bytes) instead of recomputing its row blocks at every product.
+        Keep K (8 n^2 bytes) instead of recomputing it at every product.
     n_threads : int
     """
 
