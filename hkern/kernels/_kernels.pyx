@@ -33,6 +33,8 @@ cdef extern from "_kernel_defs.h" nogil:
     void hk_map_matern12(double* v, Py_ssize_t n)
     void hk_map_matern32(double* v, Py_ssize_t n)
     void hk_map_matern52(double* v, Py_ssize_t n)
+    Py_ssize_t hk_scale_distances(double* row, Py_ssize_t n, double xi, const double* ysq,
+                                  double inv_s2, double refine)
 
 
 cdef double kernel_from_scaled(int kind, double s) noexcept nogil:
@@ -112,15 +114,12 @@ cdef inline void finish_row(int kind, double sigma, double* row, Py_ssize_t n, c
     never meets 0 * inf.
     """
     cdef Py_ssize_t j, n_marked = 0
-    cdef double inv_s2 = 1.0 / (sigma * sigma), limit
+    cdef double inv_s2 = 1.0 / (sigma * sigma)
     if kind == LAPLACE:
         for j in range(n):
             row[j] = scaled_distance(kind, x, Y + j * d, d, sigma)
     else:
-        for j in range(n):
-            limit = REFINE_FRACTION * (xi + ysq[j])
-            n_marked += (xi + ysq[j] + row[j] <= limit)
-            row[j] = -1.0 if xi + ysq[j] + row[j] <= limit else (xi + ysq[j] + row[j]) * inv_s2
+        n_marked = hk_scale_distances(row, n, xi, ysq, inv_s2, REFINE_FRACTION)
         if n_marked:
             for j in range(n):
                 if row[j] < 0.0:
