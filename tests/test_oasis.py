@@ -729,3 +729,57 @@ class TestRefresh:
         X = np.random.default_rng(0).normal(size=(50, 2))
         with pytest.raises(ValueError, match="refresh must be >= 0"):
             hkern.oasis(X, 5, refresh=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Accelerated (block) RPCholesky
+# --------------------------------------------------------------------------------------------
+def _rpcholesky_pair_probabilities(G):
+    """Exact P(first two pivots = (i, j)) of sequential RPCholesky on G."""
+    n = len(G)
+    d = np.diag(G)
+    P = np.zeros((n, n))
+    for i in range(n):
+        p_i = d[i] / d.sum()
+        residual = G - np.outer(G[:, i], G[:, i]) / G[i, i]
+        r = np.clip(np.diag(residual), 0, None)
+        r[i] = 0.0
+        P[i] = p_i * r / r.sum()
+    return P
+
+
+def test_block_rpcholesky_draws_the_pivots_of_rpcholesky():
+    """The first two pivots' joint distribution equals sequential RPCholesky's (rejection
+    sampling through the candidate block is exact), within 4.5 standard errors per cell."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((4, 6)) * np.array([3.0, 1.0, 0.5, 0.2, 0.1, 0.05])
+    G = A @ A.T
+    P = _rpcholesky_pair_probabilities(G)
+    trials = 6000
+    counts = np.zeros((4, 4))
+    for seed in range(trials):
+        sel = hkern.select_columns(G, 2, method="block_rpcholesky", kernel="precomputed",
+                                   seed=seed)
+        counts[sel.indices[0], sel.indices[1]] += 1
+    freq = counts / trials
+    se = np.sqrt(P * (1 - P) / trials) + 1e-12
+    assert np.all(np.abs(freq - P) <= 4.5 * se + 1e-3), (freq, P)
+
+
+def test_block_rpcholesky_factor_and_stopping(rng):
+    X = rng.standard_normal((700, 4))
+    K = hkern.kernel_matrix(X, sigma=1.2)
+    sel = hkern.select_columns(X, 150, method="block_rpcholesky", sigma=1.2, seed=3)
+    assert len(set(sel.indices.tolist())) == 150 and sel.F.shape == (700, 150)
+    assert np.abs(sel.F @ sel.F.T - sel.approximation()).max() <= 1e-10
+    np.testing.assert_allclose(sel.C, K[:, sel.indices], rtol=0, atol=1e-15)
+    residual = K - sel.F @ sel.F.T
+    assert np.linalg.eigvalsh(residual).min() >= -1e-10          # G - F F^T stays PSD
+    assert np.abs(np.diag(residual)[sel.indices]).max() <= 1e-10  # exact at the pivots
+    again = hkern.select_columns(X, 150, method="block_rpcholesky", sigma=1.2, seed=3, n_jobs=2)
+    assert np.array_equal(again.indices, sel.indices) and np.array_equal(again.F, sel.F)
+    # A matrix of rank 3: the selection stops at 3 columns.
+    B = rng.standard_normal((60, 3))
+    low = hkern.select_columns(B @ B.T, 10, method="block_rpcholesky", kernel="precomputed",
+                               seed=0)
+    assert len(low.indices) == 3

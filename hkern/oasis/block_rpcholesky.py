@@ -1,0 +1,115 @@
+"""Accelerated randomly pivoted Cholesky: RPCholesky's pivots, found a block at a time.
+
+Sequential RPCholesky (Chen, Epperly, Tropp and Webber 2022) draws each pivot with probability
+proportional to the diagonal of the residual G - F F^T, then updates F by one column: k passes
+over the n x k factor, n k^2 / 2 memory traffic at vector speed.  Epperly, Tropp and Webber
+("Embrace rejection: kernel matrix approximation by accelerated randomly pivoted Cholesky",
+2024) draw b candidates at once from the current residual diagonal d (with replacement), and
+accept them in order by rejection: candidate j, whose residual diagonal is still H_jj after the
+candidates accepted before it in the block (a partial Cholesky of the b x b residual block H),
+is accepted with probability H_jj / d_j.  The accepted pivots have exactly the distribution of
+sequential RPCholesky's, and the factor grows by all of them in one GEMM-rate update:
+
+    G_T = G(:, T) - F F(T, :)^T,   F <- [F, G_T L^{-T}],   d <- d - rownorms(G_T L^{-T})^2
+
+with L the Cholesky factor of the residual block at the accepted pivots.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linalg
+
+__all__ = ["BLOCK", "block_rpcholesky"]
+
+# Candidates drawn per block.  About as many are accepted while the residual diagonal is flat,
+# fewer once it concentrates; each block costs one b x b kernel block, its O(b^3) partial
+# Cholesky and one n x (accepted) GEMM-rate update.
+BLOCK = 128
+
+
+def _accept(H, stop, room, rng):
+    """Rejection sampling through the b x b residual block H (overwritten): the positions
+    accepted, at most ``room``, their residual diagonals when accepted, and the Cholesky factor
+    of H at them (lower, in acceptance order)."""
+    proposal = np.diag(H).copy()
+    accepted, scores = [], []
+    for j in range(H.shape[0]):
+        pivot = H[j, j]
+        if pivot <= stop or proposal[j] * rng.random() > pivot:
+            continue
+        accepted.append(j)
+        scores.append(float(pivot))
+        H[j:, j] /= np.sqrt(pivot)
+        H[j + 1:, j + 1:] -= np.outer(H[j + 1:, j], H[j + 1:, j])
+        if len(accepted) == room:
+            break
+    idx = np.asarray(accepted, dtype=np.intp)
+    return idx, scores, np.tril(H[np.ix_(idx, idx)])
+
+
+def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
+    """Pivots and factor of accelerated RPCholesky (module docstring).
+
+    Parameters
+    ----------
+    columns : callable
+        ``columns(idx)`` -> G(:, idx), (n, len(idx)).
+    block_of : callable
+        ``block_of(idx)`` -> G(idx, idx).
+    diag : ndarray (n,)
+        diag(G).
+    n_columns : int
+        Most pivots.
+    stop : float
+        The selection ends when the residual diagonal is at most ``stop`` everywhere; a
+        candidate whose residual is at most ``stop`` is never accepted.
+    rng : numpy.random.Generator
+    n_threads : int
+
+    Returns
+    -------
+    indices : ndarray (k,) of int
+    scores : ndarray (k,)
+        Residual diagonal of each pivot when it was accepted.
+    F : ndarray (n, k)
+        G ~ F F^T.
+    C : ndarray (n, k)
+        G(:, indices).
+    """
+    n = diag.shape[0]
+    d = diag.astype(np.float64, copy=True)
+    F = np.empty((n, n_columns))
+    C = np.empty((n, n_columns))
+    indices, scores = [], []
+    k = 0
+    while k < n_columns:
+        total = d.sum()
+        if not d.max() > stop or not total > 0:
+            break
+        candidates = rng.choice(n, size=BLOCK, p=d / total)
+        H = block_of(candidates)
+        if k:
+            Fc = np.ascontiguousarray(F[candidates, :k])
+            H -= _linalg.matmul(Fc, Fc, trans_b=True, n_threads=n_threads)
+        at, block_scores, L = _accept(H, stop, n_columns - k, rng)
+        if at.size == 0:
+            continue
+        chosen = candidates[at]
+        G_T = columns(chosen)
+        C[:, k:k + at.size] = G_T
+        if k:
+            G_T -= _linalg.matmul(F[:, :k], np.ascontiguousarray(F[chosen, :k]), trans_b=True,
+                                  n_threads=n_threads)
+        # F's new columns G_T L^{-T}: the right solve X L^T = G_T.
+        new = _linalg.solve_triangular(L, G_T, lower=True, trans=True, left=False,
+                                       n_threads=n_threads)
+        F[:, k:k + at.size] = new
+        d -= np.einsum("ij,ij->i", new, new)
+        np.maximum(d, 0.0, out=d)
+        d[chosen] = 0.0         # exactly interpolated: never drawn again
+        indices.extend(int(i) for i in chosen)
+        scores.extend(block_scores)
+        k += at.size
+    return (np.asarray(indices, dtype=np.intp), np.asarray(scores), F[:, :k].copy(),
+            C[:, :k].copy())
