@@ -116,7 +116,8 @@ def regression(rng, n=300, d=3, k=1):
     return X, (Y[:, 0] if k == 1 else Y)
 
 
-@pytest.mark.parametrize("preconditioner", ["rpcholesky", "oasis", "greedy", "uniform"])
+@pytest.mark.parametrize("preconditioner", ["block_rpcholesky", "rpcholesky", "oasis", "greedy",
+                                            "uniform"])
 def test_pcg_solution_is_the_cholesky_solution(rng, preconditioner):
     X, y = regression(rng)
     ref = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3)

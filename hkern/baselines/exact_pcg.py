@@ -2,8 +2,9 @@
 
 (K + lam I) alpha = Y is solved by block CG (:func:`hkern.solvers.block_pcg`) preconditioned
 with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
-:func:`hkern.select_columns` (randomly pivoted Cholesky by default: Diaz, Epperly, Frangella,
-Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023).
+:func:`hkern.select_columns` (randomly pivoted Cholesky by default, as Diaz, Epperly, Frangella,
+Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023, in its
+accelerated block form).
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
 K + lam I, to the requested relative residual.
@@ -24,7 +25,7 @@ from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, b
 __all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank",
            "pcg_bytes", "solve_pcg"]
 
-PRECONDITIONERS = ("rpcholesky", "oasis", "greedy", "uniform")
+PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")
 
 
 @dataclass

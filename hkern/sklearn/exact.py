@@ -22,8 +22,8 @@ class _ExactParameters:
                           "    Cholesky solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, solver="cholesky", preconditioner="rpcholesky", r=None, tol=1e-6,
-                 max_iter=500, validation=None, verbose=False, max_memory=None):
+                 n_jobs=None, solver="cholesky", preconditioner="block_rpcholesky", r=None,
+                 tol=1e-6, max_iter=500, validation=None, verbose=False, max_memory=None):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
