@@ -19,7 +19,8 @@ import numpy as np
 
 from .._memory import check_memory, resolve_max_memory
 from ..kernels._api import _kernel_matvec_trusted, _matvec_bytes
-from ..oasis.api import select_columns
+from ..oasis.api import nystrom_factor
+from ..oasis.block_rpcholesky import BLOCK
 from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, block_pcg
 
 __all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank",
@@ -64,12 +65,13 @@ def default_rank(n):
     return max(1, min(1000, n // 4))
 
 
-def pcg_bytes(n, d, k, rank, stored, n_threads):
-    """Peak bytes of :func:`solve_pcg` beyond the inputs: the factor and its selection's panels
-    (16 n rank), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or the fused
-    product's tiles."""
+def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky"):
+    """Peak bytes of :func:`solve_pcg` beyond the inputs: the Nystrom factor (and, but for block
+    RPCholesky, the selection's copy of the columns: 16 n rank), a block's columns, CG's five
+    n x k blocks, and the stored kernel matrix (8 n^2) or the fused product's tiles."""
     kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
-    return 16 * n * rank + 8 * rank * rank + 40 * n * k + kernel
+    factor = 8 * n * rank * (1 if preconditioner == "block_rpcholesky" else 2)
+    return factor + 24 * n * BLOCK + 24 * rank * rank + 40 * n * k + kernel
 
 
 def _validation_error(X_val, Y_val, encoding, kind, bandwidth, X, n_threads):
@@ -89,17 +91,17 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     n, d = X.shape
     k = Y.shape[1]
     # Store K when it fits: each product is then a GEMM instead of n^2 kernel evaluations.
-    stored = pcg_bytes(n, d, k, rank, True, n_threads) + inputs.scaled_bytes <= \
-        resolve_max_memory(max_memory)
-    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads) + inputs.scaled_bytes, max_memory,
+    stored = pcg_bytes(n, d, k, rank, True, n_threads, preconditioner) + inputs.scaled_bytes \
+        <= resolve_max_memory(max_memory)
+    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner)
+                 + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
                  fix="choose a smaller rank")
     t0 = time.perf_counter()
-    selection = select_columns(X, rank, method=preconditioner, kernel=inputs.kernel,
-                               sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                               max_memory=max_memory)
-    apply_m = NystromPreconditioner(selection.F, inputs.lam, n_threads)
-    del selection
+    F = nystrom_factor(X, rank, method=preconditioner, kernel=inputs.kernel,
+                       sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads, max_memory=max_memory)
+    apply_m = NystromPreconditioner(F, inputs.lam, n_threads)
+    del F
     pre_seconds = time.perf_counter() - t0
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)

@@ -6,7 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
-from .._threads import blas_threads, budget_threads, budgeted
+from .._threads import blas_threads, budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
     check_choice,
@@ -19,7 +19,7 @@ from ..kernels._api import _kernel_matrix_trusted, kernel_kind
 from ._oasis import OasisCore
 from .block_rpcholesky import BLOCK, block_rpcholesky
 
-__all__ = ["oasis", "select_columns", "ColumnSelection", "SELECTORS"]
+__all__ = ["oasis", "select_columns", "ColumnSelection", "SELECTORS", "nystrom_factor"]
 
 SELECTORS = ("oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform")
 
@@ -380,6 +380,31 @@ def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
     L = _cholesky_of_w(np.ascontiguousarray(C[indices]), max_d, "block-RPCholesky pivots")
     return ColumnSelection(indices, C, _w_inverse(L, max_d), scores, F, "block_rpcholesky",
                            n_jobs=n_jobs)
+
+
+def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory):
+    """F (n, r) with K(X, X) ~ F F^T from the columns ``method`` selects, for a preconditioner
+    (validated X; the bandwidth ``sigma``).  Block RPCholesky keeps no copy of the columns
+    (F alone: 8 n r bytes); the other methods go through :func:`select_columns`."""
+    if method != "block_rpcholesky":
+        return select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
+                              n_jobs=n_jobs, max_memory=max_memory).F
+    _, kind = kernel_kind(kernel)
+    n = X.shape[0]
+    check_memory(8 * (n * r + 3 * n * BLOCK + r * r + 2 * n), max_memory,
+                 what=f"the rank-{r} Nystrom factor of n={n} points", fix="choose a smaller r")
+    rng = check_seed(seed)
+    n_threads = resolve_n_jobs(n_jobs)
+
+    def block_of(idx):
+        Z = np.ascontiguousarray(X[idx])
+        return _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
+
+    with blas_threads(1):
+        return block_rpcholesky(
+            lambda idx: _kernel_matrix_trusted(kind, sigma, X, np.ascontiguousarray(X[idx]),
+                                               n_threads),
+            block_of, np.ones(n), r, NUMERICAL_FLOOR, rng, n_threads, keep_columns=False)[2]
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,

@@ -48,7 +48,8 @@ def _accept(H, stop, room, rng):
     return idx, scores, np.tril(H[np.ix_(idx, idx)])
 
 
-def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
+def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
+                     keep_columns=True):
     """Pivots and factor of accelerated RPCholesky (module docstring).
 
     Parameters
@@ -66,6 +67,8 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
         candidate whose residual is at most ``stop`` is never accepted.
     rng : numpy.random.Generator
     n_threads : int
+    keep_columns : bool
+        Keep G(:, indices) (8 n k bytes); a preconditioner needs only F.
 
     Returns
     -------
@@ -74,13 +77,13 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
         Residual diagonal of each pivot when it was accepted.
     F : ndarray (n, k)
         G ~ F F^T.
-    C : ndarray (n, k)
-        G(:, indices).
+    C : ndarray (n, k) or None
+        G(:, indices), if kept.
     """
     n = diag.shape[0]
     d = diag.astype(np.float64, copy=True)
     F = np.empty((n, n_columns))
-    C = np.empty((n, n_columns))
+    C = np.empty((n, n_columns)) if keep_columns else None
     indices, scores = [], []
     k = 0
     while k < n_columns:
@@ -97,7 +100,8 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
             continue
         chosen = candidates[at]
         G_T = columns(chosen)
-        C[:, k:k + at.size] = G_T
+        if C is not None:
+            C[:, k:k + at.size] = G_T
         if k:
             G_T -= _linalg.matmul(F[:, :k], np.ascontiguousarray(F[chosen, :k]), trans_b=True,
                                   n_threads=n_threads)
@@ -111,5 +115,7 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads):
         indices.extend(int(i) for i in chosen)
         scores.extend(block_scores)
         k += at.size
-    return (np.asarray(indices, dtype=np.intp), np.asarray(scores), F[:, :k].copy(),
-            C[:, :k].copy())
+    if k < n_columns:                   # stopped early: the filled columns only
+        F = F[:, :k].copy()
+        C = None if C is None else C[:, :k].copy()
+    return np.asarray(indices, dtype=np.intp), np.asarray(scores), F, C
