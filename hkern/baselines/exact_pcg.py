@@ -23,8 +23,7 @@ from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, block_pcg
 
-__all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank",
-           "pcg_bytes", "solve_pcg"]
+__all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank", "pcg_bytes", "solve_pcg"]
 
 PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")
 
@@ -86,7 +85,8 @@ def _validation_error(X_val, Y_val, encoding, kind, bandwidth, X, n_threads):
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
               max_memory, n_threads):
-    """(alpha, SolverTrace) for (K + lam I) alpha = Y (module docstring); arguments checked."""
+    """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
+    arguments are checked."""
     X, Y = inputs.X, inputs.Y
     n, d = X.shape
     k = Y.shape[1]
@@ -96,7 +96,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner)
                  + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
-                 fix="choose a smaller rank")
+                 fix="choose a smaller r")
     t0 = time.perf_counter()
     F = nystrom_factor(X, rank, method=preconditioner, kernel=inputs.kernel,
                        sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads, max_memory=max_memory)
@@ -127,7 +127,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     if not converged:
         warnings.warn(f"fit_exact(solver='pcg') stopped at max_iter={max_iter} with relative "
                       f"residual {result.residuals[-1].max():.3g} > tol={tol:g}; raise max_iter "
-                      "or the preconditioner's rank", ConvergenceWarning, stacklevel=3)
+                      "or the preconditioner's rank r", ConvergenceWarning, stacklevel=3)
     trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
                         validation_error=np.array(errors) if error is not None else None,
                         preconditioner=preconditioner, rank=apply_m.rank,
