@@ -355,6 +355,17 @@ cdef inline int _n_tiles(int n) noexcept nogil:
     return (n + TILE - 1) // TILE
 
 
+cdef inline int _lower_tile_row(int t) noexcept nogil:
+    """Row bi of lower tile number t, the tiles (bi, bj), bj <= bi, numbered row by row:
+    t = bi (bi + 1) / 2 + bj."""
+    cdef int bi = <int>((sqrt(8.0 * t + 1.0) - 1.0) / 2.0)
+    if (bi + 1) * (bi + 2) // 2 <= t:      # guard the float estimate at exact boundaries
+        bi = bi + 1
+    elif bi * (bi + 1) // 2 > t:
+        bi = bi - 1
+    return bi
+
+
 cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                      const double* A, int lda, const double* B, int ldb,
                      double beta, double* C, int ldc, int n_threads) noexcept nogil:
@@ -383,13 +394,8 @@ cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, in
     cdef int nt = _n_tiles(n), t, bi, bj, r0, c0
     if n == 0:
         return
-    # Tiles (bi, bj) with bj <= bi, numbered row by row: t = bi (bi + 1) / 2 + bj.
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
-        bi = <int>((sqrt(8.0 * t + 1.0) - 1.0) / 2.0)
-        if (bi + 1) * (bi + 2) // 2 <= t:      # guard the float estimate at exact boundaries
-            bi = bi + 1
-        elif bi * (bi + 1) // 2 > t:
-            bi = bi - 1
+        bi = _lower_tile_row(t)
         bj = t - bi * (bi + 1) // 2
         r0 = bi * TILE
         c0 = bj * TILE
@@ -472,13 +478,9 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
                 Z[<Py_ssize_t>r * ldz + c] = 1.0 if r == c else 0.0
         trsm(True, True, False, False, n - j0, w, 1.0, L + <Py_ssize_t>j0 * ldl + j0, ldl,
              Z + <Py_ssize_t>j0 * ldz + j0, ldz)
-    # Lower tiles (bi, bj), bj <= bi, numbered row by row as in syrk_tiled.
+    # Lower tiles (bi, bj), bj <= bi, numbered row by row (_lower_tile_row).
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
-        bi = <int>((sqrt(8.0 * t + 1.0) - 1.0) / 2.0)
-        if (bi + 1) * (bi + 2) // 2 <= t:
-            bi = bi + 1
-        elif bi * (bi + 1) // 2 > t:
-            bi = bi - 1
+        bi = _lower_tile_row(t)
         bj = t - bi * (bi + 1) // 2
         i0 = bi * INV_TILE
         j0 = bj * INV_TILE

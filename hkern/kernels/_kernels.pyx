@@ -228,6 +228,17 @@ cdef int kernel_times(int kind, double sigma, int m, int n, int d,
     return 0
 
 
+cdef _squared_norms(int kind, const double[:, ::1] A):
+    """Squared row norms of A for the Euclidean kernels (at least one entry, so that a pointer
+    to it exists; unused and unset for the Laplace kernel)."""
+    out = np.empty(max(A.shape[0], 1))
+    cdef double[::1] o = out
+    if kind != LAPLACE and A.shape[0] > 0:
+        with nogil:
+            sqnorms(A.shape[0], A.shape[1], &A[0, 0], &o[0])
+    return out
+
+
 # Bytes of the per-thread tile of kernel_times (for memory estimates).
 TILE_BYTES = TILE_ROWS * TILE_COLS * 8
 
@@ -236,15 +247,11 @@ def kernel_times_matrix(int kind, double sigma, const double[:, ::1] X, const do
                         const double[:, ::1] V, double[:, ::1] out, int n_threads):
     """out[:] = K(X, Y) @ V with the kernel never stored (kernel_times).  Trusts its inputs."""
     cdef int m = X.shape[0], n = Y.shape[0], d = X.shape[1], k = V.shape[1], status
-    cdef double[::1] xsq = np.empty(max(m, 1))
-    cdef double[::1] ysq = np.empty(max(n, 1))
     if m == 0 or k == 0:
         return
+    cdef double[::1] xsq = _squared_norms(kind, X)
+    cdef double[::1] ysq = _squared_norms(kind, Y)
     with nogil:
-        if kind != LAPLACE:
-            sqnorms(m, d, &X[0, 0], &xsq[0])
-            if n > 0:
-                sqnorms(n, d, &Y[0, 0], &ysq[0])
         status = kernel_times(kind, sigma, m, n, d, &X[0, 0], &xsq[0],
                               &Y[0, 0] if n > 0 else NULL, &ysq[0],
                               &V[0, 0] if n > 0 else NULL, k, &out[0, 0], n_threads)
@@ -256,14 +263,11 @@ def fill_kernel_matrix(int kind, double sigma, const double[:, ::1] X, const dou
                        double[:, ::1] out, int n_threads):
     """out[:] = K(X, Y).  Trusts its inputs: the Python face validates them."""
     cdef int m = X.shape[0], n = Y.shape[0], d = X.shape[1]
-    cdef double[::1] xsq = np.empty(max(m, 1))
-    cdef double[::1] ysq = np.empty(max(n, 1))
     if m == 0 or n == 0:
         return
+    cdef double[::1] xsq = _squared_norms(kind, X)
+    cdef double[::1] ysq = _squared_norms(kind, Y)
     with nogil:
-        if kind != LAPLACE:
-            sqnorms(m, d, &X[0, 0], &xsq[0])
-            sqnorms(n, d, &Y[0, 0], &ysq[0])
         kernel_tiles(kind, sigma, m, n, d, &X[0, 0], &xsq[0], &Y[0, 0], &ysq[0],
                      &out[0, 0], out.shape[1], n_threads)
 

@@ -360,23 +360,28 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
                            "uniform", n_jobs=n_jobs)
 
 
-def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
-    """Accelerated RPCholesky (hkern.oasis.block_rpcholesky), inside select_columns' thread
-    budget; ``n_jobs`` is recorded on the result."""
-    n_threads = budget_threads()
-    max_d = float(diag.max())
-
+def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
+                  keep_columns):
+    """block_rpcholesky on the kernel matrix of ``points`` or on an explicit G."""
     def block_of(idx):
         if G is not None:
             return G[np.ix_(idx, idx)]
         Z = np.ascontiguousarray(points[idx])
         return _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
 
-    stop = max(tol, rtol * max_d, NUMERICAL_FLOOR * max_d)
     with blas_threads(1):
-        indices, scores, F, C = block_rpcholesky(
+        return block_rpcholesky(
             lambda idx: _columns(points, G, kind, sigma, idx, n_threads), block_of, diag,
-            n_columns, stop, rng, n_threads)
+            n_columns, stop, rng, n_threads, keep_columns=keep_columns)
+
+
+def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
+    """Accelerated RPCholesky (hkern.oasis.block_rpcholesky), inside select_columns' thread
+    budget; ``n_jobs`` is recorded on the result."""
+    max_d = float(diag.max())
+    stop = max(tol, rtol * max_d, NUMERICAL_FLOOR * max_d)
+    indices, scores, F, C = _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng,
+                                          budget_threads(), keep_columns=True)
     L = _cholesky_of_w(np.ascontiguousarray(C[indices]), max_d, "block-RPCholesky pivots")
     return ColumnSelection(indices, C, _w_inverse(L, max_d), scores, F, "block_rpcholesky",
                            n_jobs=n_jobs)
@@ -393,18 +398,9 @@ def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory):
     n = X.shape[0]
     check_memory(8 * (n * r + 3 * n * BLOCK + r * r + 2 * n), max_memory,
                  what=f"the rank-{r} Nystrom factor of n={n} points", fix="choose a smaller r")
-    rng = check_seed(seed)
-    n_threads = resolve_n_jobs(n_jobs)
-
-    def block_of(idx):
-        Z = np.ascontiguousarray(X[idx])
-        return _kernel_matrix_trusted(kind, sigma, Z, Z, n_threads)
-
-    with blas_threads(1):
-        return block_rpcholesky(
-            lambda idx: _kernel_matrix_trusted(kind, sigma, X, np.ascontiguousarray(X[idx]),
-                                               n_threads),
-            block_of, np.ones(n), r, NUMERICAL_FLOOR, rng, n_threads, keep_columns=False)[2]
+    # Every hkern kernel has k(x, x) = 1.
+    return _block_factor(X, None, np.ones(n), kind, sigma, r, NUMERICAL_FLOOR,
+                         check_seed(seed), resolve_n_jobs(n_jobs), keep_columns=False)[2]
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,
