@@ -209,6 +209,28 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     return out
 
 
+def _normal_times_bytes(n, m, d, k, n_threads):
+    """Bytes of :func:`_kernel_normal_times_trusted` beyond its inputs: the m x k result, squared
+    norms, the engine's blocks and partial sums, and shifted copies of X and Z when the data sit
+    far from the origin."""
+    return 8 * (m * k + m + n + (m + n) * d) + _kernels.normal_times_bytes(n, m, k, n_threads)
+
+
+def _kernel_normal_times_trusted(kind, sigma, X, Z, U, V, n_threads):
+    """K(X, Z)^T (K(X, Z) U + V) in one pass over K(X, Z) (U or V None: zero), each block of K
+    computed in cache and used twice, never stored (hkern.kernels._kernels.kernel_normal_times).
+
+    The products FALKON's conjugate gradients need: with U the normal-equations operator, with
+    V alone the right-hand side K^T y.  U (m x k) and V (n x k) are C-contiguous float64.
+    """
+    X, Z = _centred_for_accuracy(kind, X, Z)
+    k = (U if U is not None else V).shape[1]
+    out = np.empty((Z.shape[0], k))
+    with blas_threads(1):   # blocks call single-threaded BLAS from OpenMP threads
+        _kernels.kernel_normal_times_matrix(kind, sigma, X, Z, U, V, out, n_threads)
+    return out
+
+
 @budgeted
 def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None):
     """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.

@@ -31,3 +31,7 @@ cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
 cdef int kernel_times(int kind, double sigma, int m, int n, int d,
                       const double* X, const double* xsq, const double* Y, const double* ysq,
                       const double* V, int k, double* out, int n_threads) noexcept nogil
+cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
+                             const double* X, const double* xsq, const double* Z,
+                             const double* zsq, const double* U, const double* V, int k,
+                             double* out, int n_threads) noexcept nogil

@@ -4,7 +4,7 @@ from libc.math cimport exp, sqrt, fabs
 from libc.stdlib cimport malloc, free
 from openmp cimport omp_get_thread_num
 
-from hkern._linalg cimport gemm, syrk
+from hkern._linalg cimport gemm, gemv, syrk
 
 import numpy as np
 
@@ -221,10 +221,98 @@ cdef int kernel_times(int kind, double sigma, int m, int n, int d,
             kernel_block(kind, sigma, tm, tn, d, X + <Py_ssize_t>r0 * d,
                          (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
                          (ysq + c0) if ysq != NULL else NULL, buf, TILE_COLS)
-            gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
-                 0.0 if c0 == 0 else 1.0, out + <Py_ssize_t>r0 * k, k)
+            if k == 1:      # BLAS's gemm is slow with one column: its matrix-vector form
+                gemv(False, tm, tn, 1.0, buf, TILE_COLS, V + c0, 1, 0.0 if c0 == 0 else 1.0,
+                     out + r0, 1)
+            else:
+                gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
+                     0.0 if c0 == 0 else 1.0, out + <Py_ssize_t>r0 * k, k)
             c0 = c0 + TILE_COLS
     free(work)
+    return 0
+
+
+# kernel_normal_times: rows of K(X, Z) per block, sized so that the block (rows x m) stays in the
+# per-core L2 cache between its two uses, and the fixed number of row slabs whose partial sums
+# are added in order (the same sums for any thread count).
+cdef Py_ssize_t NORMAL_BLOCK_BYTES = 1 << 20
+cdef enum:
+    NORMAL_SLABS = 16
+
+
+cdef int normal_rows(int m) noexcept nogil:
+    """Rows of a kernel_normal_times block for m centres: a multiple of 8 in [8, TILE_ROWS]."""
+    cdef Py_ssize_t r = NORMAL_BLOCK_BYTES // (8 * <Py_ssize_t>max(m, 1))
+    return <int>min(max((r // 8) * 8, 8), TILE_ROWS)
+
+
+cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
+                             const double* X, const double* xsq, const double* Z,
+                             const double* zsq, const double* U, const double* V, int k,
+                             double* out, int n_threads) noexcept nogil:
+    """out (m x k) = K(X, Z)^T (K(X, Z) U + V) in one pass over K, never stored.
+
+    U (m x k) or V (n x k) may be NULL (zero).  Each block of normal_rows(m) rows of K(X, Z) is
+    computed once into a per-thread buffer that stays in cache, multiplied by U, and its
+    transpose multiplied into the block's slab of partial sums.  The rows form NORMAL_SLABS
+    slabs (fewer for small n) of consecutive blocks, each summed in order, and the slabs are
+    added in order at the end: every entry of out is the same sum for any n_threads (BLAS
+    limited to one thread by the caller).  Memory: one block and its k products per thread and
+    one m x k partial sum per slab.  Returns -1 if that could not be allocated, else 0.
+    """
+    cdef int rows = normal_rows(m)
+    cdef int n_blocks = (n + rows - 1) // rows
+    cdef int slabs = min(<int>NORMAL_SLABS, n_blocks)
+    cdef Py_ssize_t per_thread = <Py_ssize_t>rows * (m + k)
+    cdef Py_ssize_t mk = <Py_ssize_t>m * k
+    cdef int s, b, r0, rr
+    cdef Py_ssize_t i, j
+    cdef double* buf
+    cdef double* t
+    cdef double* acc
+    cdef double* work
+    cdef double* sums
+    if m == 0 or k == 0:
+        return 0
+    for i in range(mk):
+        out[i] = 0.0
+    if n == 0:
+        return 0
+    work = <double*>malloc(<size_t>n_threads * per_thread * sizeof(double))
+    sums = <double*>malloc(<size_t>slabs * mk * sizeof(double))
+    if work == NULL or sums == NULL:
+        free(work)
+        free(sums)
+        return -1
+    for s in prange(slabs, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        buf = work + <Py_ssize_t>omp_get_thread_num() * per_thread
+        t = buf + <Py_ssize_t>rows * m
+        acc = sums + s * mk
+        for j in range(mk):
+            acc[j] = 0.0
+        for b in range(s * n_blocks // slabs, (s + 1) * n_blocks // slabs):
+            r0 = b * rows
+            rr = min(rows, n - r0)
+            kernel_block(kind, sigma, rr, m, d, X + <Py_ssize_t>r0 * d,
+                         (xsq + r0) if xsq != NULL else NULL, Z, zsq, buf, m)
+            if V != NULL:
+                for j in range(<Py_ssize_t>rr * k):
+                    t[j] = V[<Py_ssize_t>r0 * k + j]
+            if k == 1:      # BLAS's gemm is slow with one column: its matrix-vector forms
+                if U != NULL:
+                    gemv(False, rr, m, 1.0, buf, m, U, 1, 1.0 if V != NULL else 0.0, t, 1)
+                gemv(True, rr, m, 1.0, buf, m, t, 1, 1.0, acc, 1)
+            else:
+                if U != NULL:
+                    gemm(False, False, rr, k, m, 1.0, buf, m, U, k,
+                         1.0 if V != NULL else 0.0, t, k)
+                gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 1.0, acc, k)
+    for s in range(slabs):
+        acc = sums + s * mk
+        for i in range(mk):
+            out[i] += acc[i]
+    free(work)
+    free(sums)
     return 0
 
 
@@ -259,6 +347,41 @@ def kernel_times_matrix(int kind, double sigma, const double[:, ::1] X, const do
         raise MemoryError("kernel_times: no memory for the per-thread tiles")
 
 
+def kernel_normal_times_matrix(int kind, double sigma, const double[:, ::1] X,
+                               const double[:, ::1] Z, U, V, double[:, ::1] out, int n_threads):
+    """out[:] = K(X, Z)^T (K(X, Z) U + V), U (m x k) and V (n x k) C-contiguous or None (zero),
+    the kernel never stored (kernel_normal_times).  Trusts its inputs."""
+    cdef int n = X.shape[0], m = Z.shape[0], d = X.shape[1], k = out.shape[1], status
+    cdef const double[:, ::1] u
+    cdef const double[:, ::1] v
+    cdef const double* up = NULL
+    cdef const double* vp = NULL
+    if m == 0 or k == 0:
+        return
+    if U is not None and n > 0:
+        u = U
+        up = &u[0, 0]
+    if V is not None and n > 0:
+        v = V
+        vp = &v[0, 0]
+    cdef double[::1] xsq = _squared_norms(kind, X)
+    cdef double[::1] zsq = _squared_norms(kind, Z)
+    with nogil:
+        status = kernel_normal_times(kind, sigma, n, m, d, &X[0, 0] if n > 0 else NULL,
+                                     &xsq[0], &Z[0, 0], &zsq[0], up, vp, k, &out[0, 0],
+                                     n_threads)
+    if status != 0:
+        raise MemoryError("kernel_normal_times: no memory for the per-thread blocks")
+
+
+def normal_times_bytes(int n, int m, int k, int n_threads):
+    """Bytes kernel_normal_times allocates: a block and its products per thread, the slabs'
+    partial sums."""
+    cdef int rows = normal_rows(m)
+    cdef int slabs = min(<int>NORMAL_SLABS, (n + rows - 1) // rows)
+    return 8 * (n_threads * rows * (m + k) + slabs * m * k)
+
+
 def fill_kernel_matrix(int kind, double sigma, const double[:, ::1] X, const double[:, ::1] Y,
                        double[:, ::1] out, int n_threads):
     """out[:] = K(X, Y).  Trusts its inputs: the Python face validates them."""
@@ -280,3 +403,4 @@ def kernel_values(int kind, const double[::1] s):
     for i in range(s.shape[0]):
         o[i] = kernel_from_scaled(kind, s[i])
     return out
+
