@@ -9,7 +9,7 @@ from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from cython.parallel cimport prange
-from openmp cimport omp_get_max_threads
+from openmp cimport omp_get_max_threads, omp_get_thread_num
 from scipy.linalg cimport cython_blas as blas
 from scipy.linalg cimport cython_lapack as lapack
 
@@ -490,6 +490,57 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
     symmetrize_from_lower(n, O, ldo)
 
 
+cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* diag,
+                              int n_threads) noexcept nogil:
+    """alpha T T^T for the upper triangle T of A (diagonal included), T left unchanged: its strict
+    lower triangle overwrites A's, its diagonal goes to diag.  Returns -1 if the per-thread
+    scratch could not be allocated, else 0.
+
+    LAPACK's dlauum forms U U^T in U's own triangle; this writes it into the other one, so that
+    T and a factor of the product share one n x n array (FALKON's preconditioner).  Lower tile
+    (I, J) is sum_{K >= I} T[I, K] T[J, K]^T: the K = I term by dtrmm with T's diagonal tile
+    (only its upper part is read), the rest by one dgemm over the columns right of tile I.
+    T's tiles are all read from the upper triangle and the products written to the strict
+    lower one (the diagonal to diag), so tiles run in parallel; n^3 / 3 flops in single-threaded
+    BLAS calls of fixed shapes: bitwise the same for any n_threads.
+    """
+    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, bi, bj, i0, j0, wi, wj, p, q, rest
+    cdef double* work
+    cdef double* X
+    if n == 0:
+        return 0
+    work = <double*>malloc(<size_t>n_threads * INV_TILE * INV_TILE * sizeof(double))
+    if work == NULL:
+        return -1
+    # Lower tiles (bi, bj), bj <= bi, row by row (_lower_tile_row): the costliest first.
+    for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        X = work + <Py_ssize_t>omp_get_thread_num() * INV_TILE * INV_TILE
+        bi = _lower_tile_row(t)
+        bj = t - bi * (bi + 1) // 2
+        i0 = bi * INV_TILE
+        j0 = bj * INV_TILE
+        wi = min(<int>INV_TILE, n - i0)
+        wj = min(<int>INV_TILE, n - j0)
+        # X = T[J, I]^T (wi x wj); on the diagonal only T's upper part (X lower triangular).
+        for p in range(wi):
+            for q in range(wj):
+                X[p * wj + q] = A[<Py_ssize_t>(j0 + q) * lda + i0 + p] \
+                    if (bi != bj or q <= p) else 0.0
+        trmm(True, False, False, False, wi, wj, 1.0, A + <Py_ssize_t>i0 * lda + i0, lda, X, wj)
+        rest = n - i0 - wi
+        if rest > 0:
+            gemm(False, True, wi, wj, rest, 1.0, A + <Py_ssize_t>i0 * lda + i0 + wi, lda,
+                 A + <Py_ssize_t>j0 * lda + i0 + wi, lda, 1.0, X, wj)
+        for p in range(wi):
+            for q in range(wj):
+                if bi != bj or q < p:
+                    A[<Py_ssize_t>(i0 + p) * lda + j0 + q] = alpha * X[p * wj + q]
+                elif q == p:
+                    diag[i0 + p] = alpha * X[p * wj + q]
+    free(work)
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------
 # NumPy entry points.  Inputs are converted to C-contiguous float64 (copies where the routine
 # overwrites its input), so callers never see their arrays modified.
@@ -666,6 +717,55 @@ def cholesky(A, overwrite=False, int n_threads=1):
             for j in range(i + 1, n):
                 a[i, j] = 0.0
     return np.asarray(a)
+
+
+def cholesky_pair(A, double scale, double lam, int n_threads=1):
+    """FALKON's two Cholesky factors of W in W's own memory (one n x n array for both).
+
+    On entry A (C-contiguous float64, overwritten) holds W, symmetric positive definite (lower
+    triangle read).  On exit, with T the upper factor T^T T = W and B the lower factor
+    B B^T = scale T T^T + lam I: A's strict upper triangle holds T's, A's lower triangle
+    (diagonal included) holds B.  Returns T's diagonal, or None (A's upper triangle then still
+    holds W's: the caller may restore the lower one and retry with a jitter) when W is not
+    positive definite to working precision.  n^3 flops in all (three n^3 / 3 steps: dpotrf,
+    the triangular product T T^T (lauum_upper_to_lower, not a general GEMM), dpotrf).
+    """
+    cdef double[:, ::1] a = A
+    cdef int n = a.shape[0], info
+    cdef Py_ssize_t i, j, i0, j0
+    if a.shape[1] != n:
+        raise ValueError("cholesky_pair: the matrix must be square")
+    if n == 0:
+        return np.empty(0)
+    cdef double[::1] diag = np.empty(n)
+    cdef double[::1] t_diag = np.empty(n)
+    with blas_threads(1):
+        with nogil:
+            info = potrf_tiled(n, &a[0, 0], n, n_threads)
+    if info != 0:
+        return None
+    with nogil:
+        # T = L^T into the strict upper triangle, 64 x 64 blocks at a time (cache-friendly).
+        for i0 in prange(0, n, 64, num_threads=n_threads, schedule="static"):
+            for j0 in range(0, i0 + 64, 64):
+                for i in range(i0, min(i0 + 64, n)):
+                    for j in range(j0, min(j0 + 64, i)):
+                        a[j, i] = a[i, j]
+        for i in range(n):
+            t_diag[i] = a[i, i]
+    with blas_threads(1):
+        with nogil:
+            info = lauum_upper_to_lower(n, &a[0, 0], n, scale, &diag[0], n_threads)
+    if info != 0:
+        raise MemoryError("cholesky_pair: no memory for the per-thread tiles")
+    with nogil:
+        for i in range(n):
+            a[i, i] = diag[i] + lam
+    with blas_threads(1):
+        with nogil:
+            info = potrf_tiled(n, &a[0, 0], n, n_threads)
+    check_info(info, "cholesky_pair (scale T T^T + lam I)")
+    return np.asarray(t_diag)
 
 
 def cho_solve(L, B, int n_threads=1):

@@ -726,3 +726,33 @@ def test_triangular_multiply(rng, lower, trans, unit, left):
     ref = op @ B if left else B @ op
     got = hl.triangular_multiply(T, B, lower=lower, trans=trans, unit_diagonal=unit, left=left)
     assert_rel(got, ref)
+
+
+@pytest.mark.parametrize("n", [1, 5, 127, 128, 129, 300])
+def test_cholesky_pair_is_falkons_two_factors(n):
+    """T^T T = W in the strict upper triangle (+ the returned diagonal) and
+    B B^T = scale T T^T + lam I in the lower one, across INV_TILE boundaries; the same bits for
+    any thread count."""
+    rng = np.random.default_rng(n)
+    G = rng.standard_normal((n, n + 3))
+    W = G @ G.T / n + 0.1 * np.eye(n)
+    outs = []
+    for n_threads in (1, 2, 3):
+        A = W.copy()
+        t_diag = hl.cholesky_pair(A, 2.5, 0.3, n_threads)
+        outs.append((A, t_diag))
+    A, t_diag = outs[0]
+    T = np.triu(A, 1) + np.diag(t_diag)
+    B = np.tril(A)
+    assert np.abs(T.T @ T - W).max() <= 1e-13 * np.abs(W).max()
+    ref = 2.5 * T @ T.T + 0.3 * np.eye(n)
+    assert np.abs(B @ B.T - ref).max() <= 1e-13 * np.abs(ref).max()
+    assert np.allclose(T, sla.cholesky(W, lower=False), rtol=0, atol=1e-12)
+    assert all(np.array_equal(o[0], A) and np.array_equal(o[1], t_diag) for o in outs[1:])
+
+
+def test_cholesky_pair_leaves_w_upper_when_not_definite():
+    W = np.array([[1.0, 2.0, 0.5], [2.0, 1.0, 0.3], [0.5, 0.3, 1.0]])
+    A = W.copy()
+    assert hl.cholesky_pair(A, 1.0, 0.1) is None
+    assert np.array_equal(np.triu(A, 1), np.triu(W, 1))

@@ -231,3 +231,185 @@ def test_block_pcg_accepts_fortran_ordered_right_hand_sides(rng):
     A, B = spd_system(rng, n=50)
     res = block_pcg(lambda V: A @ V, np.asfortranarray(B), tol=1e-10, max_iter=200)
     assert rel_norm(res.X, np.linalg.solve(A, B)) <= 1e-7
+
+
+# --------------------------------------------------------------------------------------------
+# FALKON: fit_nystrom(solver="pcg")
+# --------------------------------------------------------------------------------------------
+def normal_equations(X, Z, Y, sigma, lam, jitter):
+    """The Nystrom normal equations' solution (C^T C + lam (W + jitter I)) alpha = C^T Y, from
+    the dense kernel oracle and SciPy."""
+    from oracles import dense_kernel
+    C = dense_kernel(X, Z, kernel="gaussian", sigma=sigma)
+    W = dense_kernel(Z, Z, kernel="gaussian", sigma=sigma) + jitter * np.eye(len(Z))
+    return sla.solve(C.T @ C + lam * W, C.T @ Y, assume_a="pos"), C, W
+
+
+@pytest.mark.parametrize("sigma", [0.6, 1.2])
+def test_falkon_system_is_the_dense_preconditioned_system(rng, sigma):
+    """B^T H B U, B^T C^T Y and B U against SciPy on the dense matrices, B = T^{-1} A^{-1}.
+
+    The operator uses T^{-T} (lam W) T^{-1} = lam I; the literal product through W loses about
+    eps cond(W) of relative accuracy in the reference itself, so it is compared at sigma = 0.6
+    (cond(W) ~ 1e5); at sigma = 1.2 (cond(W) ~ 3e9) the reference uses the identity too.
+    """
+    from oracles import dense_kernel
+
+    from hkern.solvers import FalkonSystem
+    X = rng.standard_normal((400, 3))
+    Z = np.ascontiguousarray(X[rng.choice(400, 150, replace=False)])   # 2 tiles of 128
+    lam = 1e-2
+    system = FalkonSystem(0, sigma, X, Z, lam, n_threads=2)
+    C = dense_kernel(X, Z, kernel="gaussian", sigma=sigma)
+    W = dense_kernel(Z, Z, kernel="gaussian", sigma=sigma) + system.jitter * np.eye(150)
+    T = sla.cholesky(W, lower=False)                         # T^T T = W
+    A = sla.cholesky(400 / 150 * T @ T.T + lam * np.eye(150), lower=False)
+
+    def B(V):                                                # T^{-1} A^{-1} V
+        return sla.solve_triangular(T, sla.solve_triangular(A, V))
+
+    def Bt(V):                                               # A^{-T} T^{-T} V
+        return sla.solve_triangular(A, sla.solve_triangular(T, V, trans=1), trans=1)
+
+    U = rng.standard_normal((150, 2))
+    Y = rng.standard_normal((400, 2))
+    if sigma < 1:
+        assert rel_norm(system(U), Bt((C.T @ C + lam * W) @ B(U))) <= 1e-9
+    AU = sla.solve_triangular(A, U)
+    simplified = sla.solve_triangular(
+        A, sla.solve_triangular(T, C.T @ (C @ sla.solve_triangular(T, AU)), trans=1) + lam * AU,
+        trans=1)
+    assert rel_norm(system(U), simplified) <= (1e-11 if sigma < 1 else 1e-8)
+    assert rel_norm(system.rhs(Y), Bt(C.T @ Y)) <= (1e-11 if sigma < 1 else 1e-8)
+    assert rel_norm(system.coef(U), B(U)) <= (1e-11 if sigma < 1 else 1e-7)
+    assert system.rank == 150 and system.jitter == 150 * np.finfo(float).eps
+    other = FalkonSystem(0, sigma, X, Z, lam, n_threads=1)
+    assert np.array_equal(other(U), system(U))
+
+
+@pytest.mark.parametrize("landmarks", ["uniform", "rpcholesky", "block_rpcholesky"])
+def test_nystrom_pcg_solves_the_normal_equations(rng, landmarks):
+    X, y = regression(rng, n=500)
+    model = hkern.fit_nystrom(X, y, r=60, sigma=0.8, lam=1e-3, seed=0, solver="pcg",
+                              landmarks=landmarks, tol=1e-12, max_iter=2000)
+    jitter = model.solver_trace_.jitter
+    alpha, C, W = normal_equations(X, model.landmarks_, y, 0.8, 1e-3, jitter)
+    H = C.T @ C + 1e-3 * W
+    assert np.linalg.norm(H @ model.coef_[:, 0] - C.T @ y) <= 1e-8 * np.linalg.norm(C.T @ y)
+    assert rel_norm(model.coef_[:, 0], alpha) <= 1e-6
+    direct = hkern.fit_nystrom(X, y, r=60, sigma=0.8, lam=1e-3, seed=0, landmarks=landmarks)
+    assert np.array_equal(direct.landmark_indices_, model.landmark_indices_)
+    assert rel_norm(model.predict(X), direct.predict(X)) <= 1e-6
+    trace = model.solver_trace_
+    assert trace.converged and trace.preconditioner == landmarks and trace.rank == 60
+    assert model.n_iter_ == trace.residuals.shape[0] - 1 and model.rank_ == 60
+    assert direct.n_iter_ is None and direct.solver_trace_ is None
+
+
+def test_nystrom_pcg_multi_output_and_classification(rng):
+    X, Y = regression(rng, n=400, k=3)
+    model = hkern.fit_nystrom(X, Y, r=50, sigma=0.8, lam=1e-2, seed=1, solver="pcg",
+                              tol=1e-12, max_iter=2000)
+    alpha, _, _ = normal_equations(X, model.landmarks_, Y, 0.8, 1e-2, model.solver_trace_.jitter)
+    assert rel_norm(model.coef_, alpha) <= 1e-7
+    labels = np.where(X[:, 0] > 0.3, "a", np.where(X[:, 1] > 0, "b", "c"))
+    clf = hkern.fit_nystrom(X, labels, r=50, sigma=0.8, lam=1e-2, seed=1, solver="pcg",
+                            task="classification", tol=1e-10, max_iter=2000)
+    ref = hkern.fit_nystrom(X, labels, r=50, sigma=0.8, lam=1e-2, seed=1,
+                            task="classification")
+    assert np.array_equal(clf.predict(X), ref.predict(X))
+
+
+def test_nystrom_pcg_duplicated_centres(rng):
+    """Repeated centres (W singular): W + m eps I still factorises, and the fit solves that
+    system."""
+    X, y = regression(rng, n=300)
+    X[1:30:2] = X[0:29:2]
+    model = hkern.fit_nystrom(X, y, r=30, sigma=0.8, lam=1e-3, landmarks=np.arange(30),
+                              solver="pcg", tol=1e-12, max_iter=3000)
+    from oracles import dense_kernel
+    C = dense_kernel(X, X[:30], kernel="gaussian", sigma=0.8)
+    H = C.T @ C + 1e-3 * (C[:30] + model.solver_trace_.jitter * np.eye(30))   # singular
+    assert np.linalg.norm(H @ model.coef_[:, 0] - C.T @ y) <= 1e-8 * np.linalg.norm(C.T @ y)
+    assert np.all(np.isfinite(model.predict(X)))
+
+
+def test_falkon_retries_with_a_larger_jitter(rng, monkeypatch):
+    """When W + jitter I does not factorise, the lower triangle is restored from the upper one
+    and the jitter grows tenfold; past the last step a ValueError says what to do."""
+    from hkern import _linalg
+    from hkern.solvers import FalkonSystem, falkon
+    real = _linalg.cholesky_pair
+    failures = []
+
+    def failing_twice(P, scale, lam, n_threads):
+        if len(failures) < 2:
+            failures.append(P.diagonal()[0] - 1.0)
+            P[np.tril_indices(P.shape[0])] = np.nan       # what a failed dpotrf leaves
+            return None
+        return real(P, scale, lam, n_threads)
+
+    X = rng.standard_normal((200, 2))
+    Z = np.ascontiguousarray(X[:40])
+    monkeypatch.setattr(falkon._linalg, "cholesky_pair", failing_twice)
+    system = FalkonSystem(0, 0.5, X, Z, 1e-2)
+    eps40 = 40 * np.finfo(float).eps
+    assert np.allclose(failures, [eps40, 10 * eps40], rtol=1e-3, atol=0)
+    assert system.jitter == pytest.approx(100 * eps40)
+    monkeypatch.setattr(falkon._linalg, "cholesky_pair", real)
+    U = rng.standard_normal((40, 1))
+    from oracles import dense_kernel
+    W = dense_kernel(Z, Z, kernel="gaussian", sigma=0.5) + system.jitter * np.eye(40)
+    T = sla.cholesky(W, lower=False)
+    A = sla.cholesky(200 / 40 * T @ T.T + 1e-2 * np.eye(40), lower=False)
+    assert rel_norm(system.coef(U), sla.solve_triangular(T, sla.solve_triangular(A, U))) \
+        <= 1e-11
+    monkeypatch.setattr(falkon._linalg, "cholesky_pair", lambda *args: None)
+    with pytest.raises(ValueError, match="singular"):
+        FalkonSystem(0, 1.0, X, Z, 1e-2)
+
+
+def test_nystrom_pcg_is_the_same_for_any_n_jobs(rng):
+    X, y = regression(rng, n=3000)       # several row slabs of the kernel engine
+    a = hkern.fit_nystrom(X, y, r=300, sigma=0.9, lam=1e-3, seed=3, solver="pcg", n_jobs=1)
+    b = hkern.fit_nystrom(X, y, r=300, sigma=0.9, lam=1e-3, seed=3, solver="pcg", n_jobs=2)
+    assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
+
+
+def test_nystrom_pcg_validation_verbose_and_warning(rng, capsys):
+    X, y = regression(rng, n=400)
+    Xv, yv = regression(np.random.default_rng(9), n=80)
+    model = hkern.fit_nystrom(X, y, r=40, sigma=0.8, lam=1e-3, seed=0, solver="pcg",
+                              validation=(Xv, yv), verbose=True)
+    errors = model.solver_trace_.validation_error
+    assert errors.shape == (model.n_iter_ + 1,)
+    assert abs(errors[-1] - np.sqrt(np.mean((model.predict(Xv) - yv) ** 2))) <= 1e-12
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == model.n_iter_ + 2 and "validation" in lines[-1]
+    with pytest.warns(hkern.ConvergenceWarning, match="max_iter=2"):
+        short = hkern.fit_nystrom(X, y, r=40, sigma=0.8, lam=1e-3, seed=0, solver="pcg",
+                                  tol=1e-12, max_iter=2)
+    assert short.n_iter_ == 2 and not short.solver_trace_.converged
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(solver="cg"), "solver"),
+    (dict(solver="pcg", tol=0.0), "tol"),
+    (dict(solver="pcg", tol=np.nan), "tol"),
+    (dict(solver="pcg", max_iter=0), "max_iter"),
+    (dict(solver="pcg", r=301), "r"),
+    (dict(solver="pcg", landmarks="jacobi"), "landmarks"),
+    (dict(solver="pcg", lam="auto"), "solver='direct'"),
+    (dict(solver="pcg", validation=(np.ones((4, 2)), np.ones(4))), "features"),
+    (dict(solver="pcg", max_memory=10**4), "smaller r"),
+])
+def test_nystrom_pcg_bad_arguments(rng, kwargs, match):
+    X, y = regression(rng)
+    with pytest.raises(ValueError, match=match):
+        hkern.fit_nystrom(X, y, **{"r": 30, "sigma": 1.0, "lam": 1e-2, **kwargs})
+
+
+def test_nystrom_pcg_has_no_likelihood_for_sigma_auto(rng):
+    X, y = regression(rng, n=200)
+    with pytest.raises(ValueError, match="solver='direct'"):
+        hkern.fit_nystrom(X, y, r=20, sigma="auto", lam=1e-2, solver="pcg", seed=0)

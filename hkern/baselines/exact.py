@@ -7,19 +7,16 @@ from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
-    check_array,
     check_bool,
     check_choice,
     check_int,
-    check_positive,
     check_rhs,
-    scale_inputs,
 )
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+from ._iterative import check_stopping, check_validation
 from ._ridge import block_rows
 from .exact_pcg import PRECONDITIONERS, default_rank, solve_pcg
 
@@ -58,7 +55,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         alpha, in training order.
     n_iter_ : int or None
         Conjugate-gradient iterations (``solver="pcg"``); None for the Cholesky solver.
-    solver_trace_ : hkern.baselines.exact_pcg.SolverTrace or None
+    solver_trace_ : hkern.baselines.SolverTrace or None
         Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples
@@ -136,7 +133,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
               n_jobs=None, solver="cholesky", preconditioner="block_rpcholesky", r=None,
-              tol=1e-6, max_iter=500, validation=None, verbose=False, max_memory=None):
+              tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
 
@@ -254,29 +251,8 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
         r, "r", low=1, high=n - 1,
         hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
              "solver='cholesky')")
-    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-6")
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    if validation is not None:
-        try:
-            X_val, y_val = validation
-        except (TypeError, ValueError):
-            raise ValueError("validation must be a pair (X_val, y_val)") from None
-        X_val = check_array(X_val, "validation X")
-        if X_val.shape[1] != inputs.X.shape[1]:
-            raise ValueError(f"validation X has {X_val.shape[1]} features but X has "
-                             f"{inputs.X.shape[1]}")
-        if inputs.lengthscales is not None:
-            X_val = scale_inputs(X_val, inputs.lengthscales, "validation X")
-        if inputs.encoding.task == "classification":
-            y_val = np.asarray(y_val)
-            if y_val.shape != (X_val.shape[0],):
-                raise ValueError("validation y must hold one label per row of validation X")
-        else:
-            y_val, _ = encode_targets(y_val, X_val.shape[0])
-            if y_val.shape[1] != inputs.Y.shape[1]:
-                raise ValueError(f"validation y has {y_val.shape[1]} outputs but y has "
-                                 f"{inputs.Y.shape[1]}")
-        validation = (X_val, y_val)
+    tol, max_iter = check_stopping(tol, max_iter)
+    validation = check_validation(validation, inputs)
     alpha, trace, n_iter = solve_pcg(
         inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,

@@ -12,51 +12,19 @@ K + lam I, to the requested relative residual.
 from __future__ import annotations
 
 import time
-import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
 from .._memory import check_memory, resolve_max_memory
-from ..kernels._api import _kernel_matvec_trusted, _matvec_bytes
+from ..kernels._api import _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
-from ..solvers import ConvergenceWarning, KernelSystem, NystromPreconditioner, block_pcg
+from ..solvers import KernelSystem, NystromPreconditioner
+from ._iterative import SolverTrace, traced_pcg, validation_error
 
-__all__ = ["PRECONDITIONERS", "SolverTrace", "default_rank", "pcg_bytes", "solve_pcg"]
+__all__ = ["PRECONDITIONERS", "default_rank", "pcg_bytes", "solve_pcg"]
 
 PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")
-
-
-@dataclass
-class SolverTrace:
-    """How an iterative fit went, one entry per iteration (index 0: before the first).
-
-    Attributes
-    ----------
-    residuals : ndarray (n_iter + 1, k)
-        Relative residual ||y_j - A alpha_j|| / ||y_j|| of each output column.
-    seconds : ndarray (n_iter + 1,)
-        Seconds since the solve started (after the preconditioner).
-    validation_error : ndarray (n_iter + 1,) or None
-        The validation set's RMSE (regression) or error rate (classification), if one was given.
-    preconditioner : str
-    rank : int
-        Columns of the Nystrom preconditioner.
-    preconditioner_seconds : float
-    stored_kernel : bool
-        Whether the kernel matrix was stored (else recomputed at every iteration).
-    converged : bool
-    """
-
-    residuals: np.ndarray
-    seconds: np.ndarray
-    validation_error: object
-    preconditioner: str
-    rank: int
-    preconditioner_seconds: float
-    stored_kernel: bool
-    converged: bool
 
 
 def default_rank(n):
@@ -71,16 +39,6 @@ def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky
     kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
     factor = 8 * n * rank * (1 if preconditioner == "block_rpcholesky" else 2)
     return factor + 24 * n * BLOCK + 24 * rank * rank + 40 * n * k + kernel
-
-
-def _validation_error(X_val, Y_val, encoding, kind, bandwidth, X, n_threads):
-    """A function of alpha: the validation RMSE (regression) or error rate (classification)."""
-    def error(alpha):
-        scores = _kernel_matvec_trusted(kind, bandwidth, X_val, X, alpha, n_threads)
-        if encoding.task == "classification":
-            return float(np.mean(encoding.decode(scores) != Y_val))
-        return float(np.sqrt(np.mean((scores - Y_val) ** 2)))
-    return error
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
@@ -105,32 +63,17 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     pre_seconds = time.perf_counter() - t0
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)
-    error = None if validation is None else _validation_error(
-        *validation, inputs.encoding, inputs.kind, inputs.bandwidth, X, n_threads)
-    errors = []
-
-    def report(iteration, alpha, residuals):
-        if error is not None:
-            errors.append(error(alpha))
-        if verbose:
-            line = f"[fit_exact pcg] iteration {iteration:4d}  residual {residuals.max():.3e}"
-            if error is not None:
-                line += f"  validation {errors[-1]:.6g}"
-            print(line + f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
-
     if verbose:
         print(f"[fit_exact pcg] {preconditioner} preconditioner of rank {apply_m.rank} in "
               f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
               flush=True)
-    result = block_pcg(apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report)
-    converged = bool(result.converged.all())
-    if not converged:
-        warnings.warn(f"fit_exact(solver='pcg') stopped at max_iter={max_iter} with relative "
-                      f"residual {result.residuals[-1].max():.3g} > tol={tol:g}; raise max_iter "
-                      "or the preconditioner's rank r", ConvergenceWarning, stacklevel=3)
+    result, errors = traced_pcg(
+        apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter,
+        error=validation_error(validation, inputs, X, n_threads), coef=lambda alpha: alpha,
+        label="fit_exact pcg", verbose=verbose, started=t0,
+        fix="raise max_iter or the preconditioner's rank r")
     trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
-                        validation_error=np.array(errors) if error is not None else None,
-                        preconditioner=preconditioner, rank=apply_m.rank,
-                        preconditioner_seconds=pre_seconds, stored_kernel=stored,
-                        converged=converged)
+                        validation_error=errors, preconditioner=preconditioner,
+                        rank=apply_m.rank, preconditioner_seconds=pre_seconds,
+                        stored_kernel=stored, converged=bool(result.converged.all()))
     return result.X, trace, int(result.n_iter.max()) if k else 0

@@ -4,10 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
+from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
 from .._validation import (
+    check_bool,
+    check_choice,
     check_nonnegative,
     check_rank,
     check_row_indices,
@@ -15,10 +18,15 @@ from .._validation import (
 )
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
+from ..solvers import falkon_bytes
+from ._iterative import check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
+from .nystrom_pcg import solve_nystrom_pcg
 
 __all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes",
-           "check_landmarks", "check_rcond", "draw_landmarks"]
+           "check_landmarks", "check_rcond", "draw_landmarks", "NYSTROM_SOLVERS"]
+
+NYSTROM_SOLVERS = ("direct", "pcg")
 
 
 class NystromKRR(KernelRidgeModel):
@@ -33,7 +41,11 @@ class NystromKRR(KernelRidgeModel):
     coef_ : ndarray (r, k)
         beta.
     rank_ : int
-        Numerical rank kept of K(Z, Z).
+        Numerical rank kept of K(Z, Z) (the direct solver), or the number of centres (PCG).
+    n_iter_ : int or None
+        Conjugate-gradient iterations (``solver="pcg"``); None for the direct solver.
+    solver_trace_ : hkern.baselines.SolverTrace or None
+        Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples
     --------
@@ -51,12 +63,14 @@ class NystromKRR(KernelRidgeModel):
     True
     """
 
-    def __init__(self, landmarks, indices, coef, rank, **kw):
+    def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None, **kw):
         super().__init__(**kw)
         self.landmarks_ = landmarks
         self.landmark_indices_ = indices
         self.coef_ = coef
         self.rank_ = rank
+        self.n_iter_ = n_iter
+        self.solver_trace_ = solver_trace
 
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
@@ -134,16 +148,22 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
 @selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
-                seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, verbose=False,
-                max_memory=None):
+                seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
+                tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
-    W = K(Z, Z).
-    The fit solves the r-dimensional ridge problem in the features Phi = C M with
-    M M^T = W^+ (eigendecomposition of W with a relative cutoff; no explicit inverse of W),
-    which equals KRR with the kernel matrix C W^+ C^T.  Phi is formed one row block at a time,
-    so memory is O(r^2 + block * r), never O(n r).
+    W = K(Z, Z).  The model is f(x) = k(x, Z) alpha with alpha minimising
+    ||C alpha - y||^2 + lam alpha^T W alpha, which is KRR with the kernel matrix C W^+ C^T.
+
+    The direct solver solves the r-dimensional ridge problem in the features Phi = C M with
+    M M^T = W^+ (eigendecomposition of W with a relative cutoff; no explicit inverse of W).
+    Phi is formed one row block at a time, so memory is O(r^2 + block * r), never O(n r);
+    time O(n r^2 + r^3).  The PCG solver is FALKON's algorithm (Rudi, Carratino and Rosasco,
+    2017; :mod:`hkern.solvers.falkon`): conjugate gradients on the normal equations
+    (C^T C + lam W) alpha = C^T y preconditioned with two r x r Cholesky factors, each
+    iteration one pass over C computed in cache and never stored: O(r^3) once and O(n r d)
+    per iteration, the way to tens of thousands of centres.
 
     Parameters
     ----------
@@ -162,8 +182,24 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     task : {"regression", "classification"}
     rcond : float
         Eigenvalues of W at or below rcond * max are treated as zero; 0 <= rcond < 1 (the
-        largest eigenvalue is always kept).
-    landmarks : {"uniform", "oasis", "greedy", "rpcholesky"} or array of int
+        largest eigenvalue is always kept).  Direct solver only: PCG factorises W + jitter I,
+        the jitter r * eps unless W needs more (``solver_trace_.jitter``).
+    solver : {"direct", "pcg"}
+        ``"direct"``: the ridge problem in Nystrom features (eigendecomposition of W, r x r
+        Gram matrix).  ``"pcg"``: FALKON's preconditioned conjugate gradients (above), for
+        large r.  PCG computes no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
+        direct solver.
+    tol : float
+        PCG stops when every column's relative residual in FALKON's preconditioned system is
+        at most ``tol`` (> 0).
+    max_iter : int
+        Most PCG iterations (>= 1); a :class:`hkern.ConvergenceWarning` says when it stopped
+        the solver before ``tol``.
+    validation : (X_val, y_val) or None
+        With PCG, a validation set whose RMSE (regression) or error rate (classification) is
+        recorded at every iteration (``solver_trace_.validation_error``, and printed with
+        ``verbose``).
+    landmarks : {"uniform", "oasis", "greedy", "rpcholesky", "block_rpcholesky"} or array of int
         How the landmarks are chosen (see :func:`hkern.select_columns`; the adaptive methods
         may stop before r columns when the kernel matrix is numerically of lower rank), or the
         row indices of X to use (e.g. ``hkern.oasis(X, r).indices``).
@@ -171,8 +207,11 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
     {verbose}
+        With PCG: one line per iteration (largest relative residual, validation error,
+        seconds).
     max_memory : int or None
-        Most bytes the fit may allocate (see :func:`nystrom_peak_bytes`, about 40 r^2 + 64 MiB);
+        Most bytes the fit may allocate (the direct solver: :func:`nystrom_peak_bytes`, about
+        40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k);
         None (default): the memory available when the call starts.
 
     Returns
@@ -187,7 +226,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
 
     Notes
     -----
-    Cost O(n r d + n r^2 + r^3) time.  Predictions cost O(r d) per point.
+    Cost O(n r d + n r^2 + r^3) time (direct), O(r^3 + iterations * n r d) (PCG).  Predictions
+    cost O(r d) per point.
 
     Examples
     --------
@@ -198,21 +238,40 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
+    check_choice(solver, "solver", NYSTROM_SOLVERS)
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
-    n = X.shape[0]
+    n, d = X.shape
     landmarks, r = check_landmarks(landmarks, r, n)
     rcond = check_rcond(rcond)
     rng = check_seed(seed)
-    check_memory(nystrom_peak_bytes(n, r, Y.shape[1], landmarks) + inputs.scaled_bytes,
-                 max_memory,
+    if solver == "pcg":
+        if isinstance(inputs.lam, ProfiledRidge):
+            raise ValueError("fit_nystrom(solver='pcg') computes no log-determinant, and "
+                             "lam='auto' needs it: pass solver='direct', or a number for lam")
+        tol, max_iter = check_stopping(tol, max_iter)
+        validation = check_validation(validation, inputs)
+        verbose = check_bool(verbose, "verbose")
+        peak = falkon_bytes(n, r, d, Y.shape[1], budget_threads())
+        if isinstance(landmarks, str) and landmarks != "uniform":
+            from ..oasis.api import selection_peak_bytes
+            peak = max(peak, selection_peak_bytes(n, r, landmarks))
+    else:
+        peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks)
+    check_memory(peak + inputs.scaled_bytes, max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     n_threads = budget_threads()
     indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth, rng=rng,
                              n_jobs=n_threads, max_memory=max_memory)
     Z = np.ascontiguousarray(X[indices])
+    if solver == "pcg":
+        coef, trace, n_iter = solve_nystrom_pcg(
+            inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
+            verbose=verbose, n_threads=n_threads)
+        return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
+                          evidence=None, **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
     M = nystrom_feature_map(W, rcond)
 

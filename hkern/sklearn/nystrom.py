@@ -19,10 +19,14 @@ class _NystromParameters:
 
     _fit_function = staticmethod(hkern.fit_nystrom)
     _doc = {"model": "hkern.baselines.NystromKRR", "draws": "Landmark sampling",
-            "size": "``r`` landmarks"}
+            "size": "``r`` landmarks",
+            "attributes": "n_iter_ : int or None\n"
+                          "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
+                          "    direct solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, landmarks="uniform", rcond=1e-12, verbose=False, max_memory=None):
+                 n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-4,
+                 max_iter=500, validation=None, verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -31,8 +35,20 @@ class _NystromParameters:
         self.n_jobs = n_jobs
         self.landmarks = landmarks
         self.rcond = rcond
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.validation = validation
         self.verbose = verbose
         self.max_memory = max_memory
+
+    def _expected_failed_checks(self):
+        if self.solver != "pcg":
+            return {"check_non_transformer_estimators_n_iter":
+                    "the direct solver does not iterate (n_iter_ is None, as for "
+                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
+                    "only"}
+        return {}
 
 
 @documented

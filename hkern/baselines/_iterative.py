@@ -1,0 +1,130 @@
+"""What the iterative fits share (fit_exact(solver="pcg"), fit_nystrom(solver="pcg")): argument
+checks for the stopping rule and the validation set, the validation error per iteration, the
+progress lines and the record of an iterative solve on the model (:class:`SolverTrace`)."""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._targets import encode_targets
+from .._validation import check_array, check_int, check_positive, scale_inputs
+from ..kernels._api import _kernel_matvec_trusted
+from ..solvers import ConvergenceWarning, block_pcg
+
+__all__ = ["SolverTrace", "check_stopping", "check_validation", "traced_pcg", "validation_error"]
+
+
+@dataclass
+class SolverTrace:
+    """How an iterative fit went, one entry per iteration (index 0: before the first).
+
+    Attributes
+    ----------
+    residuals : ndarray (n_iter + 1, k)
+        Relative residual of each output column: ||y_j - A alpha_j|| / ||y_j|| of the system
+        CG solves (for fit_exact K + lam I; for fit_nystrom FALKON's preconditioned normal
+        equations).
+    seconds : ndarray (n_iter + 1,)
+        Seconds since the solve started (after the preconditioner).
+    validation_error : ndarray (n_iter + 1,) or None
+        The validation set's RMSE (regression) or error rate (classification), if one was given.
+    preconditioner : str
+        How its columns (fit_exact) or the centres (fit_nystrom) were chosen.
+    rank : int
+        Columns of the Nystrom preconditioner (fit_exact) or Nystrom centres (fit_nystrom).
+    preconditioner_seconds : float
+    stored_kernel : bool
+        Whether the kernel matrix was stored (else recomputed at every iteration).
+    converged : bool
+    jitter : float
+        Added to the diagonal of the centres' kernel matrix so that it factorises
+        (fit_nystrom; 0 for fit_exact).
+    """
+
+    residuals: np.ndarray
+    seconds: np.ndarray
+    validation_error: object
+    preconditioner: str
+    rank: int
+    preconditioner_seconds: float
+    stored_kernel: bool
+    converged: bool
+    jitter: float = 0.0
+
+
+def check_stopping(tol, max_iter):
+    """(tol, max_iter) checked: tol > 0, max_iter >= 1."""
+    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-6")
+    return tol, check_int(max_iter, "max_iter", low=1)
+
+
+def check_validation(validation, inputs):
+    """``validation`` checked against the prepared fit ``inputs``: None, or (X_val, Y_val) with
+    X_val scaled as X was (ARD) and Y_val encoded as the targets (labels for classification)."""
+    if validation is None:
+        return None
+    try:
+        X_val, y_val = validation
+    except (TypeError, ValueError):
+        raise ValueError("validation must be a pair (X_val, y_val)") from None
+    X_val = check_array(X_val, "validation X")
+    if X_val.shape[1] != inputs.X.shape[1]:
+        raise ValueError(f"validation X has {X_val.shape[1]} features but X has "
+                         f"{inputs.X.shape[1]}")
+    if inputs.lengthscales is not None:
+        X_val = scale_inputs(X_val, inputs.lengthscales, "validation X")
+    if inputs.encoding.task == "classification":
+        y_val = np.asarray(y_val)
+        if y_val.shape != (X_val.shape[0],):
+            raise ValueError("validation y must hold one label per row of validation X")
+    else:
+        y_val, _ = encode_targets(y_val, X_val.shape[0])
+        if y_val.shape[1] != inputs.Y.shape[1]:
+            raise ValueError(f"validation y has {y_val.shape[1]} outputs but y has "
+                             f"{inputs.Y.shape[1]}")
+    return X_val, y_val
+
+
+def validation_error(validation, inputs, centres, n_threads):
+    """A function of the coefficients on ``centres`` (f(x) = k(x, centres) coef): the validation
+    RMSE (regression) or error rate (classification); None without a validation set."""
+    if validation is None:
+        return None
+    X_val, Y_val = validation
+    encoding = inputs.encoding
+
+    def error(coef):
+        scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_val, centres, coef,
+                                        n_threads)
+        if encoding.task == "classification":
+            return float(np.mean(encoding.decode(scores) != Y_val))
+        return float(np.sqrt(np.mean((scores - Y_val) ** 2)))
+    return error
+
+
+def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
+               fix):
+    """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
+    ``error`` of ``coef(iterate)`` after every iteration (if given), one printed line per
+    iteration with ``verbose``, and a :class:`hkern.ConvergenceWarning` naming ``fix`` when
+    ``max_iter`` stops it.  Returns (CGResult, validation errors or None)."""
+    errors = []
+
+    def report(iteration, X, residuals):
+        if error is not None:
+            errors.append(error(coef(X)))
+        if verbose:
+            line = f"[{label}] iteration {iteration:4d}  residual {residuals.max():.3e}"
+            if error is not None:
+                line += f"  validation {errors[-1]:.6g}"
+            print(line + f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+
+    result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report)
+    if not result.converged.all():
+        warnings.warn(f"{label} stopped at max_iter={max_iter} with relative residual "
+                      f"{result.residuals[-1].max():.3g} > tol={tol:g}; {fix}",
+                      ConvergenceWarning, stacklevel=4)
+    return result, (np.array(errors) if error is not None else None)

@@ -1,0 +1,144 @@
+"""FALKON's preconditioned normal equations of Nystrom kernel ridge regression.
+
+With m centres Z among the n training points X, C = K(X, Z) and W = K(Z, Z), Nystrom KRR with
+ridge lam (hkern's convention: the lam of K + lam I) has the coefficients alpha of
+f(x) = k(x, Z) alpha solving
+
+    H alpha = C^T y,    H = C^T C + lam W.
+
+Rudi, Carratino and Rosasco (FALKON, NeurIPS 2017) precondition H with B = T^{-1} A^{-1}, where
+T^T T = W (upper T) and A^T A = (n / m) T T^T + lam I: for uniformly drawn centres
+C^T C ~ (n / m) W^2, so B^T H B is close to the identity and conjugate gradients on
+
+    B^T H B beta = B^T C^T y,    alpha = B beta,
+
+converge in a few tens of iterations for any conditioning of H.  (FALKON writes the problem
+divided by n, with lam / n for our lam: the same system.)  Since T^{-T} (lam W) T^{-1} = lam I,
+one product is B^T H B u = A^{-T} (T^{-T} C^T C T^{-1} A^{-1} u + lam A^{-1} u): four triangular
+solves and one pass of the kernel engine over C (K^T (K v), each block of C computed once,
+never stored: :func:`hkern.kernels._api._kernel_normal_times_trusted`).
+
+T and A share one m x m array (:func:`hkern._linalg.cholesky_pair`): T in the strict upper
+triangle with its diagonal kept aside, A^T in the lower triangle.  When W is numerically
+singular (close centres), W + jitter I is factorised instead, the jitter growing from
+m * eps (FALKON's choice) by tenfold steps; the system solved is then H with W + jitter I.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linalg
+from ..kernels._api import _kernel_matrix_trusted, _kernel_normal_times_trusted, _normal_times_bytes
+
+__all__ = ["FalkonSystem", "falkon_bytes"]
+
+# Tenfold jitter steps tried after m * eps before W is declared unfactorisable.
+_JITTER_STEPS = 10
+
+
+def falkon_bytes(n, m, d, k, n_threads):
+    """Peak bytes of :class:`FalkonSystem` and of CG on it beyond the inputs: the m x m factor
+    pair, the kernel engine's blocks and partial sums, and about ten m x k blocks."""
+    return 8 * m * m + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k + 8 * n * k
+
+
+class FalkonSystem:
+    """beta -> B^T H B beta, its right-hand side and alpha = B beta (module docstring).
+
+    Parameters
+    ----------
+    kind : int
+        The kernel engine's code.
+    bandwidth : float
+    X : ndarray (n, d)
+        Training points, C-contiguous float64 (already scaled).
+    Z : ndarray (m, d)
+        Centres, C-contiguous float64.
+    lam : float
+        The ridge, > 0.
+    n_threads : int
+        Threads (results identical for any value).
+
+    Raises
+    ------
+    ValueError
+        If W + jitter I cannot be factorised for any jitter up to 1e-6 or so (duplicated
+        centres beyond repair: fewer centres, or an adaptive selection, fix that).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.solvers import FalkonSystem, block_pcg
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); Z = X[:40].copy(); y = np.sin(X[:, :1])
+    >>> system = FalkonSystem(0, 1.0, X, Z, 1e-2)      # Gaussian kernel, sigma = 1
+    >>> alpha = system.coef(block_pcg(system, system.rhs(y), tol=1e-10).X)
+    >>> C = np.exp(-((X[:, None] - Z[None]) ** 2).sum(-1) / 2)
+    >>> H = C.T @ C + 1e-2 * (C[:40] + system.jitter * np.eye(40))
+    >>> bool(np.allclose(H @ alpha, C.T @ y))
+    True
+    """
+
+    def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1):
+        self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
+        self.lam = float(lam)
+        self.n_threads = n_threads
+        n, m = X.shape[0], Z.shape[0]
+        P = _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
+        w_diag = P.diagonal().copy()
+        jitter = m * np.finfo(np.float64).eps
+        for _ in range(_JITTER_STEPS + 1):
+            P.flat[:: m + 1] = w_diag + jitter
+            t_diag = _linalg.cholesky_pair(P, n / m, self.lam, n_threads)
+            if t_diag is not None:
+                break
+            # The upper triangle still holds W: restore the lower one and try a larger jitter.
+            P.T[np.triu_indices(m, 1)] = P[np.triu_indices(m, 1)]
+            jitter *= 10.0
+        else:
+            raise ValueError(
+                f"the kernel matrix of the {m} centres is singular even with {jitter / 10:.1e} "
+                "added to its diagonal (centres nearly duplicated): use fewer centres, "
+                "landmarks='rpcholesky', or a smaller sigma")
+        self.jitter = jitter
+        self._P = P
+        self._t_diag = t_diag
+        self._b_diag = P.diagonal().copy()
+
+    @property
+    def rank(self):
+        return self.Z.shape[0]
+
+    def _solve_t(self, V, trans):
+        """T^{-1} V or T^{-T} V: T's diagonal is swapped into the shared array for the solve."""
+        diagonal = self._P.reshape(-1)[:: self._P.shape[0] + 1]
+        diagonal[:] = self._t_diag
+        try:
+            return _linalg.solve_triangular(self._P, V, lower=False, trans=trans,
+                                            n_threads=self.n_threads)
+        finally:
+            diagonal[:] = self._b_diag
+
+    def _solve_a(self, V, trans):
+        """A^{-1} V (trans=False) or A^{-T} V, A = (the lower factor)^T."""
+        return _linalg.solve_triangular(self._P, V, lower=True, trans=not trans,
+                                        n_threads=self.n_threads)
+
+    def rhs(self, Y):
+        """B^T C^T Y for targets Y (n, k)."""
+        CtY = _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, None,
+                                           np.ascontiguousarray(Y), self.n_threads)
+        return self._solve_a(self._solve_t(CtY, trans=True), trans=True)
+
+    def __call__(self, U):
+        """B^T H B U for U (m, j)."""
+        V = self._solve_a(U, trans=False)
+        W = _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z,
+                                         self._solve_t(V, trans=False), None, self.n_threads)
+        W = self._solve_t(W, trans=True)
+        W += self.lam * V
+        return self._solve_a(W, trans=True)
+
+    def coef(self, beta):
+        """alpha = B beta = T^{-1} A^{-1} beta."""
+        return self._solve_t(self._solve_a(beta, trans=False), trans=False)
