@@ -180,7 +180,7 @@ def synthetic(n, d, seed):
 def section_synthetic(table, args):
     X, y, Xt, yt = synthetic(args.synthetic_n, 8, SEED)
     table.time("synthetic", f"hkern pcg n={X.shape[0]} M=4096", lambda: hkern.fit_nystrom(
-        X, y, r=4096, sigma=2.0, lam=1e-2, seed=SEED, solver="pcg", tol=args.tol,
+        X, y, r=4096, sigma=2.0, lam=args.synthetic_lam, seed=SEED, solver="pcg", tol=args.tol,
         max_iter=args.max_iter), predict_model, Xt, yt, n=X.shape[0], m=4096)
 
 
@@ -229,6 +229,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-cholesky", action="store_true")
     parser.add_argument("--synthetic-n", type=int, default=10**6)
+    parser.add_argument("--synthetic-lam", type=float, default=1.0)
     parser.add_argument("--datasets", nargs="+", default=list(CURVE_SETS))
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
