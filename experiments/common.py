@@ -17,7 +17,8 @@ One place for:
   :func:`banner`, :func:`code_version`, :func:`pyplot` (matplotlib is optional).
 
 It is also the one place the scripts take hkern's private helpers from (``blas_threads``,
-``resolve_n_jobs``, ``peak_memory``): a rename inside hkern touches this file only.  The asv
+``resolve_n_jobs``, ``peak_memory``, ``available_memory``): a rename inside hkern touches this
+file only.  The asv
 suite (asv_bench/benchmarks/) does not import it: asv runs its benchmarks in their own
 processes, from their own folder.
 """
@@ -35,12 +36,13 @@ from pathlib import Path
 import numpy as np
 
 import hkern
-from hkern._memory import peak_memory
+from hkern._memory import available_memory, peak_memory
 from hkern._threads import blas_threads, resolve_n_jobs
 from hkern.datasets import load_uci, standardize
 
-__all__ = ["ROOT", "RESULTS", "PAGES", "FIGURES", "blas_threads", "resolve_n_jobs",
-           "load_split", "load_standardized", "mse", "rmse", "relative_error", "best_time",
+__all__ = ["ROOT", "RESULTS", "PAGES", "FIGURES", "available_memory", "blas_threads",
+           "resolve_n_jobs", "load_split", "load_standardized", "mse", "rmse", "relative_error",
+           "best_time",
            "timed_fit", "validation_split", "tune", "markdown_table", "machine_note",
            "command_line", "banner", "code_version", "pyplot"]
 

@@ -23,9 +23,9 @@ cdef enum:
     TILE = 512
     # Block size of the tiled Cholesky (the k dimension of its trailing updates).
     CHOL_BLOCK = 256
-    # Panel width of the tiled inverse from a Cholesky factor: its work is uneven across panels
-    # (the first panel costs most), so panels are narrower than TILE for two threads to share a
-    # 500 x 500 inverse.
+    # Panel width of the tiled inverse from a Cholesky factor and of the tiled triangular product
+    # (lauum_upper_to_lower): their work is uneven across panels (the first panel costs most), so
+    # panels are narrower than TILE for two threads to share a 500 x 500 inverse.
     INV_TILE = 128
 
 # The same numbers for Python (tests place their shapes at tile and block boundaries).
@@ -50,10 +50,18 @@ def openmp_max_threads():
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                const double* A, int lda, const double* B, int ldb,
                double beta, double* C, int ldc) noexcept nogil:
-    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C."""
+    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C.
+
+    With one column (n = 1) this is dgemv's product: BLAS's dgemm is several times slower at
+    that shape (the fused kernel products, CG with one right-hand side).
+    """
     cdef char ta = b'T' if trans_a else b'N'
     cdef char tb = b'T' if trans_b else b'N'
     if m == 0 or n == 0:
+        return
+    if n == 1 and k > 0:
+        gemv(trans_a, k if trans_a else m, m if trans_a else k, alpha, A, lda, B,
+             1 if trans_b else ldb, beta, C, ldc)
         return
     blas.dgemm(&tb, &ta, &n, &m, &k, &alpha, <double*>B, &ldb, <double*>A, &lda,
                &beta, C, &ldc)
@@ -335,12 +343,25 @@ cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept 
     return info
 
 
+cdef void mirror_triangle(int n, double* A, int lda, bint from_lower) noexcept nogil:
+    """Copy one strict triangle of a row-major square matrix onto the other, transposed, in
+    64 x 64 blocks.  Writes run along rows of the destination triangle and reads across rows of
+    the source (strided stores are several times slower than strided loads here); blocks keep
+    both in cache.  The diagonal is untouched."""
+    cdef Py_ssize_t r0, c0, r, c
+    for r0 in range(0, n, 64):
+        # Destination blocks: right of the diagonal block for the upper triangle, left for
+        # the lower one.
+        for c0 in range(r0 if from_lower else 0, n if from_lower else r0 + 1, 64):
+            for r in range(r0, min(r0 + 64, n)):
+                for c in range(max(c0, r + 1) if from_lower else c0,
+                               min(c0 + 64, n) if from_lower else min(c0 + 64, r)):
+                    A[r * lda + c] = A[c * lda + r]
+
+
 cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil:
     """Copy the lower triangle of a row-major square matrix onto its upper triangle."""
-    cdef Py_ssize_t i, j
-    for i in range(n):
-        for j in range(i + 1, n):
-            A[i * lda + j] = A[j * lda + i]
+    mirror_triangle(n, A, lda, True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -719,6 +740,18 @@ def cholesky(A, overwrite=False, int n_threads=1):
     return np.asarray(a)
 
 
+def symmetrize(A, bint from_lower=True):
+    """Copy A's strict lower triangle onto its upper one (or the upper onto the lower), in place
+    (C-contiguous float64 square A)."""
+    cdef double[:, ::1] a = A
+    if a.shape[0] != a.shape[1]:
+        raise ValueError("symmetrize: the matrix must be square")
+    if a.shape[0] > 0:
+        with nogil:
+            mirror_triangle(a.shape[0], &a[0, 0], a.shape[0], from_lower)
+    return A
+
+
 def cholesky_pair(A, double scale, double lam, int n_threads=1):
     """FALKON's two Cholesky factors of W in W's own memory (one n x n array for both).
 
@@ -732,7 +765,7 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
     """
     cdef double[:, ::1] a = A
     cdef int n = a.shape[0], info
-    cdef Py_ssize_t i, j, i0, j0
+    cdef Py_ssize_t i
     if a.shape[1] != n:
         raise ValueError("cholesky_pair: the matrix must be square")
     if n == 0:
@@ -745,12 +778,7 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
     if info != 0:
         return None
     with nogil:
-        # T = L^T into the strict upper triangle, 64 x 64 blocks at a time (cache-friendly).
-        for i0 in prange(0, n, 64, num_threads=n_threads, schedule="static"):
-            for j0 in range(0, i0 + 64, 64):
-                for i in range(i0, min(i0 + 64, n)):
-                    for j in range(j0, min(j0 + 64, i)):
-                        a[j, i] = a[i, j]
+        mirror_triangle(n, &a[0, 0], n, True)         # T = L^T into the strict upper triangle
         for i in range(n):
             t_diag[i] = a[i, i]
     with blas_threads(1):

@@ -756,3 +756,13 @@ def test_cholesky_pair_leaves_w_upper_when_not_definite():
     A = W.copy()
     assert hl.cholesky_pair(A, 1.0, 0.1) is None
     assert np.array_equal(np.triu(A, 1), np.triu(W, 1))
+
+
+@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 130])
+@pytest.mark.parametrize("from_lower", [True, False])
+def test_symmetrize_copies_one_triangle_onto_the_other(n, from_lower):
+    A = np.random.default_rng(n).standard_normal((n, n))
+    out = hl.symmetrize(A.copy(), from_lower=from_lower)
+    kept = np.tril(A) if from_lower else np.triu(A)
+    np.testing.assert_array_equal(out, kept + np.tril(kept, -1).T if from_lower
+                                  else kept + np.triu(kept, 1).T)

@@ -106,11 +106,12 @@ def validation_error(validation, inputs, centres, n_threads):
 
 
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
-               fix):
+               fix, **details):
     """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
     ``error`` of ``coef(iterate)`` after every iteration (if given), one printed line per
     iteration with ``verbose``, and a :class:`hkern.ConvergenceWarning` naming ``fix`` when
-    ``max_iter`` stops it.  Returns (CGResult, validation errors or None)."""
+    ``max_iter`` stops it.  Returns (solution, :class:`SolverTrace` with ``details`` (its
+    preconditioner fields), iterations of the slowest column)."""
     errors = []
 
     def report(iteration, X, residuals):
@@ -127,4 +128,7 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
         warnings.warn(f"{label} stopped at max_iter={max_iter} with relative residual "
                       f"{result.residuals[-1].max():.3g} > tol={tol:g}; {fix}",
                       ConvergenceWarning, stacklevel=4)
-    return result, (np.array(errors) if error is not None else None)
+    trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
+                        validation_error=np.array(errors) if error is not None else None,
+                        converged=bool(result.converged.all()), **details)
+    return result.X, trace, int(result.n_iter.max()) if B.shape[1] else 0

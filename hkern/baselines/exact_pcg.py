@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from .._memory import check_memory, resolve_max_memory
 from ..kernels._api import _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from ..solvers import KernelSystem, NystromPreconditioner
-from ._iterative import SolverTrace, traced_pcg, validation_error
+from ._iterative import traced_pcg, validation_error
 
 __all__ = ["PRECONDITIONERS", "default_rank", "pcg_bytes", "solve_pcg"]
 
@@ -67,13 +65,9 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
         print(f"[fit_exact pcg] {preconditioner} preconditioner of rank {apply_m.rank} in "
               f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
               flush=True)
-    result, errors = traced_pcg(
+    return traced_pcg(
         apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter,
         error=validation_error(validation, inputs, X, n_threads), coef=lambda alpha: alpha,
         label="fit_exact pcg", verbose=verbose, started=t0,
-        fix="raise max_iter or the preconditioner's rank r")
-    trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
-                        validation_error=errors, preconditioner=preconditioner,
-                        rank=apply_m.rank, preconditioner_seconds=pre_seconds,
-                        stored_kernel=stored, converged=bool(result.converged.all()))
-    return result.X, trace, int(result.n_iter.max()) if k else 0
+        fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner,
+        rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored)

@@ -138,11 +138,18 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     fit: the peak is the larger of the two phases.
     """
     rows = block_rows(n, r)
-    fit = 8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs)
+    return with_selection_bytes(8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs), n, r,
+                                landmarks)
+
+
+def with_selection_bytes(fit_bytes, n, r, landmarks):
+    """The peak of a Nystrom fit of ``fit_bytes`` after its landmark selection: an adaptive one
+    (oASIS, greedy, RP-Cholesky) frees its n x r factors before the fit, so the larger of the
+    two phases."""
     if isinstance(landmarks, str) and landmarks != "uniform":
         from ..oasis.api import selection_peak_bytes
-        return max(fit, selection_peak_bytes(n, r, landmarks))
-    return fit
+        return max(fit_bytes, selection_peak_bytes(n, r, landmarks))
+    return fit_bytes
 
 
 @selects_hyperparameters("likelihood", profiles_ridge=True)
@@ -253,10 +260,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
         verbose = check_bool(verbose, "verbose")
-        peak = falkon_bytes(n, r, d, Y.shape[1], budget_threads())
-        if isinstance(landmarks, str) and landmarks != "uniform":
-            from ..oasis.api import selection_peak_bytes
-            peak = max(peak, selection_peak_bytes(n, r, landmarks))
+        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads()), n, r,
+                                    landmarks)
     else:
         peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks)
     check_memory(peak + inputs.scaled_bytes, max_memory,

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ..solvers import FalkonSystem
-from ._iterative import SolverTrace, traced_pcg, validation_error
+from ._iterative import traced_pcg, validation_error
 
 __all__ = ["solve_nystrom_pcg"]
 
@@ -23,24 +21,20 @@ def solve_nystrom_pcg(inputs, Z, *, landmarks, tol, max_iter, validation, verbos
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z (module
     docstring); the arguments and the memory are checked by the caller."""
     X, Y = inputs.X, inputs.Y
-    k = Y.shape[1]
     t0 = time.perf_counter()
     system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads)
     pre_seconds = time.perf_counter() - t0
     if verbose:
         print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres in {pre_seconds:.1f} s "
               f"(jitter {system.jitter:.1e})", flush=True)
-    result, errors = traced_pcg(
+    beta, trace, n_iter = traced_pcg(
         system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
         error=validation_error(validation, inputs, Z, n_threads), coef=system.coef,
         label="fit_nystrom pcg", verbose=verbose, started=t0,
-        fix="raise max_iter (or lam: a smaller ridge needs more iterations)")
-    trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
-                        validation_error=errors, preconditioner=landmarks_name(landmarks),
-                        rank=Z.shape[0], preconditioner_seconds=pre_seconds,
-                        stored_kernel=False, converged=bool(result.converged.all()),
-                        jitter=system.jitter)
-    return system.coef(result.X), trace, int(result.n_iter.max()) if k else 0
+        fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
+        preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
+        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter)
+    return system.coef(beta), trace, n_iter
 
 
 def landmarks_name(landmarks):

@@ -4,7 +4,7 @@ from libc.math cimport exp, sqrt, fabs
 from libc.stdlib cimport malloc, free
 from openmp cimport omp_get_thread_num
 
-from hkern._linalg cimport gemm, gemv, syrk
+from hkern._linalg cimport gemm, syrk
 
 import numpy as np
 
@@ -221,12 +221,8 @@ cdef int kernel_times(int kind, double sigma, int m, int n, int d,
             kernel_block(kind, sigma, tm, tn, d, X + <Py_ssize_t>r0 * d,
                          (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
                          (ysq + c0) if ysq != NULL else NULL, buf, TILE_COLS)
-            if k == 1:      # BLAS's gemm is slow with one column: its matrix-vector form
-                gemv(False, tm, tn, 1.0, buf, TILE_COLS, V + c0, 1, 0.0 if c0 == 0 else 1.0,
-                     out + r0, 1)
-            else:
-                gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
-                     0.0 if c0 == 0 else 1.0, out + <Py_ssize_t>r0 * k, k)
+            gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
+                 0.0 if c0 == 0 else 1.0, out + <Py_ssize_t>r0 * k, k)
             c0 = c0 + TILE_COLS
     free(work)
     return 0
@@ -298,15 +294,9 @@ cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
             if V != NULL:
                 for j in range(<Py_ssize_t>rr * k):
                     t[j] = V[<Py_ssize_t>r0 * k + j]
-            if k == 1:      # BLAS's gemm is slow with one column: its matrix-vector forms
-                if U != NULL:
-                    gemv(False, rr, m, 1.0, buf, m, U, 1, 1.0 if V != NULL else 0.0, t, 1)
-                gemv(True, rr, m, 1.0, buf, m, t, 1, 1.0, acc, 1)
-            else:
-                if U != NULL:
-                    gemm(False, False, rr, k, m, 1.0, buf, m, U, k,
-                         1.0 if V != NULL else 0.0, t, k)
-                gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 1.0, acc, k)
+            if U != NULL:
+                gemm(False, False, rr, k, m, 1.0, buf, m, U, k, 1.0 if V != NULL else 0.0, t, k)
+            gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 1.0, acc, k)
     for s in range(slabs):
         acc = sums + s * mk
         for i in range(mk):

@@ -93,7 +93,7 @@ class FalkonSystem:
             if t_diag is not None:
                 break
             # The upper triangle still holds W: restore the lower one and try a larger jitter.
-            P.T[np.triu_indices(m, 1)] = P[np.triu_indices(m, 1)]
+            _linalg.symmetrize(P, from_lower=False)
             jitter *= 10.0
         else:
             raise ValueError(
