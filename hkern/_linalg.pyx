@@ -27,11 +27,15 @@ cdef enum:
     # (lauum_upper_to_lower): their work is uneven across panels (the first panel costs most), so
     # panels are narrower than TILE for two threads to share a 500 x 500 inverse.
     INV_TILE = 128
+    # Row block of the substitution-ordered triangular solve (trsm_left_rows): each step solves
+    # one diagonal block and updates the remaining blocks of B, SOLVE_BLOCK rows per task.
+    SOLVE_BLOCK = 256
 
 # The same numbers for Python (tests place their shapes at tile and block boundaries).
 TILE_SIZE = TILE
 CHOLESKY_BLOCK_SIZE = CHOL_BLOCK
 INVERSE_TILE_SIZE = INV_TILE
+SOLVE_BLOCK_SIZE = SOLVE_BLOCK
 
 
 def openmp_max_threads():
@@ -439,7 +443,12 @@ cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, i
     cdef int t, p0
     if m == 0 or n == 0:
         return
-    if left:
+    if left and n <= TILE:
+        # One column panel would leave every thread but one idle (a CG step solves one to a
+        # few right-hand sides): parallel over row blocks instead.  The choice depends on the
+        # shape only, so the result is the same for any thread count.
+        trsm_left_rows(lower, trans, unit_diag, m, n, alpha, A, lda, B, ldb, n_threads)
+    elif left:
         for t in prange(_n_tiles(n), nogil=True, num_threads=n_threads, schedule="dynamic"):
             p0 = t * TILE
             trsm(True, lower, trans, unit_diag, m, min(TILE, n - p0), alpha, A, lda, B + p0, ldb)
@@ -448,6 +457,45 @@ cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, i
             p0 = t * TILE
             trsm(False, lower, trans, unit_diag, min(TILE, m - p0), n, alpha, A, lda,
                  B + <Py_ssize_t>p0 * ldb, ldb)
+
+
+cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+                         const double* A, int lda, double* B, int ldb,
+                         int n_threads) noexcept nogil:
+    """Left solve op(A) X = alpha B by blocked substitution, parallel over row blocks of B.
+
+    Step by step in substitution order, the next SOLVE_BLOCK rows of X are solved against
+    their diagonal block (one small dtrsm), then every remaining row block of B subtracts its
+    product with them (one dgemm, or dgemv for one column, per block, spread over the threads).
+    Each row block sees its updates in the same order for any thread count, and the matrix is
+    read once, as by dtrsv: a memory-bound solve then uses the bandwidth of every core.
+    """
+    cdef bint forward = lower != trans        # op(A) lower triangular: rows first to last
+    cdef int n_blocks = (m + SOLVE_BLOCK - 1) // SOLVE_BLOCK
+    cdef int step, i, i0, ilen, t, j, j0, jlen, rest
+    cdef Py_ssize_t r, c
+    if alpha != 1.0:
+        for r in range(m):
+            for c in range(n):
+                B[r * ldb + c] *= alpha
+    for step in range(n_blocks):
+        i = step if forward else n_blocks - 1 - step
+        i0 = i * SOLVE_BLOCK
+        ilen = min(<int>SOLVE_BLOCK, m - i0)
+        trsm(True, lower, trans, unit_diag, ilen, n, 1.0, A + <Py_ssize_t>i0 * lda + i0, lda,
+             B + <Py_ssize_t>i0 * ldb, ldb)
+        rest = n_blocks - 1 - i if forward else i
+        for t in prange(rest, nogil=True, num_threads=n_threads, schedule="static"):
+            j = i + 1 + t if forward else t
+            j0 = j * SOLVE_BLOCK
+            jlen = min(<int>SOLVE_BLOCK, m - j0)
+            # B_j -= op(A)_ji X_i, where op(A)_ji is A_ij^T when transposed.
+            if trans:
+                gemm(True, False, jlen, n, ilen, -1.0, A + <Py_ssize_t>i0 * lda + j0, lda,
+                     B + <Py_ssize_t>i0 * ldb, ldb, 1.0, B + <Py_ssize_t>j0 * ldb, ldb)
+            else:
+                gemm(False, False, jlen, n, ilen, -1.0, A + <Py_ssize_t>j0 * lda + i0, lda,
+                     B + <Py_ssize_t>i0 * ldb, ldb, 1.0, B + <Py_ssize_t>j0 * ldb, ldb)
 
 
 cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil:

@@ -24,6 +24,7 @@ TOL = 1e-12
 TILE = hl.TILE_SIZE                      # tile grid of the deterministic parallel routines
 CHOL_BLOCK = hl.CHOLESKY_BLOCK_SIZE       # diagonal block of the tiled Cholesky
 INV_TILE = hl.INVERSE_TILE_SIZE           # panel width of the tiled inverse from a factor
+SOLVE_BLOCK = hl.SOLVE_BLOCK_SIZE         # row block of the few-right-hand-side triangular solve
 
 
 pytestmark = pytest.mark.usefixtures("single_threaded_reference_blas")
@@ -215,6 +216,31 @@ def test_solve_triangular_many_rhs(rng, left, lower, trans):
     got = hl.solve_triangular(T, B, lower=lower, trans=trans, left=left)
     ref = np.linalg.solve(op, B) if left else np.linalg.solve(op.T, B.T).T
     assert_rel(got, ref)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+@pytest.mark.parametrize("k", [1, 3])
+def test_solve_triangular_few_rhs_row_blocks(rng, lower, trans, unit_diagonal, k):
+    """At most TILE right-hand sides: blocked substitution over SOLVE_BLOCK rows, in partial
+    and whole blocks, reading only the `lower` triangle, the same bits for any n_threads."""
+    n = 3 * SOLVE_BLOCK + 17
+    T = triangular(rng, n, lower)
+    if unit_diagonal:
+        T /= np.diag(T)[:, None]     # rows scaled to a unit diagonal: still well conditioned
+    garbage = 1e3 * rng.standard_normal((n, n))
+    Tin = T + (np.triu(garbage, 1) if lower else np.tril(garbage, -1))
+    if unit_diagonal:
+        Tin[np.diag_indices(n)] = 1e3 * rng.standard_normal(n)   # must be ignored
+    B = rng.standard_normal((n, k))
+    got = {nt: hl.solve_triangular(Tin, B, lower=lower, trans=trans,
+                                   unit_diagonal=unit_diagonal, n_threads=nt)
+           for nt in (1, 2, 3)}
+    ref = sla.solve_triangular(T, B, lower=lower, trans=1 if trans else 0,
+                               unit_diagonal=unit_diagonal)
+    assert_rel(got[1], ref)
+    assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
 
 
 def test_solve_triangular_shape_mismatch(rng):
