@@ -4,10 +4,13 @@ K + lam I."""
 import numpy as np
 import pytest
 import scipy.linalg as sla
+from hck_model import make_kern, matrix_to_original, reconstruct
 from numpy.linalg import LinAlgError
-from oracles import rel_norm
+from oracles import hck_system, rel_norm
 
 import hkern
+from hkern.hierarchical.api import default_jitter
+from hkern.hierarchical.preconditioner import HCKPreconditioner
 from hkern.kernels import kernel_kind
 from hkern.solvers import KernelSystem, NystromPreconditioner, block_pcg
 
@@ -93,6 +96,24 @@ def test_nystrom_preconditioner_is_the_dense_inverse(rng, n, k):
     assert np.array_equal(P(R), P2(R))
 
 
+def test_hck_preconditioner_is_the_dense_inverse(rng):
+    """(K_hier + lam I)^{-1} R with K_hier built entry by entry from its definition on the
+    same tree and landmarks (tests/hck_model.reconstruct replays fit_hierarchical's draws)."""
+    n, r, sigma, lam = 260, 24, 0.5, 1e-2
+    X = rng.uniform(-1, 1, size=(n, 3))
+    _, kind = kernel_kind("gaussian")
+    P = HCKPreconditioner(X, r, kind=kind, bandwidth=sigma, lam=lam, seed=5)
+    X_tree, tree, landmarks = reconstruct(X, r, 5)
+    A_tree = hck_system(X_tree, tree["depth"], landmarks, make_kern("gaussian", sigma), lam,
+                        default_jitter(lam))
+    A = matrix_to_original(A_tree, tree["perm"])
+    R = rng.standard_normal((n, 2))
+    assert P.rank == r
+    assert rel_norm(P(R), np.linalg.solve(A, R)) <= 1e-10
+    P2 = HCKPreconditioner(X, r, kind=kind, bandwidth=sigma, lam=lam, seed=5, n_threads=2)
+    assert np.array_equal(P(R), P2(R))
+
+
 @pytest.mark.parametrize("stored", [True, False])
 def test_kernel_system_is_k_plus_lam_i(rng, stored):
     X = rng.standard_normal((90, 4))
@@ -117,7 +138,7 @@ def regression(rng, n=300, d=3, k=1):
 
 
 @pytest.mark.parametrize("preconditioner", ["block_rpcholesky", "rpcholesky", "oasis", "greedy",
-                                            "uniform"])
+                                            "uniform", "hck"])
 def test_pcg_solution_is_the_cholesky_solution(rng, preconditioner):
     X, y = regression(rng)
     ref = hkern.fit_exact(X, y, sigma=0.8, lam=1e-3)
@@ -160,10 +181,11 @@ def test_pcg_recomputes_the_kernel_when_it_does_not_fit(rng):
     assert rel_norm(recomputed.dual_coef_, stored.dual_coef_) <= 1e-6
 
 
-def test_pcg_is_the_same_for_any_n_jobs(rng):
+@pytest.mark.parametrize("preconditioner", ["block_rpcholesky", "hck"])
+def test_pcg_is_the_same_for_any_n_jobs(rng, preconditioner):
     X, y = regression(rng, n=250)
-    a = hkern.fit_exact(X, y, sigma=0.9, lam=1e-3, solver="pcg", r=25, seed=3, n_jobs=1)
-    b = hkern.fit_exact(X, y, sigma=0.9, lam=1e-3, solver="pcg", r=25, seed=3, n_jobs=2)
+    a, b = (hkern.fit_exact(X, y, sigma=0.9, lam=1e-3, solver="pcg", r=25, seed=3, n_jobs=j,
+                            preconditioner=preconditioner) for j in (1, 2))
     assert np.array_equal(a.dual_coef_, b.dual_coef_) and a.n_iter_ == b.n_iter_
 
 
@@ -195,6 +217,7 @@ def test_pcg_warns_when_max_iter_stops_it(rng):
     (dict(solver="pcg", max_iter=0), "max_iter"),
     (dict(solver="pcg", preconditioner="jacobi"), "preconditioner"),
     (dict(solver="pcg", r=300), "rank r"),
+    (dict(solver="pcg", preconditioner="hck", r=300), "rank r"),
     (dict(solver="pcg", r=0), "r"),
     (dict(solver="pcg", validation=(np.ones((4, 2)), np.ones(4))), "features"),
     (dict(solver="pcg", validation=np.ones(3)), "pair"),

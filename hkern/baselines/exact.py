@@ -160,13 +160,16 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         ``"auto"``: Cholesky up to n = 10 000 points when its 8 n^2 bytes fit, PCG above.
         The PCG model has no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
         Cholesky solver.
-    preconditioner : {"block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform"}
+    preconditioner : {"block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform", "hck"}
         The column selection of the PCG preconditioner (:func:`hkern.select_columns`); the
         default draws RPCholesky's pivots a block at a time (3.8 s for 2000 columns of
-        kin40k's 36 000 points here, against 37 s one pivot at a time).
+        kin40k's 36 000 points here, against 37 s one pivot at a time).  ``"hck"``:
+        the preconditioner is K_hier + lam I, the hierarchical kernel of
+        :func:`hkern.fit_hierarchical` with ``r`` landmarks per node, exact on its leaf
+        blocks (doc/solvers.md compares them).
     r : int or None
-        Rank of the PCG preconditioner (its Nystrom columns), 1 <= r < n; None:
-        min(1000, n // 4).
+        Rank of the PCG preconditioner (its Nystrom columns, or HCK's landmarks per node),
+        1 <= r < n; None: min(1000, n // 4).
     tol : float
         PCG stops when every column's relative residual ||y - (K + lam I) alpha|| / ||y||
         is at most ``tol`` (> 0).
@@ -183,8 +186,8 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The Cholesky fit needs about 8 n^2 bytes (the kernel matrix, factorised in
-        place); PCG 16 n r for the preconditioner, 40 n k for its vectors, and 8 n^2 more
-        to store K (else one 256 KiB tile of it per thread).
+        place); PCG 16 n r for the preconditioner (HCK's: about 40 n r), 40 n k for its
+        vectors, and 8 n^2 more to store K (else one 256 KiB tile of it per thread).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.

@@ -4,7 +4,9 @@
 with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
 :func:`hkern.select_columns` (randomly pivoted Cholesky by default, as Diaz, Epperly, Frangella,
 Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023, in its
-accelerated block form).
+accelerated block form), or with M = K_hier + lam I, the hierarchically compositional kernel of
+r landmarks per node (``preconditioner="hck"``, :class:`hkern.hierarchical.preconditioner.
+HCKPreconditioner`).
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
 K + lam I, to the requested relative residual.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import time
 
 from .._memory import check_memory, resolve_max_memory
+from ..hierarchical.preconditioner import HCKPreconditioner, hck_preconditioner_bytes
 from ..kernels._api import _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
@@ -22,7 +25,7 @@ from ._iterative import traced_pcg, validation_error
 
 __all__ = ["PRECONDITIONERS", "default_rank", "pcg_bytes", "solve_pcg"]
 
-PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")
+PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform", "hck")
 
 
 def default_rank(n):
@@ -31,12 +34,17 @@ def default_rank(n):
 
 
 def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky"):
-    """Peak bytes of :func:`solve_pcg` beyond the inputs: the Nystrom factor (and, but for block
-    RPCholesky, the selection's copy of the columns: 16 n rank), a block's columns, CG's five
-    n x k blocks, and the stored kernel matrix (8 n^2) or the fused product's tiles."""
+    """Peak bytes of :func:`solve_pcg` beyond the inputs: the preconditioner (the Nystrom
+    factor, plus for all but block RPCholesky the selection's copy of the columns (16 n rank in
+    all), a block's columns and S; or the HCK factors and a solve), CG's five n x k blocks, and
+    the stored kernel matrix (8 n^2) or the fused product's tiles."""
     kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
-    factor = 8 * n * rank * (1 if preconditioner == "block_rpcholesky" else 2)
-    return factor + 24 * n * BLOCK + 24 * rank * rank + 40 * n * k + kernel
+    if preconditioner == "hck":
+        factor = hck_preconditioner_bytes(n, d, k, rank, n_threads)
+    else:
+        factor = (8 * n * rank * (1 if preconditioner == "block_rpcholesky" else 2)
+                  + 24 * n * BLOCK + 24 * rank * rank)
+    return factor + 40 * n * k + kernel
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
@@ -54,10 +62,15 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
                  fix="choose a smaller r")
     t0 = time.perf_counter()
-    F = nystrom_factor(X, rank, method=preconditioner, kernel=inputs.kernel,
-                       sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads, max_memory=max_memory)
-    apply_m = NystromPreconditioner(F, inputs.lam, n_threads)
-    del F
+    if preconditioner == "hck":
+        apply_m = HCKPreconditioner(X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
+                                    lam=inputs.lam, seed=seed, n_threads=n_threads)
+    else:
+        F = nystrom_factor(X, rank, method=preconditioner, kernel=inputs.kernel,
+                           sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
+                           max_memory=max_memory)
+        apply_m = NystromPreconditioner(F, inputs.lam, n_threads)
+        del F
     pre_seconds = time.perf_counter() - t0
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)

@@ -509,6 +509,26 @@ def _build_tree(X, r, leaf_size, partition, rng, n_threads):
     return X_tree, tree
 
 
+def factorize_hck(X, r, leaf_size, partition, rng, kind, bandwidth, lam, jitter, n_threads):
+    """(HCKOperator, tree) for checked, scaled X: the tree, its landmarks and the factored
+    K_hier + lam I (fit_hierarchical and the HCK preconditioner of fit_exact)."""
+    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
+    depth = tree["depth"]
+    uniforms = np.ascontiguousarray(rng.random(((1 << depth) - 1, r)))
+    lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
+                                        n_threads)
+    del uniforms
+    with blas_threads(1):
+        op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, kind,
+                         bandwidth, lam, jitter, n_threads)
+    return op, tree
+
+
+def default_jitter(lam):
+    """lam' of the HCK base kernel when none is given (see fit_hierarchical)."""
+    return min(1e-3 * lam, 1e-8)
+
+
 def _check_tree_args(n, r, leaf_size, partition):
     r = check_int(r, "r", low=1)
     if r >= n:
@@ -606,7 +626,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     n = X.shape[0]
     r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
     if jitter is None:
-        jitter = min(1e-3 * inputs.lam, 1e-8)
+        jitter = default_jitter(inputs.lam)
     jitter = check_nonnegative(jitter, "jitter")
     if jitter >= inputs.lam:
         raise ValueError(f"jitter must be smaller than lam={inputs.lam:g}, got {jitter:g}; the "
@@ -619,15 +639,9 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                  what=f"fit_hierarchical with n={n}, r={r}, d={X.shape[1]} and leaves of "
                  f"{-(-n // (1 << depth))} points (depth {depth})",
                  fix=_fix_for_fit(leaf_size))
-    X_tree, tree = _build_tree(X, r, leaf_size, partition, rng, n_threads)
-    n_nonleaf = (1 << depth) - 1
-    uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))
-    lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,
-                                        n_threads)
-    del uniforms
+    op, tree = factorize_hck(X, r, leaf_size, partition, rng, inputs.kind, inputs.bandwidth,
+                             inputs.lam, jitter, n_threads)
     with blas_threads(1):
-        op = HCKOperator(X_tree, depth, tree["start"], tree["count"], lm_off, lm, inputs.kind,
-                         inputs.bandwidth, inputs.lam, jitter, n_threads)
         Y_tree = np.ascontiguousarray(Y[tree["perm"]])
         weights = op.solve(Y_tree, n_threads)
         pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
