@@ -232,11 +232,12 @@ def scaled_copy_bytes(X, lengthscales):
     return 0 if lengthscales is None else 8 * X.shape[0] * X.shape[1]
 
 
-def prepare_sigma(X, sigma, max_memory=None):
+def prepare_sigma(X, sigma, max_memory=None, largest=None):
     """``(scaled X, sigma, bandwidth, lengthscales)`` from checked inputs X and the user's sigma.
 
     The scaled copy of X (8 n d bytes, only for lengthscales) is checked against
-    ``max_memory`` before it is made.
+    ``max_memory`` before it is made.  ``largest``: the largest magnitude of the scaled data
+    the bandwidth is checked against, when X is one MPI rank's shard of it.
     """
     bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
     if lengthscales is not None:
@@ -244,23 +245,27 @@ def prepare_sigma(X, sigma, max_memory=None):
         check_memory(8 * n * d, max_memory, what=f"the inputs divided by the lengthscales "
                      f"(n={n}, d={d})", fix="pass fewer samples or raise max_memory")
         X = scale_inputs(X, lengthscales)
-    check_bandwidth(bandwidth, X)
+    check_bandwidth(bandwidth, X if largest is None else np.array([largest]))
     return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
 
 
-def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False):
+def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False,
+                classes=None, min_samples=1, largest=None):
     """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
 
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` (it
     chooses the ridge itself; the hyperparameter selection asks the fits that can).
+    ``classes``, ``min_samples`` and ``largest``: for one MPI rank's shard of the data
+    (hkern._sharded), the class labels of every rank, 0 (a shard may be empty) and the largest
+    magnitude of every rank's (scaled) data, which the bandwidth is checked against.
 
     A per-feature ``sigma`` is applied here, once: the returned X is ``X / sigma`` and the
     bandwidth 1, so the methods need not know about lengthscales.
     """
-    X = check_array(X, "X")
-    Y, encoding = encode_targets(y, X.shape[0], task)
+    X = check_array(X, "X", min_samples=min_samples)
+    Y, encoding = encode_targets(y, X.shape[0], task, classes)
     name, kind = kernel_kind(kernel)
-    X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory)
+    X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest)
     if not (profiles_ridge and isinstance(lam, ProfiledRidge)):
         lam = check_positive(lam, "lam",
                              "the ridge regularisation must be positive (try 1e-3 to 1)")

@@ -48,28 +48,39 @@ class TargetEncoding:
         return scores[:, 0] if self.squeeze else scores
 
 
-def encode_targets(y, n_samples, task="regression"):
+def encode_targets(y, n_samples, task="regression", classes=None):
     """Check ``y`` and return (Y, encoding) with Y a C-contiguous float64 (n, k) matrix.
 
     For classification Y[i, j] = +1 if y[i] == classes[j] else -1 (one-vs-rest), for every class,
-    binary problems included, so prediction is an argmax over columns.
+    binary problems included, so prediction is an argmax over columns.  ``classes`` (sorted,
+    e.g. the union of every MPI rank's labels) fixes the columns; by default they are y's
+    own labels.
     """
     check_choice(task, "task", TASKS)
     if task == "regression":
         y = check_targets(y, n_samples, "y")
         squeeze = y.ndim == 1
-        Y = np.ascontiguousarray(y.reshape(n_samples, -1))
+        # (reshape(0, -1) is ambiguous: an empty MPI shard keeps y's number of outputs)
+        Y = np.ascontiguousarray(y.reshape(n_samples, 1 if squeeze else y.shape[1]))
         return Y, TargetEncoding(task, None, squeeze)
     y = check_targets(y, n_samples, "y", numeric=False)
+    if classes is None:
+        classes = local_classes(y)
+    classes = np.asarray(classes)
+    if len(classes) < 2:
+        raise ValueError(f"y has a single class ({classes[0]!r}) but task='classification' needs "
+                         "at least 2 classes; check the labels or use task='regression'")
+    codes = np.searchsorted(classes, y) if n_samples else np.zeros(0, dtype=np.intp)
+    Y = -np.ones((n_samples, len(classes)))
+    Y[np.arange(n_samples), codes.ravel()] = 1.0
+    return Y, TargetEncoding(task, classes, False)
+
+
+def local_classes(y):
+    """The sorted distinct labels of checked class labels ``y``."""
     try:
-        classes, codes = np.unique(y, return_inverse=True)
+        return np.unique(y)
     except TypeError as exc:       # e.g. a mix of strings and numbers, which cannot be sorted
         kinds = sorted({type(v).__name__ for v in y})
         raise ValueError(f"y has class labels of types {kinds} that cannot be compared ({exc}); "
                          "give every label the same type, e.g. y.astype(str)") from None
-    if len(classes) < 2:
-        raise ValueError(f"y has a single class ({classes[0]!r}) but task='classification' needs "
-                         "at least 2 classes; check the labels or use task='regression'")
-    Y = -np.ones((n_samples, len(classes)))
-    Y[np.arange(n_samples), codes.ravel()] = 1.0
-    return Y, TargetEncoding(task, classes, False)

@@ -160,13 +160,22 @@ def budgeted(func):
             n_jobs = bound.arguments["n_jobs"]
         else:
             n_jobs = args[0].n_jobs
-        with thread_budget(n_jobs) as n_threads:
-            token = _current_budget.set(n_threads)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                _current_budget.reset(token)
+        with in_budget(n_jobs):
+            return func(*args, **kwargs)
     return wrapper
+
+
+@contextlib.contextmanager
+def in_budget(n_jobs):
+    """The body of :func:`budgeted` as a context manager, for code that must resolve ``n_jobs``
+    at a point of its own choosing (a fit on MPI checks it on every rank first); yields the
+    thread count."""
+    with thread_budget(n_jobs) as n_threads:
+        token = _current_budget.set(n_threads)
+        try:
+            yield n_threads
+        finally:
+            _current_budget.reset(token)
 
 
 def budget_threads() -> int:

@@ -9,14 +9,15 @@ any n_jobs.
 import hkern
 from hkern import sklearn as hs
 
-# estimator class: (the function it calls, the function's parameters it does not expose)
+# estimator class: (the function it calls, the function's parameters it does not expose; the
+# estimators fit in one process, so none takes a communicator)
 FUNCTIONS = {
     hs.ExactRegressor: (hkern.fit_exact, {"task"}),
     hs.ExactClassifier: (hkern.fit_exact, {"task"}),
-    hs.NystromRegressor: (hkern.fit_nystrom, {"task"}),
-    hs.NystromClassifier: (hkern.fit_nystrom, {"task"}),
+    hs.NystromRegressor: (hkern.fit_nystrom, {"task", "comm"}),
+    hs.NystromClassifier: (hkern.fit_nystrom, {"task", "comm"}),
     hs.NystromTransformer: (hkern.fit_nystrom, {"task", "lam", "verbose", "solver", "tol",
-                                                "max_iter", "validation"}),
+                                                "max_iter", "validation", "comm"}),
     hs.RFFRegressor: (hkern.fit_rff, {"task"}),
     hs.RFFClassifier: (hkern.fit_rff, {"task"}),
     hs.RFFTransformer: (hkern.fit_rff, {"task", "lam", "verbose", "max_memory"}),

@@ -61,16 +61,17 @@ def check_stopping(tol, max_iter):
     return tol, check_int(max_iter, "max_iter", low=1)
 
 
-def check_validation(validation, inputs):
+def check_validation(validation, inputs, min_samples=1):
     """``validation`` checked against the prepared fit ``inputs``: None, or (X_val, Y_val) with
-    X_val scaled as X was (ARD) and Y_val encoded as the targets (labels for classification)."""
+    X_val scaled as X was (ARD) and Y_val encoded as the targets (labels for classification).
+    ``min_samples=0`` for one MPI rank's validation rows."""
     if validation is None:
         return None
     try:
         X_val, y_val = validation
     except (TypeError, ValueError):
         raise ValueError("validation must be a pair (X_val, y_val)") from None
-    X_val = check_array(X_val, "validation X")
+    X_val = check_array(X_val, "validation X", min_samples=min_samples)
     if X_val.shape[1] != inputs.X.shape[1]:
         raise ValueError(f"validation X has {X_val.shape[1]} features but X has "
                          f"{inputs.X.shape[1]}")

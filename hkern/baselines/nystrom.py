@@ -7,6 +7,7 @@ from .. import _linalg
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._sharded import runs_on_shards
 from .._threads import budget_threads, budgeted
 from .._validation import (
     check_bool,
@@ -22,6 +23,7 @@ from ..solvers import falkon_bytes
 from ._iterative import check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
 from .nystrom_pcg import solve_nystrom_pcg
+from .nystrom_sharded import fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes",
            "check_landmarks", "check_rcond", "draw_landmarks", "NYSTROM_SOLVERS"]
@@ -120,11 +122,17 @@ def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
     if not isinstance(landmarks, str):
         return landmarks
     if landmarks == "uniform":
-        return np.sort(rng.choice(X.shape[0], size=r, replace=False))
+        return uniform_landmarks(X.shape[0], r, rng)
     from ..oasis import select_columns
     selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
                                n_jobs=n_jobs, max_memory=max_memory)
     return np.sort(selection.indices)
+
+
+def uniform_landmarks(n, r, rng):
+    """r of the n row indices drawn uniformly without replacement by ``rng``, sorted (also
+    the draw of the sharded fit, from the global index range)."""
+    return np.sort(rng.choice(n, size=r, replace=False))
 
 
 def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
@@ -152,11 +160,13 @@ def with_selection_bytes(fit_bytes, n, r, landmarks):
     return fit_bytes
 
 
+@runs_on_shards("fit_nystrom", fit_nystrom_sharded)
 @selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
-                tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
+                tol=1e-4, max_iter=500, validation=None, verbose=False, comm=None,
+                max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
@@ -216,10 +226,18 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     {verbose}
         With PCG: one line per iteration (largest relative residual, validation error,
         seconds).
+    comm : mpi4py communicator or None
+        Fit on data sharded over the ranks of ``comm`` (``solver="pcg"``, ``landmarks``
+        "uniform" or given global row indices; doc/mpi.md): call on every rank with that
+        rank's rows as ``X``, ``y`` (and ``validation``), the same other arguments and ``seed``
+        an int or None.  The fit is the one of the concatenated shards (rank order), with the
+        same centres as the serial fit; every rank gets the whole model and predicts its own
+        test points.  An error on any rank ends the call on every rank.
     max_memory : int or None
         Most bytes the fit may allocate (the direct solver: :func:`nystrom_peak_bytes`, about
         40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k);
-        None (default): the memory available when the call starts.
+        None (default): the memory available when the call starts.  With ``comm``: per rank,
+        for its rows.
 
     Returns
     -------

@@ -17,19 +17,25 @@ from ._iterative import traced_pcg, validation_error
 __all__ = ["solve_nystrom_pcg"]
 
 
-def solve_nystrom_pcg(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads):
+def solve_nystrom_pcg(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
+                      error=None, **sharded):
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z (module
-    docstring); the arguments and the memory are checked by the caller."""
+    docstring); the arguments and the memory are checked by the caller.
+
+    On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
+    ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
+    validation rows (``validation`` is then ignored)."""
     X, Y = inputs.X, inputs.Y
     t0 = time.perf_counter()
-    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads)
+    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads, **sharded)
     pre_seconds = time.perf_counter() - t0
     if verbose:
         print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres in {pre_seconds:.1f} s "
               f"(jitter {system.jitter:.1e})", flush=True)
     beta, trace, n_iter = traced_pcg(
         system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
-        error=validation_error(validation, inputs, Z, n_threads), coef=system.coef,
+        error=error if sharded else validation_error(validation, inputs, Z, n_threads),
+        coef=system.coef,
         label="fit_nystrom pcg", verbose=verbose, started=t0,
         fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
         preconditioner=landmarks_name(landmarks), rank=Z.shape[0],

@@ -1,7 +1,7 @@
 """Compiled kernel evaluation: one definition per kernel, blocks by GEMM + an OpenMP map."""
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 from openmp cimport omp_get_thread_num
 
 from hkern._linalg cimport gemm, syrk
@@ -256,17 +256,11 @@ cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
     limited to one thread by the caller).  Memory: one block and its k products per thread and
     one m x k partial sum per slab.  Returns -1 if that could not be allocated, else 0.
     """
-    cdef int rows = normal_rows(m)
-    cdef int n_blocks = (n + rows - 1) // rows
+    cdef int n_blocks = (n + normal_rows(m) - 1) // normal_rows(m)
     cdef int slabs = min(<int>NORMAL_SLABS, n_blocks)
-    cdef Py_ssize_t per_thread = <Py_ssize_t>rows * (m + k)
     cdef Py_ssize_t mk = <Py_ssize_t>m * k
-    cdef int s, b, r0, rr
-    cdef Py_ssize_t i, j
-    cdef double* buf
-    cdef double* t
-    cdef double* acc
-    cdef double* work
+    cdef int s, status
+    cdef Py_ssize_t i
     cdef double* sums
     if m == 0 or k == 0:
         return 0
@@ -274,35 +268,65 @@ cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
         out[i] = 0.0
     if n == 0:
         return 0
+    sums = <double*>calloc(<size_t>slabs * mk, sizeof(double))
+    if sums == NULL:
+        return -1
+    status = normal_times_blocks(kind, sigma, n, m, d, 0, n_blocks, X, xsq, Z, zsq, U, V, k,
+                                 sums, n_threads)
+    if status == 0:
+        for s in range(slabs):
+            for i in range(mk):
+                out[i] += sums[s * mk + i]
+    free(sums)
+    return status
+
+
+cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d, int b_first,
+                             int b_last, const double* X, const double* xsq, const double* Z,
+                             const double* zsq, const double* U, const double* V, int k,
+                             double* sums, int n_threads) noexcept nogil:
+    """The blocks b_first <= b < b_last of kernel_normal_times on n rows in all, each block's
+    product added into its slab's partial sum sums[slab] (m x k, as the caller left it).
+
+    X, xsq and V start at row b_first * normal_rows(m) of the n rows and hold the rows of
+    these blocks.  Run over every block from zeroed sums, this is kernel_normal_times; an MPI
+    rank runs the blocks that start in its rows, continuing a slab another rank began from that
+    rank's partial sum, and gets the serial sums bit for bit (hkern/baselines/nystrom_sharded).
+    """
+    cdef int rows = normal_rows(m)
+    cdef int n_blocks = <int>((n + rows - 1) // rows)
+    cdef int slabs = min(<int>NORMAL_SLABS, n_blocks)
+    cdef Py_ssize_t per_thread = <Py_ssize_t>rows * (m + k)
+    cdef Py_ssize_t mk = <Py_ssize_t>m * k
+    cdef Py_ssize_t base = <Py_ssize_t>b_first * rows, r0
+    cdef int s, b, rr
+    cdef Py_ssize_t j
+    cdef double* buf
+    cdef double* t
+    cdef double* acc
+    cdef double* work
+    if m == 0 or k == 0 or b_last <= b_first:
+        return 0
     work = <double*>malloc(<size_t>n_threads * per_thread * sizeof(double))
-    sums = <double*>malloc(<size_t>slabs * mk * sizeof(double))
-    if work == NULL or sums == NULL:
-        free(work)
-        free(sums)
+    if work == NULL:
         return -1
     for s in prange(slabs, nogil=True, num_threads=n_threads, schedule="dynamic"):
         buf = work + <Py_ssize_t>omp_get_thread_num() * per_thread
         t = buf + <Py_ssize_t>rows * m
         acc = sums + s * mk
-        for j in range(mk):
-            acc[j] = 0.0
-        for b in range(s * n_blocks // slabs, (s + 1) * n_blocks // slabs):
-            r0 = b * rows
-            rr = min(rows, n - r0)
-            kernel_block(kind, sigma, rr, m, d, X + <Py_ssize_t>r0 * d,
-                         (xsq + r0) if xsq != NULL else NULL, Z, zsq, buf, m)
+        for b in range(max(s * n_blocks // slabs, b_first),
+                       min((s + 1) * n_blocks // slabs, b_last)):
+            r0 = <Py_ssize_t>b * rows - base
+            rr = <int>min(<Py_ssize_t>rows, n - base - r0)
+            kernel_block(kind, sigma, rr, m, d, X + r0 * d, (xsq + r0) if xsq != NULL else NULL,
+                         Z, zsq, buf, m)
             if V != NULL:
                 for j in range(<Py_ssize_t>rr * k):
-                    t[j] = V[<Py_ssize_t>r0 * k + j]
+                    t[j] = V[r0 * k + j]
             if U != NULL:
                 gemm(False, False, rr, k, m, 1.0, buf, m, U, k, 1.0 if V != NULL else 0.0, t, k)
             gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 1.0, acc, k)
-    for s in range(slabs):
-        acc = sums + s * mk
-        for i in range(mk):
-            out[i] += acc[i]
     free(work)
-    free(sums)
     return 0
 
 
@@ -360,6 +384,43 @@ def kernel_normal_times_matrix(int kind, double sigma, const double[:, ::1] X,
         status = kernel_normal_times(kind, sigma, n, m, d, &X[0, 0] if n > 0 else NULL,
                                      &xsq[0], &Z[0, 0], &zsq[0], up, vp, k, &out[0, 0],
                                      n_threads)
+    if status != 0:
+        raise MemoryError("kernel_normal_times: no memory for the per-thread blocks")
+
+
+def normal_times_layout(Py_ssize_t n, int m):
+    """(rows per block, blocks, slabs) of kernel_normal_times on n rows and m centres: block b
+    is rows b * rows .. (b + 1) * rows - 1, slab s the blocks s * blocks // slabs ..
+    (s + 1) * blocks // slabs - 1."""
+    cdef int rows = normal_rows(m)
+    cdef Py_ssize_t blocks = (n + rows - 1) // rows
+    return rows, int(blocks), int(min(<Py_ssize_t>NORMAL_SLABS, blocks))
+
+
+def kernel_normal_times_blocks(int kind, double sigma, Py_ssize_t n, int b_first, int b_last,
+                               const double[:, ::1] X, const double[:, ::1] Z, U, V,
+                               double[:, :, ::1] sums, int n_threads):
+    """Blocks b_first .. b_last - 1 of kernel_normal_times on n rows in all (normal_times_blocks):
+    X (and V) hold their rows, from row b_first * rows; sums (slabs, m, k) the slabs' partial
+    sums, added to in place.  U (m x k), V C-contiguous or None (zero).  Trusts its inputs."""
+    cdef int m = Z.shape[0], d = Z.shape[1], k = sums.shape[2], status
+    cdef const double[:, ::1] u
+    cdef const double[:, ::1] v
+    cdef const double* up = NULL
+    cdef const double* vp = NULL
+    if m == 0 or k == 0 or b_last <= b_first:
+        return
+    if U is not None:
+        u = U
+        up = &u[0, 0]
+    if V is not None:
+        v = V
+        vp = &v[0, 0]
+    cdef double[::1] xsq = _squared_norms(kind, X)
+    cdef double[::1] zsq = _squared_norms(kind, Z)
+    with nogil:
+        status = normal_times_blocks(kind, sigma, n, m, d, b_first, b_last, &X[0, 0], &xsq[0],
+                                     &Z[0, 0], &zsq[0], up, vp, k, &sums[0, 0, 0], n_threads)
     if status != 0:
         raise MemoryError("kernel_normal_times: no memory for the per-thread blocks")
 

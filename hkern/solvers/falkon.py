@@ -58,6 +58,13 @@ class FalkonSystem:
         The ridge, > 0.
     n_threads : int
         Threads (results identical for any value).
+    n_total : int or None
+        The number of training points in all (X is one MPI rank's shard of them); default
+        ``len(X)``.
+    normal_times : callable or None
+        ``normal_times(U, V)`` = C^T (C U + V) (U or V None: zero) over every rank's rows, V
+        this rank's rows (:class:`hkern.kernels.sharded.ShardedNormalTimes`); None: X is all
+        the data and the serial kernel engine computes it.
 
     Raises
     ------
@@ -79,11 +86,13 @@ class FalkonSystem:
     True
     """
 
-    def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1):
+    def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1, *, n_total=None,
+                 normal_times=None):
         self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
         self.lam = float(lam)
         self.n_threads = n_threads
-        n, m = X.shape[0], Z.shape[0]
+        self._normal_times = normal_times or self._serial_normal_times
+        n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
         P = _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
         w_diag = P.diagonal().copy()
         jitter = m * np.finfo(np.float64).eps
@@ -124,17 +133,20 @@ class FalkonSystem:
         return _linalg.solve_triangular(self._P, V, lower=True, trans=not trans,
                                         n_threads=self.n_threads)
 
+    def _serial_normal_times(self, U, V):
+        """C^T (C U + V) by the kernel engine (U or V None: zero)."""
+        return _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, U, V,
+                                            self.n_threads)
+
     def rhs(self, Y):
         """B^T C^T Y for targets Y (n, k)."""
-        CtY = _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, None,
-                                           np.ascontiguousarray(Y), self.n_threads)
+        CtY = self._normal_times(None, np.ascontiguousarray(Y))
         return self._solve_a(self._solve_t(CtY, trans=True), trans=True)
 
     def __call__(self, U):
         """B^T H B U for U (m, j)."""
         V = self._solve_a(U, trans=False)
-        W = _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z,
-                                         self._solve_t(V, trans=False), None, self.n_threads)
+        W = self._normal_times(self._solve_t(V, trans=False), None)
         W = self._solve_t(W, trans=True)
         W += self.lam * V
         return self._solve_a(W, trans=True)

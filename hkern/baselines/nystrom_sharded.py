@@ -1,0 +1,127 @@
+"""fit_nystrom(..., solver="pcg", comm=comm): FALKON on data sharded over MPI ranks.
+
+Each rank holds its rows of X and y.  The centres are drawn from the global index range (the
+same draw as the serial fit of the concatenated data) and their rows sent by their owners, so
+every rank holds the m centres and the m x m preconditioner (both small).  Each CG iteration
+runs the kernel engine's product C^T (C v) over the rank's rows and combines the ranks' partial
+sums in the serial engine's order (:class:`hkern.kernels.sharded.ShardedNormalTimes`: a
+point-to-point message where a slab of rows crosses a shard boundary, then one allgather of the
+slabs' m x k sums).  Everything else runs identically on every rank.  So for a given seed the
+centres, every CG iterate, the coefficients and the predictions are bit for bit those of the
+serial fit of the concatenated shards, for any number of ranks and any shard sizes.  The model
+predicts locally: each rank passes its own test points.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._memory import check_memory
+from .._mpi import Agreed
+from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
+from .._threads import in_budget
+from .._validation import check_bool, check_choice
+from ..kernels.sharded import ShardedNormalTimes
+from ..solvers import falkon_bytes
+from ._iterative import check_stopping, check_validation
+from .nystrom_pcg import solve_nystrom_pcg
+
+__all__ = ["fit_nystrom_sharded"]
+
+SHARDED_LANDMARKS = ("uniform",)
+
+
+def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
+                        rcond, solver, tol, max_iter, validation, verbose, max_memory, comm):
+    """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
+    rank's rows, ``validation`` this rank's validation rows (or None on every rank)."""
+    from .nystrom import NYSTROM_SOLVERS, NystromKRR
+
+    def check_arguments():
+        check_choice(solver, "solver", NYSTROM_SOLVERS)
+        if solver == "direct":
+            raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON: pass "
+                             "solver='pcg'")
+        if isinstance(landmarks, str):
+            check_choice(landmarks, "landmarks", SHARDED_LANDMARKS)
+        return check_stopping(tol, max_iter), check_bool(verbose, "verbose")
+
+    stopping = state.run(check_arguments)
+    arguments = dict(r=r, kernel=kernel, sigma=np.asarray(sigma).tolist()
+                     if not isinstance(sigma, str) else sigma, lam=lam, task=task,
+                     seed=seed if seed is None or np.isscalar(seed) else "generator",
+                     landmarks=landmarks if isinstance(landmarks, str) else
+                     digest(np.asarray(landmarks)),
+                     tol=tol, max_iter=max_iter, solver=solver,
+                     validation=validation is not None)
+    fit = prepare_sharded_fit(state, X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                              n_jobs=n_jobs, max_memory=max_memory, arguments=arguments)
+    (tol, max_iter), verbose = stopping
+    with in_budget(n_jobs) as n_threads:
+        return _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose,
+                    max_memory, n_threads, NystromKRR, n_jobs)
+
+
+def _centres(fit, r, landmarks, seed):
+    """Sorted global row indices of the centres: given, or r drawn uniformly without
+    replacement from the n global rows exactly as the serial fit draws them."""
+    from .nystrom import check_landmarks, uniform_landmarks
+    landmarks, r = check_landmarks(landmarks, r, fit.n)
+    if not isinstance(landmarks, str):
+        return landmarks
+    return uniform_landmarks(fit.n, r, fit.rng(seed))
+
+
+def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,
+         n_threads, model_class, n_jobs):
+    inputs = fit.inputs
+
+    def local():
+        indices = _centres(fit, r, landmarks, seed)
+        m, (n_local, d) = len(indices), inputs.X.shape
+        check_memory(falkon_bytes(n_local, m, d, inputs.Y.shape[1], n_threads) + 8 * m * d
+                     + inputs.scaled_bytes, max_memory,
+                     what=f"fit_nystrom on rank {state.rank} of {state.size} with {n_local} "
+                          f"of n={fit.n} rows, r={m}",
+                     fix="choose a smaller r or use more ranks")
+        checked = check_validation(validation, inputs, min_samples=0)
+        return indices, checked
+
+    out = state.run(local)
+    reports = state.agree(digest(out[0]) if out is not None else None)
+    if len(set(reports)) > 1:
+        raise Agreed(ValueError("fit_nystrom drew different centres on different ranks: pass "
+                                "seed as an int (or None), the same on every rank"))
+    indices, checked = out
+    Z = gather_rows(state, fit.offsets, inputs.X, indices)
+    coef, trace, n_iter = solve_nystrom_pcg(
+        inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
+        verbose=verbose and state.rank == 0, n_threads=n_threads,
+        error=_validation_error(state, checked, inputs, Z, n_threads),
+        n_total=fit.n, normal_times=ShardedNormalTimes(state, fit.offsets, inputs.X, Z,
+                                                       inputs.kind, inputs.bandwidth, n_threads))
+    return model_class(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
+                       evidence=None, **inputs.model_params(n_jobs))
+
+
+def _validation_error(state, validation, inputs, centres, n_threads):
+    """The validation RMSE or error rate over every rank's validation rows (a collective: every
+    rank calls it at every iteration), or None without a validation set."""
+    if validation is None:
+        return None
+    from ..kernels._api import _kernel_matvec_trusted
+    X_val, Y_val = validation
+    encoding = inputs.encoding
+
+    def error(coef):
+        def local():
+            if X_val.shape[0] == 0:
+                return np.zeros(2)
+            scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_val, centres, coef,
+                                            n_threads)
+            if encoding.task == "classification":
+                return np.array([np.sum(encoding.decode(scores) != Y_val), len(Y_val)], float)
+            return np.array([np.sum((scores - Y_val) ** 2), Y_val.size], float)
+        total, count = sum_over_ranks(state, local)
+        value = total / count if count else np.nan
+        return float(value if encoding.task == "classification" else np.sqrt(value))
+    return error

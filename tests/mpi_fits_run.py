@@ -1,0 +1,154 @@
+"""Run by tests/test_mpi_fits.py under mpiexec: fits on sharded data, one JSON record per case
+and rank.
+
+    mpiexec -n P python mpi_fits_run.py CASE [CASE ...]
+    mpiexec -n P python mpi_fits_run.py --uncaught CASE       the error ends the script
+
+Each record: {"case", "rank", "size", "outcome": "ok" | "error", "type", "message"} and, for
+"ok", digests of the model's coefficients and of the rank's test predictions ("coef",
+"pred"), its CG iterations and, with a validation set, the validation errors.
+The data and the shard layouts are those of tests/test_mpi_fits.py (``problem``, ``layout``);
+faults are injected on one rank by replacing a function of hkern's modules, never by a hook
+in hkern.
+"""
+import hashlib
+import json
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import hkern
+import hkern.kernels.sharded as sharded
+from hkern._mpi import block_layout
+
+COMM = MPI.COMM_WORLD
+RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
+
+
+def problem(n=3001, d=4, m=500, task="regression"):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(n, d))
+    f = np.sin(X @ np.linspace(1.0, 2.0, d))
+    y = f + 0.1 * rng.normal(size=n) if task == "regression" else np.where(f > 0, "b", "a")
+    return X, y, rng.uniform(-1, 1, size=(m, d))
+
+
+RAGGED_CUTS = (200, 1000, 1700, 2100)
+
+
+def layout(name, n, size):
+    """Global row offsets (size + 1,) of the named shard layout."""
+    if name == "even":
+        return block_layout(n, size)
+    if name == "last":             # every row on the last rank, the others empty
+        return np.array([0] * size + [n])
+    if name == "ragged":
+        # Uneven cuts that begin ranks inside a slab of the kernel engine (n = 3001, m = 300:
+        # 128-row blocks, 16 slabs of 24 blocks; the cuts give ranks 1-4 first blocks 2, 8,
+        # 14, 17, none of them a slab's first), so slabs are continued across ranks.
+        return np.array([0, *RAGGED_CUTS[:size - 1], n])
+    raise ValueError(name)
+
+
+def digest(a):
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+FIT = dict(sigma=0.8, lam=1e-3, seed=3, solver="pcg", tol=1e-8, n_jobs=1)
+
+
+def nystrom_case(shards="even", task="regression", r=300, validation=False, **changes):
+    def run():
+        X, y, Xt = problem(task=task)
+        off, toff = layout(shards, len(X), SIZE), block_layout(len(Xt), SIZE)
+        lo, hi = off[RANK], off[RANK + 1]
+        Xl, yl, Xtl = X[lo:hi], y[lo:hi], Xt[toff[RANK]:toff[RANK + 1]]
+        args = dict(FIT, task=task, comm=COMM)
+        if validation:
+            args["validation"] = (Xtl, np.sin(Xtl @ np.linspace(1.0, 2.0, X.shape[1])))
+        args.update(changes)
+        Xl = args.pop("X_local", lambda rank, X: X)(RANK, Xl)
+        for name, fn in list(args.items()):
+            if callable(fn) and name != "comm":
+                args[name] = fn(RANK)                 # a per-rank value
+        model = hkern.fit_nystrom(Xl, yl, r, **args)
+        pred = model.predict(Xtl)
+        out = {"coef": digest(model.coef_), "pred": digest(pred), "n_iter": model.n_iter_}
+        if validation:
+            out["validation_error"] = [float(v).hex()
+                                       for v in model.solver_trace_.validation_error]
+        return out
+    return run
+
+
+def inject(module, name, at_call, exc, rank=1):
+    """Make module.name raise ``exc`` on ``rank`` from its ``at_call``-th call on."""
+    original = getattr(module, name)
+    calls = [0]
+
+    def faulty(*args, **kwargs):
+        calls[0] += 1
+        if RANK == rank and calls[0] >= at_call:
+            raise exc
+        return original(*args, **kwargs)
+    setattr(module, name, faulty)
+
+
+CASES = {
+    "even": nystrom_case("even"),
+    "last": nystrom_case("last"),
+    "ragged": nystrom_case("ragged"),
+    "many_centres": nystrom_case("ragged", r=1200),
+    "classification": nystrom_case("ragged", task="classification"),
+    "validation": nystrom_case("even", validation=True),
+    "seed_none": nystrom_case("ragged", seed=None),
+    "given_landmarks": nystrom_case("ragged", landmarks=np.arange(0, 3001, 7)),
+    "lam_bad_on_rank1": nystrom_case(lam=lambda rank: -1.0 if rank == 1 else 1e-3),
+    "tol_differs": nystrom_case(tol=lambda rank: 1e-8 if rank == 0 else 1e-6),
+    "nan_on_rank1": nystrom_case(X_local=lambda rank, X: X if rank != 1 else
+                                 np.where(np.arange(len(X))[:, None] == 0, np.nan, X)),
+    "d_differs_on_last": nystrom_case(X_local=lambda rank, X: X if rank != SIZE - 1 or SIZE == 1
+                                      else np.hstack([X, X[:, :1]])),
+    "all_empty": nystrom_case(X_local=lambda rank, X: X[:0]),
+    # Rank 1's rows below 1e-152 in magnitude, the others not: serially the bandwidth check
+    # looks at the largest magnitude of all the data and accepts it, so every rank must.
+    "tiny_shard_on_rank1": nystrom_case(X_local=lambda rank, X: X * 1e-160 if rank == 1 else X),
+    "direct_refused": nystrom_case(solver="direct"),
+    "n_jobs_bad_on_rank1": nystrom_case(n_jobs=lambda rank: 0 if rank == 1 else 1),
+    "memory_on_rank1": nystrom_case(max_memory=lambda rank: 1000 if rank == 1 else None),
+}
+
+
+def fault_case(name):
+    def run():
+        if name == "fault_in_iteration_rank1":
+            inject(sharded, "kernel_normal_times_blocks", 5,
+                   RuntimeError("injected failure in the kernel products"))
+        elif name == "interrupt_rank1":
+            inject(sharded, "kernel_normal_times_blocks", 5, KeyboardInterrupt("injected"))
+        return nystrom_case("ragged")()
+    return run
+
+
+for _name in ("fault_in_iteration_rank1", "interrupt_rank1"):
+    CASES[_name] = fault_case(_name)
+
+
+def main(argv):
+    uncaught = argv[:1] == ["--uncaught"]
+    for case in argv[1:] if uncaught else argv:
+        record = {"case": case, "rank": RANK, "size": SIZE}
+        try:
+            record.update(outcome="ok", **CASES[case]())
+        except Exception as exc:
+            record.update(outcome="error", type=type(exc).__name__, message=str(exc))
+            print(json.dumps(record), flush=True)
+            if uncaught:
+                raise
+            continue
+        print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
