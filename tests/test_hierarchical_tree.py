@@ -223,6 +223,39 @@ def test_build_tree_ties(partition, pca_iters):
                         rtol=0, atol=1e-15)
 
 
+def ref_canonical_tree(X, depth, S):
+    """The canonical tree from its definition, with NumPy: at each node, the floor(m/2) points
+    first in the order of (projection, row) go left, both children keeping the node's order."""
+    n_nonleaf = 2 ** depth - 1
+    nodes = {0: np.arange(len(X))}
+    for i in range(n_nonleaf):
+        rows = nodes.pop(i)
+        keys = seq_project(X[rows], S[i])
+        order = np.lexsort((rows, keys))          # by key, ties by row
+        left = np.zeros(len(rows), dtype=bool)
+        left[order[: len(rows) // 2]] = True
+        nodes[2 * i + 1], nodes[2 * i + 2] = rows[left], rows[~left]
+    return np.concatenate([nodes[n_nonleaf + l] for l in range(2 ** depth)])
+
+
+@pytest.mark.parametrize("repeats", [False, True])
+def test_build_tree_order_is_canonical(repeats):
+    """perm is the canonical tree order (a node's points split in ascending row order, ties of
+    projections broken by the row; so every leaf lists its points by ascending row), whatever
+    the selection does inside: the order an MPI build on sharded rows reproduces.  With
+    repeated rows, ties are many."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((1500, 3))
+    if repeats:
+        X = np.ascontiguousarray(X[rng.integers(0, 40, size=1500)])
+    depth = 6
+    S, (perm, directions, thresholds) = make_tree(X, depth, RANDOM)
+    assert np.array_equal(perm, ref_canonical_tree(X, depth, S))
+    start, count = _tree.node_ranges(len(X), depth)
+    for i in range(2 ** depth - 1, 2 ** (depth + 1) - 1):          # every leaf
+        assert np.all(np.diff(perm[start[i]:start[i] + count[i]]) > 0)
+
+
 def test_build_tree_sorted_and_reversed_inputs():
     """Adversarial orders for the selection (sorted, reversed, organ pipe) stay correct."""
     n, depth = 4099, 6

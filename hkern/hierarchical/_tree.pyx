@@ -8,9 +8,13 @@ and its last ceil(m/2) positions to its right child.  Halving is balanced, so ev
 depth J and holds floor(n/2^J) or ceil(n/2^J) points.
 
 Splitting rule (hck.md section 6).  Nonleaf node i projects its points on a direction v_i,
-p = v_i . x (the one nogil function ``project``), puts the floor(m/2) points with the smallest
-projections in its left child (a deterministic introselect, O(m)) and the others in its right
-child, and stores the threshold t_i = midpoint of the largest left projection and the smallest
+p = v_i . x (the one nogil function ``project``), puts the floor(m/2) points that come first in
+the order of (projection, row of X) -- ties of projections broken by the row -- in its left
+child and the others in its right child, each child keeping its points in the order of the
+node (so every node is split with its points in ascending row order, and every leaf lists them
+so: the tree order is canonical, a function of the data and the directions only, which an MPI
+build on sharded rows reproduces),
+and stores the threshold t_i = midpoint of the largest left projection and the smallest
 right projection (t_i = the largest left projection when the midpoint rounds up to the smallest
 right one, i.e. when the two are adjacent doubles; t_i = -inf when the left child is empty).  A
 point x goes left iff project(x, v_i) <= t_i.  Every training point therefore routes to the leaf
@@ -98,20 +102,25 @@ cdef void fill_node_ranges(Py_ssize_t n, int depth, int64_t* start, int64_t* cou
 # is O(m log m).  Deterministic: the result depends only on the input order.
 # ----------------------------------------------------------------------------------------------
 
+cdef inline bint item_less(Item a, Item b) noexcept nogil:
+    """The order of (key, idx) pairs: by key, ties by idx."""
+    return a.key < b.key or (a.key == b.key and a.idx < b.idx)
+
+
 cdef inline void swap_items(Item* a, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
     cdef Item t = a[i]
     a[i] = a[j]
     a[j] = t
 
 
-cdef inline double median3(double a, double b, double c) noexcept nogil:
-    if a < b:
-        if b < c:
+cdef inline Item median3(Item a, Item b, Item c) noexcept nogil:
+    if item_less(a, b):
+        if item_less(b, c):
             return b
-        return c if a < c else a
-    if a < c:
+        return c if item_less(a, c) else a
+    if item_less(a, c):
         return a
-    return c if b < c else b
+    return c if item_less(b, c) else b
 
 
 cdef void insertion_sort(Item* a, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
@@ -120,7 +129,7 @@ cdef void insertion_sort(Item* a, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
     for i in range(lo + 1, hi):
         t = a[i]
         j = i
-        while j > lo and a[j - 1].key > t.key:
+        while j > lo and item_less(t, a[j - 1]):
             a[j] = a[j - 1]
             j -= 1
         a[j] = t
@@ -132,9 +141,9 @@ cdef void sift_down(Item* a, Py_ssize_t root, Py_ssize_t size) noexcept nogil:
         child = 2 * root + 1
         if child >= size:
             return
-        if child + 1 < size and a[child + 1].key > a[child].key:
+        if child + 1 < size and item_less(a[child], a[child + 1]):
             child += 1
-        if a[child].key > a[root].key:
+        if item_less(a[root], a[child]):
             swap_items(a, root, child)
             root = child
         else:
@@ -151,10 +160,11 @@ cdef void heap_sort(Item* a, Py_ssize_t size) noexcept nogil:
 
 
 cdef void select_kth(Item* a, Py_ssize_t m, Py_ssize_t k) noexcept nogil:
-    """Reorder a[0:m] so that a[k] has rank k: a[:k] <= a[k] <= a[k+1:] (by key), 0 <= k < m."""
-    cdef Py_ssize_t lo = 0, hi = m, lt, i, gt, budget = 4
+    """Reorder a[0:m] so that a[k] has rank k in the (key, idx) order: a[:k] < a[k] < a[k+1:]
+    (idx are distinct, so the order is total), 0 <= k < m."""
+    cdef Py_ssize_t lo = 0, hi = m, i, store, budget = 4
     cdef Py_ssize_t size = m
-    cdef double pivot, key
+    cdef Item pivot
     while size > 1:
         budget += 2
         size >>= 1
@@ -163,26 +173,23 @@ cdef void select_kth(Item* a, Py_ssize_t m, Py_ssize_t k) noexcept nogil:
             heap_sort(a + lo, hi - lo)
             return
         budget -= 1
-        pivot = median3(a[lo].key, a[lo + (hi - lo) // 2].key, a[hi - 1].key)
-        # Dutch national flag: [lo, lt) < pivot, [lt, i) == pivot, [gt, hi) > pivot.
-        lt = lo
-        i = lo
-        gt = hi
-        while i < gt:
-            key = a[i].key
-            if key < pivot:
-                swap_items(a, lt, i)
-                lt += 1
-                i += 1
-            elif key > pivot:
-                gt -= 1
-                swap_items(a, i, gt)
-            else:
-                i += 1
-        if k < lt:
-            hi = lt
-        elif k >= gt:
-            lo = gt
+        pivot = median3(a[lo], a[lo + (hi - lo) // 2], a[hi - 1])
+        # Lomuto around the pivot item (distinct items: only the pivot equals it), which is
+        # moved to its final place `store`.
+        for i in range(lo, hi):
+            if a[i].idx == pivot.idx:
+                swap_items(a, i, hi - 1)
+                break
+        store = lo
+        for i in range(lo, hi - 1):
+            if item_less(a[i], pivot):
+                swap_items(a, store, i)
+                store += 1
+        swap_items(a, store, hi - 1)
+        if k < store:
+            hi = store
+        elif k > store:
+            lo = store + 1
         else:
             return
     insertion_sort(a, lo, hi)
@@ -307,9 +314,10 @@ cdef int split_node(const double* X, Py_ssize_t d, int64_t* rows, Py_ssize_t m,
     """Split the node whose range of `perm` is rows[0:m]: choose its direction, reorder rows so
     that the floor(m/2) smallest projections come first, and set its threshold.  Returns 0, or
     -1 when scratch memory cannot be allocated."""
-    cdef Py_ssize_t h = m // 2, k
+    cdef Py_ssize_t h = m // 2, k, left, right
     cdef double lo_max
     cdef Item* items
+    cdef Item pivot, item
     if partition == PARTITION_PCA:
         if pca_direction(X, d, rows, m, start_vector, pca_iters, direction) != 0:
             return -1
@@ -325,13 +333,27 @@ cdef int split_node(const double* X, Py_ssize_t d, int64_t* rows, Py_ssize_t m,
         items[k].idx = rows[k]
         items[k].key = project(X + rows[k] * d, direction, d)
     select_kth(items, m, h)
-    lo_max = items[0].key
-    for k in range(1, h):
-        if items[k].key > lo_max:
-            lo_max = items[k].key
-    threshold[0] = split_threshold(lo_max, items[h].key)
+    pivot = items[h]
+    # Stable partition of rows: the items before the pivot go left in their order, the others
+    # right (collected in the items buffer, free now); the keys are projected again, the same
+    # numbers.
+    left = 0
+    right = 0
+    lo_max = -HUGE_VAL
     for k in range(m):
-        rows[k] = items[k].idx
+        item.idx = rows[k]
+        item.key = project(X + rows[k] * d, direction, d)
+        if item_less(item, pivot):
+            rows[left] = item.idx
+            left += 1
+            if item.key > lo_max:
+                lo_max = item.key
+        else:
+            items[right].idx = item.idx
+            right += 1
+    for k in range(right):
+        rows[left + k] = items[k].idx
+    threshold[0] = split_threshold(lo_max, pivot.key)
     free(items)
     return 0
 
@@ -521,3 +543,25 @@ def route(const double[:, ::1] Xq, const double[:, ::1] directions,
     for q in prange(m, nogil=True, num_threads=max(n_threads, 1), schedule="static"):
         out[q] = route_one(&Xq[q, 0], V, T, depth, d)
     return leaves
+
+
+def project_rows(const double[:, ::1] X, const double[::1] v):
+    """project(x, v) of every row x of X: the projections build_tree and route use, bit for
+    bit (for the MPI tree build, hkern/hierarchical/sharded_tree.py)."""
+    cdef Py_ssize_t m = X.shape[0], d = X.shape[1], q
+    if v.shape[0] != d:
+        raise ValueError(f"v must have {d} entries, got {v.shape[0]}")
+    out = np.empty(m)
+    cdef double[::1] o = out
+    if m == 0:
+        return out
+    with nogil:
+        for q in range(m):
+            o[q] = project(&X[q, 0], &v[0], d)
+    return out
+
+
+def threshold_between(double lo_max, double hi_min):
+    """The threshold build_tree stores between the largest left projection and the smallest
+    right one (split_threshold)."""
+    return split_threshold(lo_max, hi_min)

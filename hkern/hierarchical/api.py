@@ -491,11 +491,20 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
             self.lam, Xg, leaf_start, n_threads))
 
 
+def tree_centre(upper, lower):
+    """The point the tree's data are centred on: the middle of their bounding box (the largest
+    and smallest value of each feature).  Kernels depend on x - y only, so this changes nothing
+    but the rounding, which it keeps small by bringing every coordinate within half the data's
+    range of zero; unlike the mean it is exactly the same when computed from sharded rows (a
+    maximum and a minimum over ranks)."""
+    return 0.5 * upper + 0.5 * lower
+
+
 def _build_tree(X, r, leaf_size, partition, rng, n_threads):
     """Centre X, build the tree and permute X into tree order (shared by both fits)."""
     n, d = X.shape
     depth = tree_depth(n, r, leaf_size)
-    centre = X.mean(axis=0)
+    centre = tree_centre(X.max(axis=0), X.min(axis=0))
     Xc = np.ascontiguousarray(X - centre)   # kernels depend on x - y: centring only helps rounding
     start, count = _tree.node_ranges(n, depth)
     n_nonleaf = (1 << depth) - 1
