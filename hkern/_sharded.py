@@ -69,8 +69,8 @@ class ShardedFit:
     Attributes
     ----------
     state : hkern._mpi.RankState
-    inputs : hkern._model.FitInputs or None
-        This rank's checked shard (None if checking it failed: the failure is in ``state``).
+    inputs : hkern._model.FitInputs
+        This rank's checked shard.
     offsets : ndarray (size + 1,)
         Rank p owns the global rows offsets[p]:offsets[p + 1].
     n_threads : int
@@ -80,7 +80,7 @@ class ShardedFit:
     """
 
     state: RankState
-    inputs: FitInputs | None
+    inputs: FitInputs
     offsets: np.ndarray
     n_threads: int
     entropy: int | None
@@ -113,12 +113,11 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     arguments that must match, by name) differ between ranks, or when there is no data at
     all.  Classification labels are encoded against the union of every rank's labels.
     """
-    if isinstance(sigma, str) or isinstance(lam, str):
-        raise ValueError(f"{state.label} on sharded data (comm=...) takes numbers for sigma and "
-                         "lam: select them on a subsample, e.g. with hkern.select_hyperparameters "
-                         "on rank 0, and broadcast them")
-
     def local():
+        if isinstance(sigma, str) or isinstance(lam, str):
+            raise ValueError(f"{state.label} on sharded data (comm=...) takes numbers for sigma "
+                             "and lam: select them on a subsample, e.g. with "
+                             "hkern.select_hyperparameters on rank 0, and broadcast them")
         n_threads = resolve_n_jobs(n_jobs)
         points = check_array(X, "X", min_samples=0)
         # The arguments' own checks first, so that a bad value names itself, not "differs".
@@ -158,6 +157,7 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     inputs = state.run(prepare_fit, points, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                        max_memory=max_memory, classes=union, min_samples=0,
                        largest=max(largest))
+    state.agree()          # a shard that failed its checks (NaN in y, ...) stops every rank
     return ShardedFit(state, inputs, offsets, n_threads, reports[0][1])
 
 

@@ -82,6 +82,49 @@ def nystrom_case(shards="even", task="regression", r=300, validation=False, **ch
     return run
 
 
+HCK = dict(r=32, sigma=0.5, lam=1e-2, seed=3, n_jobs=1)
+
+
+def hck_problem(n=1500, d=3, m=400):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=n)
+    return X, y, rng.uniform(-1, 1, size=(m, d)), rng.normal(size=(n, 2))
+
+
+def hck_case(shards="even", task="regression", method=None, **changes):
+    """fit_hierarchical on shards: digests of the rank's tree positions, landmarks, weights,
+    predictions, solve and matvec of a fixed B (its shard rows), log det and the likelihood."""
+    def run():
+        X, y, Xt, B = hck_problem()
+        if task == "classification":
+            y = np.where(y > np.median(y), "hi", "lo")
+        off, toff = layout(shards, len(X), SIZE), block_layout(len(Xt), SIZE)
+        lo, hi = off[RANK], off[RANK + 1]
+        args = dict(HCK, task=task, comm=COMM)
+        args.update(changes)
+        y_local = args.pop("y_local", lambda rank, y: y)(RANK, y[lo:hi])
+        model = hkern.fit_hierarchical(X[lo:hi], y_local, **args)
+        if method is not None:
+            return method(model, B[lo:hi])
+        tree = model._tree
+        held = sorted(tree.landmarks)
+        return {"perm": digest(model.perm_), "row0": tree.row0, "rows": tree.rows,
+                "levels": model.levels_,
+                "landmarks": digest(np.concatenate([[i, len(tree.landmarks[i])]
+                                                    for i in held] + [tree.landmarks[i]
+                                                                      for i in held])),
+                "held": [int(i) for i in held],
+                "dual": digest(model.dual_coef_),
+                "pred": digest(model.predict(Xt[toff[RANK]:toff[RANK + 1]])),
+                "solve": digest(model.solve(B[lo:hi])),
+                "matvec": digest(model.matvec(B[lo:hi])),
+                "logdet": float(model.logdet()).hex(),
+                "lml": float(model.log_marginal_likelihood()).hex()
+                if task == "regression" else None}
+    return run
+
+
 def inject(module, name, at_call, exc, rank=1):
     """Make module.name raise ``exc`` on ``rank`` from its ``at_call``-th call on."""
     original = getattr(module, name)
@@ -120,8 +163,27 @@ CASES = {
 }
 
 
+CASES.update({
+    "hck_even": hck_case("even"),
+    "hck_last": hck_case("last"),
+    "hck_ragged": hck_case("ragged"),
+    "hck_classification": hck_case("ragged", task="classification"),
+    "hck_r_too_large": hck_case(r=1500),
+    "hck_nan_y_on_rank1": hck_case(y_local=lambda rank, y: y if rank != 1 or not len(y)
+                                   else np.where(np.arange(len(y)) == 0, np.nan, y)),
+    "hck_pca": hck_case(partition="pca"),
+    "hck_solve_bad_rows_on_rank1": hck_case(method=lambda model, B: {"solve": digest(
+        model.solve(B if RANK != 1 else B[:-1]))}),
+    "hck_sigma_auto_refused": hck_case(sigma="auto"),
+})
+
+
 def fault_case(name):
     def run():
+        if name == "hck_fault_in_factorisation_rank1":
+            import hkern.hierarchical.sharded as hs
+            inject(hs, "_operator", 1, RuntimeError("injected failure in the factorisation"))
+            return hck_case("even")()
         if name == "fault_in_iteration_rank1":
             inject(sharded, "kernel_normal_times_blocks", 5,
                    RuntimeError("injected failure in the kernel products"))
@@ -131,7 +193,7 @@ def fault_case(name):
     return run
 
 
-for _name in ("fault_in_iteration_rank1", "interrupt_rank1"):
+for _name in ("fault_in_iteration_rank1", "interrupt_rank1", "hck_fault_in_factorisation_rank1"):
     CASES[_name] = fault_case(_name)
 
 

@@ -23,7 +23,7 @@ if MPIEXEC is None:
     pytest.skip("mpiexec not found (install hkern[mpi])", allow_module_level=True)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from mpi_fits_run import FIT, layout, problem  # noqa: E402
+from mpi_fits_run import FIT, HCK, hck_problem, layout, problem  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_fits_run.py")
 # The ranks share this machine's two cores: one OpenMP thread each (doc/mpi.md).
@@ -87,7 +87,8 @@ def assert_serial(recs, ranks, coef, predictions):
 
 
 OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validation",
-            "seed_none", "given_landmarks", "tiny_shard_on_rank1"]
+            "seed_none", "given_landmarks", "tiny_shard_on_rank1",
+            "hck_even", "hck_last", "hck_ragged", "hck_classification"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
     "lam_bad_on_rank1": ("ValueError", "lam must be > 0", 1),
@@ -98,6 +99,11 @@ ERROR_CASES = {
     "direct_refused": ("ValueError", "pass solver='pcg'", None),
     "n_jobs_bad_on_rank1": ("ValueError", "n_jobs must be None or a non-zero integer", 1),
     "memory_on_rank1": ("MemoryLimitError", "fit_nystrom on rank 1 of", 1),
+    "hck_r_too_large": ("ValueError", "r=1500 must be smaller than the number of training "
+                        "samples n=1500", None),
+    "hck_nan_y_on_rank1": ("ValueError", "y contains NaN", 1),
+    "hck_solve_bad_rows_on_rank1": ("ValueError", "B must have shape", 1),
+    "hck_sigma_auto_refused": ("ValueError", "takes numbers for sigma and lam", None),
 }
 
 
@@ -224,6 +230,78 @@ def test_interrupt_on_one_rank_aborts_every_rank():
     assert out.returncode != 0
     assert "rank 1 of 3 failed with KeyboardInterrupt" in out.stderr
     assert "aborting every rank" in out.stderr
+    assert seconds < PROMPT, f"{seconds:.1f} s"
+
+
+# ------------------------------------------------------------------ HCK
+
+
+def serial_hck(task="regression"):
+    X, y, Xt, B = hck_problem()
+    if task == "classification":
+        y = np.where(y > np.median(y), "hi", "lo")
+    return hkern.fit_hierarchical(X, y, **dict(HCK, task=task)), X, Xt, B
+
+
+@pytest.mark.parametrize("case", ["hck_even", "hck_last", "hck_ragged", "hck_classification"])
+def test_hck_equals_the_serial_fit_bitwise(runs, case):
+    """fit_hierarchical on shards (even; every row on the last rank; ragged) for 1, 2 and 4
+    ranks: the tree (each rank's tree positions), the landmarks of the nodes it holds, the
+    weights in each rank's training rows, the predictions of each rank's test points, solve
+    and matvec of each rank's rows of B and log det A are the serial fit's, bit for bit; the
+    likelihood's quadratic form is a sum over ranks (1e-14 relative)."""
+    ranks, got = runs
+    model, X, Xt, B = serial_hck("classification" if "classification" in case else "regression")
+    state = model._op.__reduce__()[1][0]
+    lm_off, lm = state["lm_off"], state["lm"]
+    off = layout(case.split("_")[1] if case != "hck_classification" else "ragged", len(X), ranks)
+    toff = block_layout(len(Xt), ranks)
+    pred = model.predict(Xt)
+    recs = got[case]
+    assert sorted(recs) == list(range(ranks))
+    for p, rec in recs.items():
+        assert rec["outcome"] == "ok", rec
+        assert rec["levels"] == (0 if ranks == 1 else int(np.ceil(np.log2(ranks))))
+        lo, hi, a, b = off[p], off[p + 1], rec["row0"], rec["row0"] + rec["rows"]
+        assert rec["perm"] == digest(model.perm_[a:b])
+        held = rec["held"]
+        assert rec["landmarks"] == digest(np.concatenate(
+            [[i, lm_off[i + 1] - lm_off[i]] for i in held] + [lm[lm_off[i]:lm_off[i + 1]]
+                                                              for i in held]))
+        assert rec["dual"] == digest(model.dual_coef_[lo:hi])
+        assert rec["pred"] == digest(pred[toff[p]:toff[p + 1]])
+        assert rec["solve"] == digest(model.solve(B)[lo:hi])
+        assert rec["matvec"] == digest(model.matvec(B)[lo:hi])
+        assert float.fromhex(rec["logdet"]) == model.logdet()
+        if case != "hck_classification":
+            assert float.fromhex(rec["lml"]) == pytest.approx(
+                model.log_marginal_likelihood(), rel=1e-14)
+    # Every node is held by some rank, the top ones by all.
+    held_by = [set(rec["held"]) for rec in recs.values()]
+    assert set().union(*held_by) == set(range(len(lm_off) - 1))
+
+
+def test_hck_pca_partition_needs_one_rank(runs):
+    """partition='pca' would need the top levels' scatter matrices summed in the serial order:
+    refused on every rank with several ranks; one rank is the serial fit."""
+    ranks, _ = runs
+    out, _ = launch(ranks, "hck_pca")
+    assert out.returncode == 0, out.stderr[-3000:]
+    recs = by_case(out.stdout)["hck_pca"]
+    if ranks == 1:
+        assert recs[0]["outcome"] == "ok"
+    else:
+        assert all(rec["outcome"] == "error" and "use partition='random'" in rec["message"]
+                   for rec in recs.values())
+
+
+def test_hck_failure_inside_the_factorisation_aborts_every_rank():
+    """An unexpected failure inside one rank's factorisation (the other ranks wait in the
+    exchange of the Theta blocks) ends every rank through comm.Abort within seconds."""
+    out, seconds = launch(3, "hck_fault_in_factorisation_rank1", uncaught=True)
+    assert out.returncode != 0
+    assert "rank 1 of 3 failed with RuntimeError: injected failure in the factorisation" \
+        in out.stderr
     assert seconds < PROMPT, f"{seconds:.1f} s"
 
 

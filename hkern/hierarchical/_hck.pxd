@@ -39,6 +39,17 @@ cdef class HCKOperator:
     cdef const double[::1] L, St, W, Wt, U, LB
     cdef const double[::1] logdet_parts
     cdef readonly double logdet_value
+    # A part of the tree (one MPI rank's: hkern/hierarchical/sharded.py): the nodes of the top
+    # `levels` levels and of the subtrees rooted at level `levels` that this part holds, listed
+    # level by level in level_nodes[level_off[t]:level_off[t + 1]] (every node when whole).
+    # X holds the tree positions row0 .. row0 + n - 1; the landmark points of the top nodes are
+    # rows ztop_off[i] .. of Ztop (their positions may lie in other parts).
+    cdef readonly Py_ssize_t row0
+    cdef readonly int levels, n_top
+    cdef const Py_ssize_t[::1] level_off, level_nodes
+    cdef const double[:, ::1] Ztop
+    cdef const double[::1] ztop_sq
+    cdef const Py_ssize_t[::1] ztop_off
     # Wall seconds of the construction: [instantiation (kernel blocks), inversion (arithmetic)].
     cdef double phase_seconds[2]
 
@@ -52,7 +63,23 @@ cdef class HCKOperator:
     cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil
     cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil
     cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil
-    cdef int _factorize(self, int n_threads, int* failed_node) noexcept nogil
+    cdef int _factorize_below(self, int n_threads, int* failed_node, double* theta,
+                              int split) noexcept nogil
+    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta) noexcept nogil
+    cdef int _nonleaf_level(self, int t, int n_threads, double* theta, int* node_status,
+                            int* failed_node) noexcept nogil
+    cdef void _solve_up(self, const double* B, double* Y, double* c, double* g, double* sv,
+                        const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k, int t_from,
+                        int t_to, int n_threads) noexcept nogil
+    cdef void _solve_down(self, double* Y, double* g, double* tmp, const Py_ssize_t* g_off,
+                          int k, int t_from, int t_to, int n_threads) noexcept nogil
+    cdef void _up_levels(self, const double* B, double* c, double* sv, const Py_ssize_t* c_off,
+                         const Py_ssize_t* g_off, int k, int t_from, int t_to,
+                         int n_threads) noexcept nogil
+    cdef void _siblings(self, const double* c, double* dv, const Py_ssize_t* c_off, int k,
+                        int n_threads) noexcept nogil
+    cdef int _matvec_down(self, const double* B, double* Y, double* dv, const Py_ssize_t* c_off,
+                          int k, int n_threads) noexcept nogil
     cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil
     cdef Py_ssize_t* _new_vector_offsets(self, int k) noexcept nogil
     cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,

@@ -156,13 +156,21 @@ cdef class HCKOperator:
         Bandwidth, ridge lam and jitter lam' (0 <= lam' <= lam).
     n_threads : int
         OpenMP threads (BLAS must be limited to one thread by the caller).
+    part : dict or None
+        One MPI rank's part of the tree (hkern/hierarchical/sharded.py): ``row0``, ``levels``,
+        ``subtrees`` (the range of level-``levels`` subtrees held), ``Ztop`` and ``ztop_off``
+        (the landmark points of the top nodes, by node) and ``exchange``, called as
+        ``exchange(theta, error)`` between the factorisation below the top levels and above
+        them to fill in the other parts' Theta blocks of the level-``levels`` nodes.  X, lm
+        and lm_off then hold this part only (positions global).  None: the whole tree.
     """
 
     def __init__(self, const double[:, ::1] X, int depth, const Py_ssize_t[::1] start,
                  const Py_ssize_t[::1] count, const Py_ssize_t[::1] lm_off,
                  const Py_ssize_t[::1] lm, int kind, double sigma, double lam, double jitter,
-                 int n_threads):
+                 int n_threads, part=None):
         cdef Py_ssize_t i, p
+        self._set_part(depth, part, X.shape[1])
         self.n = X.shape[0]
         self.d = X.shape[1]
         self.depth = depth
@@ -188,17 +196,20 @@ cdef class HCKOperator:
         self.rank = rank
         self.r_max = int(rank.max()) if self.first_leaf > 0 else 0
         counts = np.asarray(count)
-        self.leaf_max = int(counts[self.first_leaf:].max())
+        held = np.zeros(self.n_nodes, dtype=bool)
+        held[np.asarray(self.level_nodes)] = True
+        self.leaf_max = int(max(counts[self.first_leaf:][held[self.first_leaf:]].max(
+            initial=0), 1))
 
-        # Offsets of the flat factor buffers (heap order).
+        # Offsets of the flat factor buffers (heap order); nodes of other parts take no space.
         ids = np.arange(self.n_nodes)
         parent_rank = np.zeros(self.n_nodes, dtype=np.intp)
         parent_rank[1:] = rank[(ids[1:] - 1) // 2]
         is_leaf = ids >= self.first_leaf
-        sq_sizes = np.where(is_leaf, 0, rank * rank)
-        w_sizes = np.where(is_leaf | (ids == 0), 0, rank * parent_rank)
-        u_sizes = np.where(is_leaf, counts * parent_rank, 0)
-        b_sizes = np.where(is_leaf, counts * counts, 0)
+        sq_sizes = np.where(is_leaf | ~held, 0, rank * rank)
+        w_sizes = np.where(is_leaf | (ids == 0) | ~held, 0, rank * parent_rank)
+        u_sizes = np.where(is_leaf & held, counts * parent_rank, 0)
+        b_sizes = np.where(is_leaf & held, counts * counts, 0)
 
         def offsets(sizes):
             off = np.zeros(self.n_nodes + 1, dtype=np.intp)
@@ -221,10 +232,54 @@ cdef class HCKOperator:
         self.logdet_parts = np.zeros(self.n_nodes)
 
         cdef int status, node = -1
+        cdef int split = min(depth, max(SPLIT_LEVEL, self.levels))
+        cdef Py_ssize_t r2 = <Py_ssize_t>self.r_max * self.r_max
+        theta = np.empty(max(((2 << split) - 1) * r2, 1))
+        cdef double[::1] th = theta
         with nogil:
-            status = self._factorize(n_threads, &node)
+            status = self._factorize_below(n_threads, &node, &th[0], split)
+        if self.levels > 0:
+            # The other parts' Theta blocks of the level-L nodes; a failure on any part is
+            # raised on every part there.
+            part["exchange"](theta.reshape(-1, max(r2, 1))[:(2 << self.levels) - 1]
+                             if r2 else theta[:0].reshape(0, 1),
+                             _error_for(status, node, self))
+            with nogil:
+                status = self._factorize_above(n_threads, &node, &th[0])
         _raise_for(status, node, self)
         self.logdet_value = float(np.sum(np.asarray(self.logdet_parts)))
+
+    def _set_part(self, int depth, part, int d):
+        """The nodes held (level_off, level_nodes), row0, levels and the top landmark store."""
+        cdef Py_ssize_t n_nodes = (1 << (depth + 1)) - 1
+        levels = 0 if part is None else int(part["levels"])
+        self.levels = levels
+        self.n_top = (1 << levels) - 1
+        self.row0 = 0 if part is None else int(part["row0"])
+        nodes = [np.arange((1 << t) - 1, (2 << t) - 1) for t in range(depth + 1)]
+        if part is not None:
+            subtrees = part["subtrees"]
+            for t in range(levels, depth + 1):
+                per = 1 << (t - levels)             # nodes of level t in each subtree
+                first = (1 << t) - 1
+                nodes[t] = np.arange(first + subtrees.start * per, first + subtrees.stop * per)
+        self.level_off = np.concatenate([[0], np.cumsum([len(a) for a in nodes])]).astype(
+            np.intp)
+        self.level_nodes = np.concatenate(nodes).astype(np.intp)
+        if part is not None and levels > 0:
+            Ztop = np.ascontiguousarray(part["Ztop"], dtype=np.float64)
+            self.Ztop = Ztop
+            self.ztop_off = np.asarray(part["ztop_off"], dtype=np.intp)
+        else:
+            Ztop = np.empty((1, d))
+            self.Ztop = Ztop
+            self.ztop_off = np.zeros(1, dtype=np.intp)
+        zsq = np.empty(max(Ztop.shape[0], 1))
+        cdef double[::1] zsq_view = zsq
+        cdef const double[:, ::1] Zv = Ztop
+        if Ztop.shape[0] > 0 and part is not None and levels > 0:
+            sqnorms(Ztop.shape[0], d, &Zv[0, 0], &zsq_view[0])
+        self.ztop_sq = zsq
 
     # ------------------------------------------------------------------------------------------
     # Construction and inversion (upward pass)
@@ -232,11 +287,17 @@ cdef class HCKOperator:
 
     cdef void _gather(self, Py_ssize_t i, double* Z, double* zsq) noexcept nogil:
         """Landmark rows of non-leaf node i into Z (r_i x d) and their squared norms."""
-        cdef Py_ssize_t a, off = self.lm_off[i]
+        cdef Py_ssize_t a, off = self.lm_off[i], z0
         cdef int ri = <int>self.rank[i]
+        if i < self.n_top:          # a top node of a part: its points are kept aside
+            z0 = self.ztop_off[i]
+            memcpy(Z, &self.Ztop[z0, 0], <Py_ssize_t>ri * self.d * sizeof(double))
+            memcpy(zsq, &self.ztop_sq[z0], ri * sizeof(double))
+            return
         for a in range(ri):
-            memcpy(Z + a * self.d, &self.X[self.lm[off + a], 0], self.d * sizeof(double))
-            zsq[a] = self.xsq[self.lm[off + a]]
+            memcpy(Z + a * self.d, &self.X[self.lm[off + a] - self.row0, 0],
+                   self.d * sizeof(double))
+            zsq[a] = self.xsq[self.lm[off + a] - self.row0]
 
     cdef void _instantiate(self, Py_ssize_t i, Work* w) noexcept nogil:
         """Kernel blocks of node i into its factor buffers (jitter of doc/specs/hck.md, 2.5).
@@ -271,16 +332,17 @@ cdef class HCKOperator:
         else:
             s0 = self.start[i]
             m = <int>self.count[i]
-            kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0], &self.xsq[s0],
-                               _mutable(&self.LB[self.b_off[i]]), m)
+            kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0 - self.row0, 0],
+                               &self.xsq[s0 - self.row0], _mutable(&self.LB[self.b_off[i]]), m)
             for a in range(m):
                 _mutable(&self.LB[0])[self.b_off[i] + <Py_ssize_t>a * m + a] += self.lam
             if i != 0:
                 p = parent_of(i)
                 rp = <int>self.rank[p]
                 self._gather(p, w.Z1, w.z1sq)
-                kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0, 0], &self.xsq[s0],
-                             w.Z1, w.z1sq, _mutable(&self.U[self.u_off[i]]), rp)
+                kernel_block(self.kind, self.sigma, m, rp, self.d, &self.X[s0 - self.row0, 0],
+                             &self.xsq[s0 - self.row0], w.Z1, w.z1sq,
+                             _mutable(&self.U[self.u_off[i]]), rp)
                 add_jitter_rows(_mutable(&self.U[self.u_off[i]]), rp, s0, m,
                                 &self.lm[self.lm_off[p]], rp, self.jitter)
 
@@ -399,12 +461,16 @@ cdef class HCKOperator:
             xi[a] += th[a]
         return self._nonleaf_up(i, xi, theta, w)
 
-    cdef int _factorize(self, int n_threads, int* failed_node) noexcept nogil:
-        cdef int J = self.depth, split = min(J, SPLIT_LEVEL), status = 0, t, local
-        cdef Py_ssize_t i, lo, hi, a, r2 = <Py_ssize_t>self.r_max * self.r_max
-        cdef int ri
+    cdef int _factorize_below(self, int n_threads, int* failed_node, double* theta,
+                              int split) noexcept nogil:
+        """Every held node's kernel blocks and Sigma factor, then the upward pass over the
+        held nodes of levels J .. L (L = self.levels; the whole tree for L = 0): subtrees
+        rooted at level ``split`` (>= L) one thread each, depth first, the levels above them
+        node by node.  theta holds r_max^2 numbers per node of levels <= split (slot i): the
+        Theta block a node hands to its parent."""
+        cdef int J = self.depth, status = 0, t, ri
+        cdef Py_ssize_t i, a, b, r2 = <Py_ssize_t>self.r_max * self.r_max
         cdef Work* w
-        cdef double* theta_top
         cdef int* node_status = <int*>calloc(self.n_nodes, sizeof(int))
         cdef double t0, t1
         if node_status == NULL:
@@ -413,7 +479,9 @@ cdef class HCKOperator:
         # memory happens here too).  Timed apart from the arithmetic that follows, which is the
         # paper's inversion phase (Algorithm 2 and the factors it needs).
         t0 = omp_get_wtime()
-        for i in prange(self.n_nodes, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        for a in prange(<Py_ssize_t>self.level_off[J + 1], nogil=True, num_threads=n_threads,
+                        schedule="dynamic"):
+            i = self.level_nodes[a]
             w = work_alloc(self.r_max, self.d, 0, 0)
             if w == NULL:
                 node_status[i] = FAIL_MEMORY
@@ -424,50 +492,69 @@ cdef class HCKOperator:
         t1 = omp_get_wtime()
         # Phase 0: Cholesky factors of every Sigma_p (children need their parent's).
         if status == 0:
-            for i in prange(self.first_leaf, nogil=True, num_threads=n_threads,
+            for a in prange(<Py_ssize_t>self.level_off[J], nogil=True, num_threads=n_threads,
                             schedule="dynamic"):
+                i = self.level_nodes[a]
                 node_status[i] = self._sigma_factor(i)
             status = _first_failure(node_status, self.n_nodes, failed_node)
         # Phase 1: subtrees rooted at level `split`, one thread each, depth first.
-        theta_top = <double*>malloc(max((<Py_ssize_t>2 << split) * r2, 1) * sizeof(double))
-        if status == 0 and theta_top == NULL:
-            status = FAIL_MEMORY
         if status == 0:
-            lo = (1 << split) - 1
-            hi = (2 << split) - 1
-            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            for a in prange(<Py_ssize_t>self.level_off[split], <Py_ssize_t>self.level_off[split + 1], nogil=True,
+                            num_threads=n_threads, schedule="dynamic"):
+                i = self.level_nodes[a]
                 w = work_alloc(self.r_max, self.d, self.leaf_max, J - split + 1)
                 if w == NULL:
                     node_status[i] = FAIL_MEMORY
                 else:
-                    node_status[i] = self._up_subtree(i, theta_top + i * r2 if i > 0 else NULL,
+                    node_status[i] = self._up_subtree(i, theta + i * r2 if i > 0 else NULL,
                                                       w, 0)
                     work_free(w)
             status = _first_failure(node_status, self.n_nodes, failed_node)
-        # Phase 2: the levels above, node by node.
+        # Phase 2: the levels above, node by node, down to level L.
         t = split - 1
-        while status == 0 and t >= 0:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
-                w = work_alloc(self.r_max, self.d, 0, 1)
-                if w == NULL:
-                    node_status[i] = FAIL_MEMORY
-                else:
-                    ri = <int>self.rank[i]
-                    for a in range(<Py_ssize_t>ri * ri):
-                        w.stack[a] = theta_top[(2 * i + 1) * r2 + a] + \
-                            theta_top[(2 * i + 2) * r2 + a]
-                    node_status[i] = self._nonleaf_up(i, w.stack,
-                                                      theta_top + i * r2 if i > 0 else NULL, w)
-                    work_free(w)
-            status = _first_failure(node_status, self.n_nodes, failed_node)
+        while status == 0 and t >= self.levels:
+            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node)
             t = t - 1
-        free(theta_top)
-        free(node_status)
         self.phase_seconds[0] = t1 - t0
         self.phase_seconds[1] = omp_get_wtime() - t1
+        free(node_status)
         return status
+
+    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta) noexcept nogil:
+        """The upward pass over the top levels L - 1 .. 0, node by node, from the Theta blocks
+        of level L (every part's, filled in by the exchange)."""
+        cdef int status = 0, t = self.levels - 1
+        cdef int* node_status = <int*>calloc(self.n_nodes, sizeof(int))
+        cdef double t1 = omp_get_wtime()
+        if node_status == NULL:
+            return FAIL_MEMORY
+        while status == 0 and t >= 0:
+            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node)
+            t = t - 1
+        self.phase_seconds[1] += omp_get_wtime() - t1
+        free(node_status)
+        return status
+
+    cdef int _nonleaf_level(self, int t, int n_threads, double* theta, int* node_status,
+                            int* failed_node) noexcept nogil:
+        """_nonleaf_up of the held nodes of level t from their children's Theta blocks."""
+        cdef Py_ssize_t i, a, b, r2 = <Py_ssize_t>self.r_max * self.r_max
+        cdef int ri
+        cdef Work* w
+        for a in prange(<Py_ssize_t>self.level_off[t], <Py_ssize_t>self.level_off[t + 1], nogil=True,
+                        num_threads=n_threads, schedule="dynamic"):
+            i = self.level_nodes[a]
+            w = work_alloc(self.r_max, self.d, 0, 1)
+            if w == NULL:
+                node_status[i] = FAIL_MEMORY
+            else:
+                ri = <int>self.rank[i]
+                for b in range(<Py_ssize_t>ri * ri):
+                    w.stack[b] = theta[(2 * i + 1) * r2 + b] + theta[(2 * i + 2) * r2 + b]
+                node_status[i] = self._nonleaf_up(i, w.stack, theta + i * r2 if i > 0 else NULL,
+                                                  w)
+                work_free(w)
+        return _first_failure(node_status, self.n_nodes, failed_node)
 
     # ------------------------------------------------------------------------------------------
     # A^{-1} B (self-inclusive traversal of the upward-pass factors)
@@ -475,16 +562,13 @@ cdef class HCKOperator:
 
     cdef int solve_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
         """Y (n x k) <- A^{-1} B (n x k), tree order.  Returns 0 or FAIL_MEMORY."""
-        cdef int J = self.depth, t, m, rp, ri, status = 0
-        cdef Py_ssize_t i, p, lo, hi, a, s0
+        cdef int status = 0
         cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
         cdef Py_ssize_t* g_off
         cdef double* c = NULL
         cdef double* g = NULL
         cdef double* sv = NULL
         cdef double* tmp = NULL
-        cdef double* Yi
-        cdef const double* LBi
         if c_off == NULL:
             return FAIL_MEMORY
         g_off = c_off + self.n_nodes + 1
@@ -495,20 +579,35 @@ cdef class HCKOperator:
         tmp = <double*>malloc(max(<Py_ssize_t>self.n * k, 1) * sizeof(double))
         if c == NULL or g == NULL or sv == NULL or tmp == NULL:
             status = FAIL_MEMORY
-        # Upward: t_i = B_i^{-1} b_i, c_i = U_i^T t_i; s_i = sum of children's c, g_i = St_i s_i,
-        # c_i = Wt_i^T s_i.
-        t = J
-        while status == 0 and t >= 0:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if status == 0:
+            self._solve_up(B, Y, c, g, sv, c_off, g_off, k, self.depth, 0, n_threads)
+            self._solve_down(Y, g, tmp, g_off, k, 1, self.depth, n_threads)
+        free(c)
+        free(g)
+        free(sv)
+        free(tmp)
+        free(c_off)         # g_off with it (one block)
+        return status
+
+    cdef void _solve_up(self, const double* B, double* Y, double* c, double* g, double* sv,
+                        const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k, int t_from,
+                        int t_to, int n_threads) noexcept nogil:
+        """Upward pass of A^{-1} B over the held nodes of levels t_from down to t_to: t_i =
+        B_i^{-1} b_i, c_i = U_i^T t_i (leaves); s_i = sum of the children's c, g_i = St_i s_i,
+        c_i = Wt_i^T s_i (non-leaves)."""
+        cdef int t = t_from, m, rp, ri
+        cdef Py_ssize_t i, a, b, s0
+        cdef double* Yi
+        while t >= t_to:
+            for b in prange(<Py_ssize_t>self.level_off[t], <Py_ssize_t>self.level_off[t + 1], nogil=True,
+                            num_threads=n_threads, schedule="dynamic"):
+                i = self.level_nodes[b]
                 if i >= self.first_leaf:
-                    s0 = self.start[i]
+                    s0 = self.start[i] - self.row0
                     m = <int>self.count[i]
                     Yi = Y + s0 * k
-                    LBi = &self.LB[self.b_off[i]]
                     memcpy(Yi, B + s0 * k, <Py_ssize_t>m * k * sizeof(double))
-                    potrs(m, k, LBi, m, Yi, k)
+                    potrs(m, k, &self.LB[self.b_off[i]], m, Yi, k)
                     if i != 0:
                         rp = <int>self.rank[parent_of(i)]
                         gemm(True, False, rp, k, m, 1.0, &self.U[self.u_off[i]], rp, Yi, k, 0.0,
@@ -524,16 +623,21 @@ cdef class HCKOperator:
                         gemm(True, False, rp, k, ri, 1.0, &self.Wt[self.w_off[i]], rp,
                              sv + g_off[i], k, 0.0, c + c_off[i], k)
             t = t - 1
-        # Downward: G_i = g_i + Wt_i G_p; leaves: y_i = t_i + B_i^{-1} U_i G_p.
-        t = 1
-        while status == 0 and t <= J:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+
+    cdef void _solve_down(self, double* Y, double* g, double* tmp, const Py_ssize_t* g_off,
+                          int k, int t_from, int t_to, int n_threads) noexcept nogil:
+        """Downward pass of A^{-1} B over the held nodes of levels t_from .. t_to: G_i = g_i +
+        Wt_i G_p; leaves: y_i = t_i + B_i^{-1} U_i G_p (tmp: n x k scratch)."""
+        cdef int t = t_from, m, rp, ri
+        cdef Py_ssize_t i, p, a, b, s0
+        while t <= t_to:
+            for b in prange(<Py_ssize_t>self.level_off[t], <Py_ssize_t>self.level_off[t + 1], nogil=True,
+                            num_threads=n_threads, schedule="dynamic"):
+                i = self.level_nodes[b]
                 p = parent_of(i)
                 rp = <int>self.rank[p]
                 if i >= self.first_leaf:
-                    s0 = self.start[i]
+                    s0 = self.start[i] - self.row0
                     m = <int>self.count[i]
                     gemm(False, False, m, k, rp, 1.0, &self.U[self.u_off[i]], rp, g + g_off[p],
                          k, 0.0, tmp + s0 * k, k)
@@ -545,12 +649,6 @@ cdef class HCKOperator:
                     gemm(False, False, ri, k, rp, 1.0, &self.Wt[self.w_off[i]], rp, g + g_off[p],
                          k, 1.0, g + g_off[i], k)
             t = t + 1
-        free(c)
-        free(g)
-        free(sv)
-        free(tmp)
-        free(c_off)         # g_off with it (one block)
-        return status
 
     cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil:
         """c: r_parent(i) x k per non-root node; g: r_i x k per non-leaf node."""
@@ -581,19 +679,25 @@ cdef class HCKOperator:
         """c_i = U_i^T b_i (leaf) or W_i^T (c_left + c_right); then the sibling exchange
         d_left = Sigma_p c_right, d_right = Sigma_p c_left (Sigma_p = L_p L_p^T).  sv is
         scratch of the size of the g vectors."""
-        cdef int J = self.depth, t, m, rp, ri
-        cdef Py_ssize_t i, lo, hi, a, l, rgt
-        cdef const double* Lp
-        t = J
-        while t >= 1:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        self._up_levels(B, c, sv, c_off, g_off, k, self.depth, 1, n_threads)
+        self._siblings(c, dv, c_off, k, n_threads)
+        return 0
+
+    cdef void _up_levels(self, const double* B, double* c, double* sv, const Py_ssize_t* c_off,
+                         const Py_ssize_t* g_off, int k, int t_from, int t_to,
+                         int n_threads) noexcept nogil:
+        """c_i of the held nodes of levels t_from down to t_to (>= 1)."""
+        cdef int t = t_from, m, rp, ri
+        cdef Py_ssize_t i, a, b
+        while t >= t_to:
+            for b in prange(<Py_ssize_t>self.level_off[t], <Py_ssize_t>self.level_off[t + 1], nogil=True,
+                            num_threads=n_threads, schedule="dynamic"):
+                i = self.level_nodes[b]
                 rp = <int>self.rank[parent_of(i)]
                 if i >= self.first_leaf:
                     m = <int>self.count[i]
                     gemm(True, False, rp, k, m, 1.0, &self.U[self.u_off[i]], rp,
-                         B + self.start[i] * k, k, 0.0, c + c_off[i], k)
+                         B + (self.start[i] - self.row0) * k, k, 0.0, c + c_off[i], k)
                 else:
                     ri = <int>self.rank[i]
                     for a in range(<Py_ssize_t>ri * k):
@@ -601,7 +705,16 @@ cdef class HCKOperator:
                     gemm(True, False, rp, k, ri, 1.0, &self.W[self.w_off[i]], rp, sv + g_off[i], k,
                          0.0, c + c_off[i], k)
             t = t - 1
-        for i in prange(self.first_leaf, nogil=True, num_threads=n_threads, schedule="dynamic"):
+
+    cdef void _siblings(self, const double* c, double* dv, const Py_ssize_t* c_off, int k,
+                        int n_threads) noexcept nogil:
+        """The sibling exchange at every held non-leaf node (its children's c known)."""
+        cdef int ri
+        cdef Py_ssize_t i, b, l, rgt
+        cdef const double* Lp
+        for b in prange(<Py_ssize_t>self.level_off[self.depth], nogil=True, num_threads=n_threads,
+                        schedule="dynamic"):
+            i = self.level_nodes[b]
             ri = <int>self.rank[i]
             Lp = &self.L[self.sq_off[i]]
             l = 2 * i + 1
@@ -612,18 +725,15 @@ cdef class HCKOperator:
             trmm(True, True, False, False, ri, k, 1.0, Lp, ri, dv + c_off[l], k)
             trmm(True, True, True, False, ri, k, 1.0, Lp, ri, dv + c_off[rgt], k)
             trmm(True, True, False, False, ri, k, 1.0, Lp, ri, dv + c_off[rgt], k)
-        return 0
 
     cdef int matvec_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
         """Y (n x k) <- A B, tree order (Algorithm 1; leaf blocks recomputed from the kernel)."""
-        cdef int J = self.depth, t, m, rp, status = 0, failures = 0
-        cdef Py_ssize_t i, p, lo, hi, a, s0
+        cdef int status = 0
         cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
         cdef Py_ssize_t* g_off
         cdef double* c = NULL
         cdef double* dv = NULL
         cdef double* sv = NULL
-        cdef double* Aii
         if c_off == NULL:
             return FAIL_MEMORY
         g_off = c_off + self.n_nodes + 1
@@ -634,44 +744,51 @@ cdef class HCKOperator:
             status = FAIL_MEMORY
         if status == 0:
             self._up_exchange(B, c, dv, sv, c_off, g_off, k, n_threads)
-            # Downward: d_j += W_p d_p for non-root parents p, level by level.
-            t = 2
-            while t <= J:
-                lo = (1 << t) - 1
-                hi = (2 << t) - 1
-                for i in prange(lo, hi, nogil=True, num_threads=n_threads, schedule="dynamic"):
-                    p = parent_of(i)
-                    rp = <int>self.rank[parent_of(p)]
-                    gemm(False, False, <int>self.rank[p], k, rp, 1.0, &self.W[self.w_off[p]], rp,
-                         dv + c_off[p], k, 1.0, dv + c_off[i], k)
-                t = t + 1
-            # Leaves: y_i = (K(X_i, X_i) + lam I) b_i + U_i d_i
-            for i in prange(self.first_leaf, self.n_nodes, nogil=True, num_threads=n_threads,
-                            schedule="dynamic"):
-                s0 = self.start[i]
-                m = <int>self.count[i]
-                Aii = <double*>malloc(<Py_ssize_t>m * m * sizeof(double))
-                if Aii == NULL:
-                    failures += 1
-                else:
-                    kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0],
-                                       &self.xsq[s0], Aii, m)
-                    symmetrize_from_lower(m, Aii, m)
-                    for a in range(m):
-                        Aii[a * m + a] += self.lam
-                    gemm(False, False, m, k, m, 1.0, Aii, m, B + s0 * k, k, 0.0, Y + s0 * k, k)
-                    if i != 0:
-                        rp = <int>self.rank[parent_of(i)]
-                        gemm(False, False, m, k, rp, 1.0, &self.U[self.u_off[i]], rp,
-                             dv + c_off[i], k, 1.0, Y + s0 * k, k)
-                    free(Aii)
-            if failures:
-                status = FAIL_MEMORY
+            status = self._matvec_down(B, Y, dv, c_off, k, n_threads)
         free(c)
         free(dv)
         free(sv)
         free(c_off)         # g_off with it (one block)
         return status
+
+    cdef int _matvec_down(self, const double* B, double* Y, double* dv, const Py_ssize_t* c_off,
+                          int k, int n_threads) noexcept nogil:
+        """After the sibling exchange: d_j += W_p d_p for non-root parents p, level by level,
+        then the held leaves y_i = (K(X_i, X_i) + lam I) b_i + U_i d_i."""
+        cdef int J = self.depth, t, m, rp, failures = 0
+        cdef Py_ssize_t i, p, a, b, s0
+        cdef double* Aii
+        t = 2
+        while t <= J:
+            for b in prange(<Py_ssize_t>self.level_off[t], <Py_ssize_t>self.level_off[t + 1], nogil=True,
+                            num_threads=n_threads, schedule="dynamic"):
+                i = self.level_nodes[b]
+                p = parent_of(i)
+                rp = <int>self.rank[parent_of(p)]
+                gemm(False, False, <int>self.rank[p], k, rp, 1.0, &self.W[self.w_off[p]], rp,
+                     dv + c_off[p], k, 1.0, dv + c_off[i], k)
+            t = t + 1
+        for b in prange(<Py_ssize_t>self.level_off[J], <Py_ssize_t>self.level_off[J + 1], nogil=True,
+                        num_threads=n_threads, schedule="dynamic"):
+            i = self.level_nodes[b]
+            s0 = self.start[i] - self.row0
+            m = <int>self.count[i]
+            Aii = <double*>malloc(<Py_ssize_t>m * m * sizeof(double))
+            if Aii == NULL:
+                failures += 1
+            else:
+                kernel_block_lower(self.kind, self.sigma, m, self.d, &self.X[s0, 0],
+                                   &self.xsq[s0], Aii, m)
+                symmetrize_from_lower(m, Aii, m)
+                for a in range(m):
+                    Aii[a * m + a] += self.lam
+                gemm(False, False, m, k, m, 1.0, Aii, m, B + s0 * k, k, 0.0, Y + s0 * k, k)
+                if i != 0:
+                    rp = <int>self.rank[parent_of(i)]
+                    gemm(False, False, m, k, rp, 1.0, &self.U[self.u_off[i]], rp,
+                         dv + c_off[i], k, 1.0, Y + s0 * k, k)
+                free(Aii)
+        return FAIL_MEMORY if failures else 0
 
     # ------------------------------------------------------------------------------------------
     # Python entry points (tree order; the Python layer permutes)
@@ -697,6 +814,74 @@ cdef class HCKOperator:
                     status = self.matvec_into(&B[0, 0], &Y[0, 0], k, n_threads)
             _raise_for(status, -1, self)
         return out
+
+    # The passes level by level, for an MPI rank's part of the tree (hkern/hierarchical/
+    # sharded.py), which exchanges the vectors of the level-L nodes between them.  B, Y and the
+    # flat per-node vectors (vector_offsets) are C-contiguous float64; BLAS on one thread.
+
+    def held_nodes(self):
+        """The nodes this operator holds, level by level (every node of a whole tree)."""
+        return np.asarray(self.level_nodes)
+
+    def level_offsets(self):
+        """held_nodes()[level_offsets()[t]:level_offsets()[t + 1]] are the nodes of level t."""
+        return np.asarray(self.level_off)
+
+    def vector_offsets(self, int k):
+        """(c_off, g_off): the per-node vectors c (r_parent x k per non-root node) and g
+        (r_i x k per non-leaf node) in flat arrays."""
+        c_off = np.zeros(self.n_nodes + 1, dtype=np.intp)
+        g_off = np.zeros(self.n_nodes + 1, dtype=np.intp)
+        cdef Py_ssize_t[::1] co = c_off, go = g_off
+        self._vector_offsets(k, &co[0], &go[0])
+        return c_off, g_off
+
+    def solve_levels_up(self, const double[:, ::1] B, double[:, ::1] Y, double[::1] c,
+                        double[::1] g, double[::1] sv, const Py_ssize_t[::1] c_off,
+                        const Py_ssize_t[::1] g_off, int t_from, int t_to, int n_threads=1):
+        """The upward pass of A^{-1} B over the held nodes of levels t_from .. t_to."""
+        cdef int k = B.shape[1]
+        with nogil:
+            self._solve_up(&B[0, 0] if B.shape[0] else NULL, &Y[0, 0] if Y.shape[0] else NULL,
+                           &c[0], &g[0], &sv[0], &c_off[0], &g_off[0], k, t_from, t_to,
+                           n_threads)
+
+    def solve_levels_down(self, double[:, ::1] Y, double[::1] g, const Py_ssize_t[::1] g_off,
+                          int t_from, int t_to, int n_threads=1):
+        """The downward pass of A^{-1} B over the held nodes of levels t_from .. t_to."""
+        cdef int k = Y.shape[1]
+        tmp = np.empty(max(Y.shape[0] * k, 1))
+        cdef double[::1] tv = tmp
+        with nogil:
+            self._solve_down(&Y[0, 0] if Y.shape[0] else NULL, &g[0], &tv[0], &g_off[0], k,
+                             t_from, t_to, n_threads)
+
+    def up_levels(self, const double[:, ::1] B, double[::1] c, double[::1] sv,
+                  const Py_ssize_t[::1] c_off, const Py_ssize_t[::1] g_off, int t_from, int t_to,
+                  int n_threads=1):
+        """c_i = U_i^T b_i or W_i^T (c_left + c_right) of the held nodes of levels t_from ..
+        t_to (>= 1): the upward pass of A B and of the prediction vectors."""
+        cdef int k = B.shape[1]
+        with nogil:
+            self._up_levels(&B[0, 0] if B.shape[0] else NULL, &c[0], &sv[0], &c_off[0],
+                            &g_off[0], k, t_from, t_to, n_threads)
+
+    def siblings(self, const double[::1] c, double[::1] dv, const Py_ssize_t[::1] c_off,
+                 int k, int n_threads=1):
+        """The sibling exchange d_left = Sigma_p c_right, d_right = Sigma_p c_left at every held
+        non-leaf node."""
+        with nogil:
+            self._siblings(&c[0], &dv[0], &c_off[0], k, n_threads)
+
+    def matvec_down(self, const double[:, ::1] B, double[:, ::1] Y, double[::1] dv,
+                    const Py_ssize_t[::1] c_off, int n_threads=1):
+        """After the sibling exchange: the downward pass of A B and the held leaves' rows."""
+        cdef int k = B.shape[1], status
+        with nogil:
+            status = self._matvec_down(&B[0, 0] if B.shape[0] else NULL,
+                                       &Y[0, 0] if Y.shape[0] else NULL, &dv[0], &c_off[0], k,
+                                       n_threads)
+        _raise_for(status, -1, self)
 
     def prediction_vectors(self, const double[:, ::1] Wts, int n_threads=1):
         """Algorithm 3 precomputation for weights (n, k): the per-node vectors c (flat)."""
@@ -740,7 +925,7 @@ cdef class HCKOperator:
                            const Py_ssize_t[::1] leaf_start, const double[:, ::1] Wts,
                            const double[::1] dv, const Py_ssize_t[::1] c_off, double[:, ::1] F,
                            int k) noexcept nogil:
-        cdef Py_ssize_t i = self.first_leaf + leaf, p, q, q0, s0 = self.start[i]
+        cdef Py_ssize_t i = self.first_leaf + leaf, p, q, q0, s0 = self.start[i] - self.row0
         cdef int m = <int>self.count[i], rp, chunk, rnext
         cdef double* Kq
         cdef double* D1
@@ -800,7 +985,10 @@ cdef class HCKOperator:
         state.update(self.factors())
         state.update(X=np.asarray(self.X), xsq=np.asarray(self.xsq),
                      start=np.asarray(self.start), count=np.asarray(self.count),
-                     lm_off=np.asarray(self.lm_off), lm=np.asarray(self.lm))
+                     lm_off=np.asarray(self.lm_off), lm=np.asarray(self.lm),
+                     level_off=np.asarray(self.level_off),
+                     level_nodes=np.asarray(self.level_nodes), Ztop=np.asarray(self.Ztop),
+                     ztop_sq=np.asarray(self.ztop_sq), ztop_off=np.asarray(self.ztop_off))
         return (_restore_operator, (state,))
 
     @property
@@ -866,7 +1054,14 @@ cdef int _first_failure(int* status, Py_ssize_t n, int* node) noexcept nogil:
 
 
 def _raise_for(int status, int node, HCKOperator op):
-    """Turn a failure code of the nogil core into a clear error.
+    """Raise the error of a failure code of the nogil core (_error_for), if any."""
+    error = _error_for(status, node, op)
+    if error is not None:
+        raise error
+
+
+def _error_for(int status, int node, HCKOperator op):
+    """Turn a failure code of the nogil core into a clear error (None for success).
 
     Numerical failures are ValueErrors (a combination of arguments the data cannot support),
     not LinAlgErrors from deep inside: they say which argument to change.  In exact arithmetic
@@ -875,13 +1070,13 @@ def _raise_for(int status, int node, HCKOperator op):
     swamps the jitter or lam.
     """
     if status == 0:
-        return
+        return None
     if status == FAIL_MEMORY:
-        raise MemoryError("HCK: could not allocate working memory")
+        return MemoryError("HCK: could not allocate working memory")
     jitter_fix = (f"pass a larger jitter (now {op.jitter:g}; it must stay below lam={op.lam:g}, "
                   "so raise lam too if needed)")
     if status == FAIL_SIGMA:
-        raise ValueError(
+        return ValueError(
             f"HCK: the kernel matrix of the {op.rank[node]} landmarks of tree node {node} is "
             f"singular to working precision with jitter={op.jitter:g}: the kernel is numerically "
             "rank-deficient on these points (repeated points, or a bandwidth "
@@ -890,17 +1085,17 @@ def _raise_for(int status, int node, HCKOperator op):
             f"{jitter_fix}, e.g. the default jitter=min(1e-3 * lam, 1e-8), or use a smaller "
             "sigma")
     if status == FAIL_LEAF:
-        raise ValueError(
+        return ValueError(
             f"HCK: the leaf block of tree node {node} (K + lam I minus its low-rank part) is not "
             f"positive definite to working precision; increase lam (now {op.lam:g}) or "
             f"{jitter_fix}")
-    raise ValueError(
+    return ValueError(
         f"HCK: I + Lambda Xi is singular to working precision at tree node {node}; increase lam "
         f"(now {op.lam:g}) or {jitter_fix}")
 
 
 _SCALARS = ("n", "d", "depth", "first_leaf", "n_nodes", "kind", "sigma", "lam", "jitter",
-            "r_max", "leaf_max", "logdet_value")
+            "r_max", "leaf_max", "logdet_value", "row0", "levels", "n_top")
 
 
 def _restore_operator(dict state):
@@ -918,4 +1113,7 @@ def _restore_operator(dict state):
                                                state["b_off"])
     op.L, op.St, op.W, op.Wt = state["L"], state["St"], state["W"], state["Wt"]
     op.U, op.LB, op.logdet_parts = state["U"], state["LB"], state["logdet_parts"]
+    op.row0, op.levels, op.n_top = state["row0"], state["levels"], state["n_top"]
+    op.level_off, op.level_nodes = state["level_off"], state["level_nodes"]
+    op.Ztop, op.ztop_sq, op.ztop_off = state["Ztop"], state["ztop_sq"], state["ztop_off"]
     return op

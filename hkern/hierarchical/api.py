@@ -8,6 +8,7 @@ import numpy as np
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._sharded import runs_on_shards
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_choice,
@@ -20,6 +21,7 @@ from .._validation import (
 from ..hyperparameters import selects_hyperparameters
 from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
+from .sharded import fit_hierarchical_sharded
 
 __all__ = ["fit_hierarchical", "fit_independent", "HierarchicalKRR", "IndependentKRR",
            "tree_depth"]
@@ -549,11 +551,13 @@ def _check_tree_args(n, r, leaf_size, partition):
     return r, leaf_size
 
 
+@runs_on_shards("fit_hierarchical", fit_hierarchical_sharded)
 @selects_hyperparameters("likelihood")
 @budgeted
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
                      task="regression", seed=None, n_jobs=None, jitter=None,
-                     partition="random", leaf_size=None, verbose=False, max_memory=None):
+                     partition="random", leaf_size=None, verbose=False, comm=None,
+                     max_memory=None):
     """Kernel ridge regression with a hierarchically compositional kernel (HCK).
 
     HCK (Chen, Avron and Sindhwani) replaces the kernel matrix by K_hier: exact kernel blocks on
@@ -592,9 +596,18 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
         Threads (OpenMP and BLAS); None: the CPUs available, within OMP_NUM_THREADS and any
         threadpoolctl limit.  Results are bitwise identical for any value.
     {verbose}
+    comm : mpi4py communicator or None
+        Fit on data sharded over the ranks of ``comm`` (doc/mpi.md): call on every rank with
+        that rank's rows as ``X`` and ``y``, the same other arguments, ``seed`` an int or None
+        and numbers for sigma and lam.  The top ceil(log2 P) levels of the tree are split over
+        the ranks and each rank factorises whole subtrees below them; the tree, landmarks,
+        weights and predictions are those of the serial fit of the concatenated shards, bit for
+        bit.  Returns a :class:`hkern.hierarchical.sharded.ShardedHierarchicalKRR` whose
+        methods are collectives on each rank's own rows.
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
-        starts.  The fit needs about 8 (n d + n k + n r + 4 n r^2 / leaf size + n leaf size)
+        starts (with ``comm``: per rank, for its part).  The fit needs about
+        8 (n d + n k + n r + 4 n r^2 / leaf size + n leaf size)
         bytes (tree-ordered data, targets, the factors U, L, Sigma~, W, W~ and the leaf blocks),
         plus per-thread workspaces of a few r^2 + r leaf size numbers; the peak is estimated
         from n, d, r and the tree before anything large is allocated.
