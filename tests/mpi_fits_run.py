@@ -103,6 +103,9 @@ def hck_case(shards="even", task="regression", method=None, **changes):
         lo, hi = off[RANK], off[RANK + 1]
         args = dict(HCK, task=task, comm=COMM)
         args.update(changes)
+        for name, fn in list(args.items()):
+            if callable(fn) and name not in ("comm", "y_local"):
+                args[name] = fn(RANK)                 # a per-rank value
         y_local = args.pop("y_local", lambda rank, y: y)(RANK, y[lo:hi])
         model = hkern.fit_hierarchical(X[lo:hi], y_local, **args)
         if method is not None:
@@ -175,6 +178,10 @@ CASES.update({
     "hck_solve_bad_rows_on_rank1": hck_case(method=lambda model, B: {"solve": digest(
         model.solve(B if RANK != 1 else B[:-1]))}),
     "hck_sigma_auto_refused": hck_case(sigma="auto"),
+    "hck_memory_on_rank1": hck_case(max_memory=lambda rank: 10_000 if rank == 1 else None),
+    "hck_criteria": hck_case(method=lambda model, B: {
+        "profiled": float(model._evidence.profiled_lml()).hex(),
+        "lml_of_B": float(model.log_marginal_likelihood(B)).hex()}),
 })
 
 

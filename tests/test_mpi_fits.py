@@ -88,7 +88,7 @@ def assert_serial(recs, ranks, coef, predictions):
 
 OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validation",
             "seed_none", "given_landmarks", "tiny_shard_on_rank1",
-            "hck_even", "hck_last", "hck_ragged", "hck_classification"]
+            "hck_even", "hck_last", "hck_ragged", "hck_classification", "hck_criteria"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
     "lam_bad_on_rank1": ("ValueError", "lam must be > 0", 1),
@@ -104,6 +104,7 @@ ERROR_CASES = {
     "hck_nan_y_on_rank1": ("ValueError", "y contains NaN", 1),
     "hck_solve_bad_rows_on_rank1": ("ValueError", "B must have shape", 1),
     "hck_sigma_auto_refused": ("ValueError", "takes numbers for sigma and lam", None),
+    "hck_memory_on_rank1": ("MemoryLimitError", "fit_hierarchical on rank 1 of", 1),
 }
 
 
@@ -279,6 +280,22 @@ def test_hck_equals_the_serial_fit_bitwise(runs, case):
     # Every node is held by some rank, the top ones by all.
     held_by = [set(rec["held"]) for rec in recs.values()]
     assert set().union(*held_by) == set(range(len(lm_off) - 1))
+
+
+def test_hck_selection_criteria_on_shards(runs):
+    """The hyperparameter selection's likelihood criterion (the profiled log likelihood of the
+    training targets) and the likelihood of other targets, each rank passing its rows of them:
+    the serial values to 1e-14 (the quadratic forms are sums over ranks), the same on every
+    rank."""
+    ranks, got = runs
+    model, X, _, B = serial_hck()
+    recs = got["hck_criteria"]
+    assert all(rec["outcome"] == "ok" for rec in recs.values()), recs
+    for key, expected in (("profiled", model._evidence.profiled_lml()),
+                          ("lml_of_B", model.log_marginal_likelihood(B))):
+        values = {rec[key] for rec in recs.values()}
+        assert len(values) == 1
+        assert float.fromhex(values.pop()) == pytest.approx(expected, rel=1e-14)
 
 
 def test_hck_pca_partition_needs_one_rank(runs):
