@@ -20,6 +20,7 @@ from .._mpi import Agreed
 from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import in_budget
 from .._validation import check_bool, check_choice
+from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import falkon_bytes
 from ._iterative import check_stopping, check_validation
@@ -78,8 +79,12 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
     def local():
         indices = _centres(fit, r, landmarks, seed)
         m, (n_local, d) = len(indices), inputs.X.shape
+        # Beside the serial FALKON's memory for its rows and the centres: the rows of its
+        # kernel blocks (its own and a block's worth from the next rank), kept with their
+        # shift by the centres' mean when the data are far from the origin (two copies).
+        block_rows = n_local + normal_times_layout(fit.n, m)[0]
         check_memory(falkon_bytes(n_local, m, d, inputs.Y.shape[1], n_threads) + 8 * m * d
-                     + inputs.scaled_bytes, max_memory,
+                     + 16 * block_rows * d + inputs.scaled_bytes, max_memory,
                      what=f"fit_nystrom on rank {state.rank} of {state.size} with {n_local} "
                           f"of n={fit.n} rows, r={m}",
                      fix="choose a smaller r or use more ranks")
