@@ -150,6 +150,8 @@ CASES = {
     "validation": nystrom_case("even", validation=True),
     "seed_none": nystrom_case("ragged", seed=None),
     "given_landmarks": nystrom_case("ragged", landmarks=np.arange(0, 3001, 7)),
+    "oasis_landmarks": nystrom_case("ragged", landmarks="oasis", r=200),
+    "oasis_r_too_large": nystrom_case(landmarks="oasis", r=5000),
     "lam_bad_on_rank1": nystrom_case(lam=lambda rank: -1.0 if rank == 1 else 1e-3),
     "tol_differs": nystrom_case(tol=lambda rank: 1e-8 if rank == 0 else 1e-6),
     "nan_on_rank1": nystrom_case(X_local=lambda rank, X: X if rank != 1 else

@@ -87,7 +87,7 @@ def assert_serial(recs, ranks, coef, predictions):
 
 
 OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validation",
-            "seed_none", "given_landmarks", "tiny_shard_on_rank1",
+            "seed_none", "given_landmarks", "oasis_landmarks", "tiny_shard_on_rank1",
             "hck_even", "hck_last", "hck_ragged", "hck_classification", "hck_criteria"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
@@ -99,6 +99,8 @@ ERROR_CASES = {
     "direct_refused": ("ValueError", "pass solver='pcg'", None),
     "n_jobs_bad_on_rank1": ("ValueError", "n_jobs must be None or a non-zero integer", 1),
     "memory_on_rank1": ("MemoryLimitError", "fit_nystrom on rank 1 of", 1),
+    "oasis_r_too_large": ("ValueError", "r=5000 is larger than the number of training",
+                          None),
     "hck_r_too_large": ("ValueError", "r=1500 must be smaller than the number of training "
                         "samples n=1500", None),
     "hck_nan_y_on_rank1": ("ValueError", "y contains NaN", 1),
@@ -143,10 +145,12 @@ def test_ragged_cuts_continue_slabs_across_ranks():
     ("many_centres", 1200, {}),
     ("classification", 300, {"task": "classification"}),
     ("given_landmarks", 300, {"landmarks": np.arange(0, 3001, 7)}),
+    ("oasis_landmarks", 200, {"landmarks": "oasis"}),
 ])
 def test_other_settings_equal_the_serial_fit(runs, case, r, changes):
     """More centres (slabs of several blocks), class labels (encoded against the union of
-    every rank's labels), and given global landmark indices."""
+    every rank's labels), given global landmark indices, and centres selected by oASIS on the
+    shards (oASIS-P: the serial selection)."""
     ranks, got = runs
     coef, predictions, _ = serial(r=r, **changes)
     assert_serial(got[case], ranks, coef, predictions)

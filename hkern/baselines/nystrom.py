@@ -228,11 +228,11 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         seconds).
     comm : mpi4py communicator or None
         Fit on data sharded over the ranks of ``comm`` (``solver="pcg"``, ``landmarks``
-        "uniform" or given global row indices; doc/mpi.md): call on every rank with that
-        rank's rows as ``X``, ``y`` (and ``validation``), the same other arguments and ``seed``
-        an int or None.  The fit is the one of the concatenated shards (rank order), with the
-        same centres as the serial fit; every rank gets the whole model and predicts its own
-        test points.  An error on any rank ends the call on every rank.
+        "uniform", "oasis" (by oASIS-P) or given global row indices; doc/mpi.md): call on
+        every rank with that rank's rows as ``X``, ``y`` (and ``validation``), the same other
+        arguments and ``seed`` an int or None.  The fit is the one of the concatenated shards
+        (rank order), with the same centres as the serial fit; every rank gets the whole model
+        and predicts its own test points.  An error on any rank ends the call on every rank.
     max_memory : int or None
         Most bytes the fit may allocate (the direct solver: :func:`nystrom_peak_bytes`, about
         40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k);

@@ -1,7 +1,8 @@
 """fit_nystrom(..., solver="pcg", comm=comm): FALKON on data sharded over MPI ranks.
 
 Each rank holds its rows of X and y.  The centres are drawn from the global index range (the
-same draw as the serial fit of the concatenated data) and their rows sent by their owners, so
+same draw as the serial fit of the concatenated data; or, for ``landmarks="oasis"``, selected
+by oASIS-P on the shards, the serial selection) and their rows sent by their owners, so
 every rank holds the m centres and the m x m preconditioner (both small).  Each CG iteration
 runs the kernel engine's product C^T (C v) over the rank's rows and combines the ranks' partial
 sums in the serial engine's order (:class:`hkern.kernels.sharded.ShardedNormalTimes`: a
@@ -28,7 +29,7 @@ from .nystrom_pcg import solve_nystrom_pcg
 
 __all__ = ["fit_nystrom_sharded"]
 
-SHARDED_LANDMARKS = ("uniform",)
+SHARDED_LANDMARKS = ("uniform", "oasis")
 
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
@@ -62,23 +63,42 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
                     max_memory, n_threads, NystromKRR, n_jobs)
 
 
-def _centres(fit, r, landmarks, seed):
-    """Sorted global row indices of the centres: given, or r drawn uniformly without
-    replacement from the n global rows exactly as the serial fit draws them."""
+def _centres(fit, r, landmarks, rng):
+    """Sorted global row indices of the centres: given, r drawn uniformly without replacement
+    from the n global rows exactly as the serial fit draws them, or None for "oasis" (chosen
+    collectively by :func:`_oasis_centres`)."""
     from .nystrom import check_landmarks, uniform_landmarks
     landmarks, r = check_landmarks(landmarks, r, fit.n)
     if not isinstance(landmarks, str):
         return landmarks
-    return uniform_landmarks(fit.n, r, fit.rng(seed))
+    if landmarks == "oasis":
+        return None
+    return uniform_landmarks(fit.n, r, rng)
+
+
+def _oasis_centres(state, fit, r, rng, max_memory):
+    """The centres oASIS selects, by oASIS-P on the shards: the serial selection (the same
+    columns for the same generator), sorted as the serial fit sorts them."""
+    from ..oasis.parallel import oasis_mpi
+    inputs = fit.inputs
+    try:
+        selection = oasis_mpi(inputs.X, r, kernel=inputs.kernel, sigma=inputs.bandwidth,
+                              seed=rng, n_jobs=fit.n_threads, comm=state.comm, gather=False,
+                              max_memory=max_memory)
+    except Exception as exc:        # oasis_mpi raises its errors on every rank alike
+        raise Agreed(exc) from None
+    return np.sort(selection.indices)
 
 
 def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,
          n_threads, model_class, n_jobs):
     inputs = fit.inputs
+    rng = fit.rng(seed)
 
     def local():
-        indices = _centres(fit, r, landmarks, seed)
-        m, (n_local, d) = len(indices), inputs.X.shape
+        indices = _centres(fit, r, landmarks, rng)
+        m = len(indices) if indices is not None else min(r, fit.n)
+        n_local, d = inputs.X.shape
         # Beside the serial FALKON's memory for its rows and the centres: the rows of its
         # kernel blocks (its own and a block's worth from the next rank), kept with their
         # shift by the centres' mean when the data are far from the origin (two copies).
@@ -92,11 +112,13 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
         return indices, checked
 
     out = state.run(local)
-    reports = state.agree(digest(out[0]) if out is not None else None)
+    reports = state.agree(None if out is None or out[0] is None else digest(out[0]))
     if len(set(reports)) > 1:
         raise Agreed(ValueError("fit_nystrom drew different centres on different ranks: pass "
                                 "seed as an int (or None), the same on every rank"))
     indices, checked = out
+    if indices is None:
+        indices = _oasis_centres(state, fit, r, rng, max_memory)
     Z = gather_rows(state, fit.offsets, inputs.X, indices)
     coef, trace, n_iter = solve_nystrom_pcg(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
