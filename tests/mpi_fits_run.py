@@ -122,6 +122,8 @@ def hck_case(shards="even", task="regression", method=None, **changes):
                 "pred": digest(model.predict(Xt[toff[RANK]:toff[RANK + 1]])),
                 "solve": digest(model.solve(B[lo:hi])),
                 "matvec": digest(model.matvec(B[lo:hi])),
+                "std": digest(model.predict(Xt[toff[RANK]:toff[RANK + 1]], return_std=True)[1])
+                if task == "regression" else None,
                 "logdet": float(model.logdet()).hex(),
                 "lml": float(model.log_marginal_likelihood()).hex()
                 if task == "regression" else None}
@@ -180,6 +182,8 @@ CASES.update({
     "hck_solve_bad_rows_on_rank1": hck_case(method=lambda model, B: {"solve": digest(
         model.solve(B if RANK != 1 else B[:-1]))}),
     "hck_sigma_auto_refused": hck_case(sigma="auto"),
+    "hck_std_of_classifier": hck_case("even", task="classification", method=lambda model, B: {
+        "std": digest(model.predict(np.zeros((0, 3)), return_std=True)[1])}),
     "hck_memory_on_rank1": hck_case(max_memory=lambda rank: 10_000 if rank == 1 else None),
     "hck_criteria": hck_case(method=lambda model, B: {
         "profiled": float(model._evidence.profiled_lml()).hex(),

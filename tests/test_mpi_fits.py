@@ -107,6 +107,8 @@ ERROR_CASES = {
     "hck_solve_bad_rows_on_rank1": ("ValueError", "B must have shape", 1),
     "hck_sigma_auto_refused": ("ValueError", "takes numbers for sigma and lam", None),
     "hck_memory_on_rank1": ("MemoryLimitError", "fit_hierarchical on rank 1 of", 1),
+    "hck_std_of_classifier": ("ValueError", "predict(X, return_std=True) is defined for "
+                              "regression", None),
 }
 
 
@@ -252,9 +254,10 @@ def serial_hck(task="regression"):
 def test_hck_equals_the_serial_fit_bitwise(runs, case):
     """fit_hierarchical on shards (even; every row on the last rank; ragged) for 1, 2 and 4
     ranks: the tree (each rank's tree positions), the landmarks of the nodes it holds, the
-    weights in each rank's training rows, the predictions of each rank's test points, solve
-    and matvec of each rank's rows of B and log det A are the serial fit's, bit for bit; the
-    likelihood's quadratic form is a sum over ranks (1e-14 relative)."""
+    weights in each rank's training rows, the predictions of each rank's test points and their
+    posterior standard deviations, solve and matvec of each rank's rows of B and log det A are
+    the serial fit's, bit for bit; the likelihood's quadratic form is a sum over ranks (1e-14
+    relative)."""
     ranks, got = runs
     model, X, Xt, B = serial_hck("classification" if "classification" in case else "regression")
     state = model._op.__reduce__()[1][0]
@@ -262,6 +265,7 @@ def test_hck_equals_the_serial_fit_bitwise(runs, case):
     off = layout(case.split("_")[1] if case != "hck_classification" else "ragged", len(X), ranks)
     toff = block_layout(len(Xt), ranks)
     pred = model.predict(Xt)
+    std = None if case == "hck_classification" else model.predict(Xt, return_std=True)[1]
     recs = got[case]
     assert sorted(recs) == list(range(ranks))
     for p, rec in recs.items():
@@ -275,6 +279,8 @@ def test_hck_equals_the_serial_fit_bitwise(runs, case):
                                                               for i in held]))
         assert rec["dual"] == digest(model.dual_coef_[lo:hi])
         assert rec["pred"] == digest(pred[toff[p]:toff[p + 1]])
+        if case != "hck_classification":
+            assert rec["std"] == digest(std[toff[p]:toff[p + 1]])
         assert rec["solve"] == digest(model.solve(B)[lo:hi])
         assert rec["matvec"] == digest(model.matvec(B)[lo:hi])
         assert float.fromhex(rec["logdet"]) == model.logdet()

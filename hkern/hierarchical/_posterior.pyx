@@ -165,7 +165,7 @@ cdef int _leaf_factor(HCKOperator op, Py_ssize_t i, const double* phi, const Py_
     """Cholesky factor of C_i = K(X_i, X_i) + lam I - U_i Phi_i U_i^T into LC's lower triangle
     (its strict upper triangle is left unspecified: only trsm with lower=True reads LC)."""
     cdef int m = <int>op.count[i], rp = <int>op.rank[parent_of(i)], a
-    cdef Py_ssize_t s0 = op.start[i]
+    cdef Py_ssize_t s0 = op.start[i] - op.row0
     cdef double* T = <double*>malloc(max(<Py_ssize_t>m * rp, 1) * sizeof(double))
     if T == NULL:
         return FAIL_MEMORY
@@ -180,16 +180,18 @@ cdef int _leaf_factor(HCKOperator op, Py_ssize_t i, const double* phi, const Py_
     return 0
 
 
-def posterior_factors(HCKOperator op, int n_threads=1):
+def posterior_factors(HCKOperator op, int n_threads=1, exchange=None):
     """Per-leaf factors of the posterior variance: (LC, Phi, t_off).
 
     LC holds the Cholesky factor of every leaf's C_i in the layout of the leaf factors LB
     (op.factors()["b_off"]); at depth 0 it is LB itself (C = A).  Phi holds Phi_i of every
     non-root node at t_off[i] (r_parent x r_parent).  BLAS must be limited to one thread by the
-    caller.
+    caller.  For an operator that holds a part of the tree (op.levels > 0, hkern/hierarchical/
+    sharded.py), ``exchange(theta, t_off, error)`` fills in the other parts' theta blocks of
+    the level-L nodes between the upward pass below the top levels and above them.
     """
-    cdef int J = op.depth, t, status = 0
-    cdef Py_ssize_t i, lo, hi, n_theta
+    cdef int J = op.depth, L = op.levels, t, status = 0
+    cdef Py_ssize_t i, b, n_theta
     off = node_offsets(op)
     cdef Py_ssize_t[::1] t_off = off
     n_theta = off[op.n_nodes]
@@ -197,45 +199,59 @@ def posterior_factors(HCKOperator op, int n_threads=1):
     if J == 0:
         return np.asarray(op.LB), phi_arr, off
     LC_arr = np.empty(max(int(np.asarray(op.b_off)[op.n_nodes]), 1))
-    cdef double[::1] phi = phi_arr, LC = LC_arr
+    theta_arr = np.empty(max(n_theta, 1))
+    cdef double[::1] phi = phi_arr, LC = LC_arr, theta = theta_arr
     cdef int* node_status = <int*>malloc(op.n_nodes * sizeof(int))
-    cdef double* theta = <double*>malloc(max(n_theta, 1) * sizeof(double))
-    if node_status == NULL or theta == NULL:
-        free(node_status)
-        free(theta)
+    if node_status == NULL:
         raise MemoryError("HCK posterior variance: could not allocate working memory")
     with nogil:
         for i in range(op.n_nodes):
             node_status[i] = 0
-        # theta, upward (children before parents)
+        # theta, upward (children before parents), below the top levels
         t = J
-        while t >= 1:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, num_threads=n_threads, schedule="dynamic"):
-                node_status[i] = _theta(op, i, theta, &t_off[0])
+        while t >= max(L, 1):
+            _theta_level(op, t, &theta[0], &t_off[0], node_status, n_threads)
             t = t - 1
         status = _first_failure(node_status, op.n_nodes)
+    if L > 0:
+        exchange(theta_arr, off, _error_for(status, op))
+        with nogil:
+            t = L - 1
+            while t >= 1:
+                _theta_level(op, t, &theta[0], &t_off[0], node_status, n_threads)
+                t = t - 1
+            status = _first_failure(node_status, op.n_nodes)
+    with nogil:
         # Phi, downward (parents before children)
         t = 0
         while status == 0 and t < J:
-            lo = (1 << t) - 1
-            hi = (2 << t) - 1
-            for i in prange(lo, hi, num_threads=n_threads, schedule="dynamic"):
-                node_status[i] = _phi_children(op, i, theta, &phi[0], &t_off[0])
+            for b in prange(<Py_ssize_t>op.level_off[t], <Py_ssize_t>op.level_off[t + 1],
+                            num_threads=n_threads, schedule="dynamic"):
+                i = op.level_nodes[b]
+                node_status[i] = _phi_children(op, i, &theta[0], &phi[0], &t_off[0])
             status = _first_failure(node_status, op.n_nodes)
             t = t + 1
-        # C_i of every leaf
+        # C_i of every leaf held
         if status == 0:
-            for i in prange(op.first_leaf, op.n_nodes, num_threads=n_threads,
-                            schedule="dynamic"):
+            for b in prange(<Py_ssize_t>op.level_off[J], <Py_ssize_t>op.level_off[J + 1],
+                            num_threads=n_threads, schedule="dynamic"):
+                i = op.level_nodes[b]
                 node_status[i] = _leaf_factor(op, i, &phi[0], &t_off[0],
                                               &LC[op.b_off[i]])
             status = _first_failure(node_status, op.n_nodes)
-    free(theta)
     free(node_status)
     _raise_for(status, op)
     return LC_arr, phi_arr, off
+
+
+cdef void _theta_level(HCKOperator op, int t, double* theta, const Py_ssize_t* t_off,
+                       int* node_status, int n_threads) noexcept nogil:
+    """theta of the held nodes of level t (>= 1)."""
+    cdef Py_ssize_t i, b
+    for b in prange(<Py_ssize_t>op.level_off[t], <Py_ssize_t>op.level_off[t + 1],
+                    num_threads=n_threads, schedule="dynamic"):
+        i = op.level_nodes[b]
+        node_status[i] = _theta(op, i, theta, t_off)
 
 
 cdef int _first_failure(const int* status, Py_ssize_t n) noexcept nogil:
@@ -247,13 +263,19 @@ cdef int _first_failure(const int* status, Py_ssize_t n) noexcept nogil:
 
 
 def _raise_for(int status, HCKOperator op):
+    error = _error_for(status, op)
+    if error is not None:
+        raise error
+
+
+def _error_for(int status, HCKOperator op):
     if status == 0:
-        return
+        return None
     if status == FAIL_MEMORY:
-        raise MemoryError("HCK posterior variance: could not allocate working memory")
+        return MemoryError("HCK posterior variance: could not allocate working memory")
     # In exact arithmetic neither can fail (see the module notes): the rounding of the kernel
     # values swamps lam - jitter.
-    raise ValueError(
+    return ValueError(
         "HCK posterior variance: a matrix that is positive definite in exact arithmetic is "
         f"{'singular' if status == FAIL_LU else 'not positive definite'} to working precision "
         f"(the rounding of the kernel values swamps lam={op.lam:g}); refit with a larger lam")
@@ -264,7 +286,7 @@ cdef int _variance_leaf(HCKOperator op, Py_ssize_t leaf, const double[:, ::1] Xq
                         const double* LC, const double* phi, const Py_ssize_t* t_off,
                         double kxx, double* var) noexcept nogil:
     """var(x) of the test points routed to ``leaf`` (rows leaf_start[leaf]:leaf_start[leaf+1])."""
-    cdef Py_ssize_t i = op.first_leaf + leaf, p = parent_of(i), s0 = op.start[i]
+    cdef Py_ssize_t i = op.first_leaf + leaf, p = parent_of(i), s0 = op.start[i] - op.row0
     cdef Py_ssize_t lo = leaf_start[leaf], hi = leaf_start[leaf + 1], q0, a
     cdef int m = <int>op.count[i], rp = 0, chunk, b
     cdef double* Kq

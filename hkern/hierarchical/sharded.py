@@ -13,7 +13,9 @@ and summed as serially).  The quadratic form y^T A^{-1} y of the likelihood is a
 (about 1e-16 relative from the serial sum).
 
 Test points are per rank: each goes to the rank that owns its leaf's subtree, is predicted
-there with the serial batches, and comes back.  Training-order vectors (``solve``,
+there with the serial batches (and, with ``return_std``, its posterior variance from the
+factors of hkern/hierarchical/_posterior.pyx, built on the parts with one more exchange of the
+level-L theta blocks), and comes back.  Training-order vectors (``solve``,
 ``matvec``, ``dual_coef_``) are per rank too: each rank passes and gets the rows of its shard.
 """
 from __future__ import annotations
@@ -28,8 +30,8 @@ from .._model import KernelRidgeModel, format_sigma
 from .._mpi import Agreed, RankState, every_rank_stops, offsets_of
 from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
-from .._validation import check_array, check_choice, check_nonnegative, check_rhs
-from . import _tree
+from .._validation import check_array, check_bool, check_choice, check_nonnegative, check_rhs
+from . import _posterior, _tree
 from ._hck import HCKOperator
 from .sharded_tree import build_sharded_tree, rank_levels, subtree_owner
 
@@ -150,26 +152,90 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         self.levels_ = tree.levels
         self.n_ = int(tree.count[0])
         self.perm_ = tree.perm
+        self._posterior = None          # the posterior variance's factors, made when asked
 
     # -- predictions: each test point to the rank of its subtree and back
+
+    def predict(self, X, *, return_std=False, include_noise=False):
+        """Predictions at this rank's test points X, and with ``return_std`` the GP posterior
+        standard deviation (regression; ``include_noise``: of a new target, sqrt(var + lam)),
+        as :meth:`hkern.HierarchicalKRR.predict`; a collective."""
+        return self._predict(X, return_std, include_noise)
+
+    @_collective
+    @budgeted
+    def _predict(self, state, X, return_std, include_noise):
+        def check():
+            flags = check_bool(return_std, "return_std"), check_bool(include_noise,
+                                                                     "include_noise")
+            if flags[0] and self.encoding_.task != "regression":
+                raise ValueError("predict(X, return_std=True) is defined for regression, but "
+                                 "this model was fitted with task='classification'; use "
+                                 "decision_function for the one-vs-rest scores")
+            return self._checked_X(X), flags
+        out = state.run(check)
+        flags = state.agree(None if out is None else out[1])
+        if len(set(flags)) > 1:
+            raise Agreed(ValueError("predict must be called with the same return_std and "
+                                    "include_noise on every rank"))
+        X, (with_std, noise) = out
+        if not with_std:
+            return self.encoding_.decode(self._scores(X))
+        LC, phi, t_off = self._posterior_factors(state)
+        k = self._weights_tree.shape[1]
+
+        def mean_and_variance(points, leaf_start, n_threads):
+            scores = self._op.predict(points, leaf_start, self._weights_tree,
+                                      self._pred_vectors, self._pred_offsets, n_threads)
+            var = _posterior.posterior_variance(self._op, points, leaf_start, LC, phi, t_off,
+                                                n_threads)
+            return np.column_stack([scores, var])
+        both = self._routed(X, mean_and_variance, k + 1)
+        var = both[:, k] + (self.lam if noise else 0.0)
+        return self.encoding_.decode(both[:, :k]), np.sqrt(np.maximum(var, 0.0))
+
+    def _posterior_factors(self, state):
+        """The posterior variance's factors of this part (a collective, the first time)."""
+        if self._posterior is None:
+            levels, top = self._tree.levels, (1 << self._tree.levels) - 1
+            owned = [top + s for s in self._tree.subtrees]
+
+            def exchange(theta, t_off, error):
+                if error is not None and state.failure is None:
+                    state.failure = error
+                state.agree()
+                _share_level(state, levels, owned, lambda i: theta[t_off[i]:t_off[i + 1]])
+            with blas_threads(1):
+                self._posterior = _posterior.posterior_factors(self._op, budget_threads(),
+                                                               exchange)
+        return self._posterior
+
+    def _checked_X(self, X):
+        Xc = check_array(X, "X", min_samples=0)
+        if Xc.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {Xc.shape[1]} features, but the model was fitted with "
+                             f"{self.n_features_in_} features")
+        return np.ascontiguousarray(Xc if self._lengthscales is None else Xc / self._lengthscales)
 
     @_collective
     @budgeted
     def _checked_scores(self, state, X):
-        def check():
-            Xc = check_array(X, "X", min_samples=0)
-            if Xc.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {Xc.shape[1]} features, but the model was fitted with "
-                                 f"{self.n_features_in_} features")
-            return np.ascontiguousarray(Xc if self._lengthscales is None
-                                        else Xc / self._lengthscales)
-        X = state.run(check)
+        X = state.run(self._checked_X, X)
         state.agree()
         return self._scores(X)
 
     def _scores(self, X):
+        k = self._weights_tree.shape[1]
+        return self._routed(X, lambda points, leaf_start, n_threads: self._op.predict(
+            points, leaf_start, self._weights_tree, self._pred_vectors, self._pred_offsets,
+            n_threads), k)
+
+    def _routed(self, X, evaluate, k):
+        """``evaluate(points, leaf_start, n_threads)`` ((m, k) rows) at this rank's test points:
+        each sent to the rank of its subtree, evaluated there with the serial per-leaf batches,
+        and sent back."""
         comm, size = self._comm, self._comm.Get_size()
-        tree, op, k = self._tree, self._op, self._weights_tree.shape[1]
+        tree = self._tree
         d = X.shape[1]
         n_threads = budget_threads()
         Xc = np.ascontiguousarray(X - tree.centre)
@@ -191,13 +257,12 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         leaf_start = np.zeros((1 << tree.depth) + 1, dtype=np.int64)
         np.cumsum(np.bincount(leaf, minlength=1 << tree.depth), out=leaf_start[1:])
         with blas_threads(1):
-            scores_g = op.predict(np.ascontiguousarray(points[by_leaf]), leaf_start,
-                                  self._weights_tree, self._pred_vectors, self._pred_offsets,
-                                  n_threads)
+            scores_g = evaluate(np.ascontiguousarray(points[by_leaf]), leaf_start, n_threads)
         scores = np.empty_like(scores_g)
         scores[by_leaf] = scores_g
         back = np.empty((len(X), k))
-        comm.Alltoallv([scores, recv_counts * k], [back, send_counts * k])
+        comm.Alltoallv([np.ascontiguousarray(scores), recv_counts * k],
+                       [back, send_counts * k])
         out = np.empty_like(back)
         out[order] = back
         return out
