@@ -4,30 +4,25 @@ promptly with the message.  Launched with mpiexec (tests/mpi_fits_run.py); needs
 extra hkern[mpi], which CI installs.
 """
 import hashlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from mpi_records import ENV, MPIEXEC, records
 
 import hkern
 from hkern._mpi import block_layout
 
 pytest.importorskip("mpi4py", reason="fits on MPI need the optional extra hkern[mpi]")
-MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 if MPIEXEC is None:
     pytest.skip("mpiexec not found (install hkern[mpi])", allow_module_level=True)
 
-sys.path.insert(0, os.path.dirname(__file__))
-from mpi_fits_run import FIT, HCK, hck_problem, layout, problem  # noqa: E402
+from mpi_fits_run import FIT, HCK, hck_problem, layout, problem  # noqa: E402  (imports mpi4py)
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_fits_run.py")
-# The ranks share this machine's two cores: one OpenMP thread each (doc/mpi.md).
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
 TIMEOUT = 300
 # An error must end every rank within 10 s (issue 20).  A launch of 3 ranks spends 1.5-3 s
 # starting Python and importing hkern on this machine's two cores before the error.
@@ -40,15 +35,6 @@ def launch(ranks, *cases, uncaught=False):
                           *(["--uncaught"] if uncaught else []), *cases],
                          capture_output=True, text=True, timeout=TIMEOUT, env=ENV)
     return out, time.monotonic() - start
-
-
-def records(stdout):
-    """Every JSON record the ranks printed (mpiexec may put two ranks' records on one line)."""
-    decoder, found, i = json.JSONDecoder(), [], 0
-    while (i := stdout.find("{", i)) >= 0:
-        obj, i = decoder.raw_decode(stdout, i)
-        found.append(obj)
-    return found
 
 
 def by_case(stdout):

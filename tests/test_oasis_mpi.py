@@ -8,7 +8,6 @@ CI installs it.  Without it these tests are skipped with that reason.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,21 +15,18 @@ import time
 import numpy as np
 import pytest
 from mpi_oasis_run import shard_counts
+from mpi_records import ENV, MPIEXEC, records
 from oracles import KERNELS
 
 import hkern
 from hkern.datasets import make_regression
 
 pytest.importorskip("mpi4py", reason="oASIS-P needs the optional extra hkern[mpi]")
-MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 if MPIEXEC is None:
     pytest.skip("mpiexec not found (install hkern[mpi])", allow_module_level=True)
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_oasis_run.py")
 FAULTS = os.path.join(os.path.dirname(__file__), "mpi_oasis_faults.py")
-# The ranks share this machine's cores: one OpenMP thread each, as doc/mpi.md recommends
-# (n_jobs=None honours OMP_NUM_THREADS).
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
 # The selection of mpi_oasis_run.py: n points, l columns, seed; the layouts of the shards it
@@ -184,15 +180,6 @@ def launch(*args, ranks=RANKS, cwd=None, script=FAULTS):
     elapsed = time.monotonic() - start
     assert elapsed < QUICK, f"mpiexec took {elapsed:.1f} s:\n{out.stderr[-3000:]}"
     return out
-
-
-def records(stdout):
-    """Every JSON record the ranks printed (mpiexec may put two ranks' records on one line)."""
-    decoder, found, i = json.JSONDecoder(), [], 0
-    while (i := stdout.find("{", i)) >= 0:
-        obj, i = decoder.raw_decode(stdout, i)
-        found.append(obj)
-    return found
 
 
 def assert_ended_soon_after_error(out, got):
