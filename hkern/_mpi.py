@@ -3,7 +3,7 @@ that end every rank together (doc/mpi.md).
 
 Sharded data: each rank passes only its own rows; the global data set is the concatenation of
 the ranks' rows in rank order, so rank p owns the global rows ``offsets[p]:offsets[p + 1]``
-(:func:`shard_offsets`, from one allgather of the row counts).  Shards may be uneven or empty.
+(:func:`offsets_of` the row counts, from one allgather).  Shards may be uneven or empty.
 
 Errors end every rank together, never one rank while the others wait in a collective:
 
@@ -29,7 +29,7 @@ import traceback
 import numpy as np
 
 __all__ = ["Agreed", "RankState", "block_layout", "check_same_everywhere", "every_rank_stops",
-           "get_mpi", "resolve_comm", "shard_offsets"]
+           "get_mpi", "offsets_of", "resolve_comm"]
 
 
 def get_mpi():
@@ -60,12 +60,6 @@ def offsets_of(counts):
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(np.asarray(counts, dtype=np.int64), out=offsets[1:])
     return offsets
-
-
-def shard_offsets(counts):
-    """Global row offsets of the shards from every rank's row count (as gathered by
-    :meth:`RankState.agree`): rank p owns rows offsets[p]:offsets[p + 1]."""
-    return offsets_of(counts)
 
 
 # ------------------------------------------------------------------ every rank stops together

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._model import FitInputs, prepare_fit
-from ._mpi import Agreed, RankState, check_same_everywhere, every_rank_stops, shard_offsets
+from ._mpi import Agreed, RankState, check_same_everywhere, every_rank_stops, offsets_of
 from ._targets import local_classes
 from ._threads import resolve_n_jobs
-from ._validation import check_array, check_positive, check_sigma, check_targets
+from ._validation import check_array, check_positive, check_seed, check_sigma, check_targets
 from .kernels import kernel_kind
 
 __all__ = ["ShardedFit", "digest", "gather_rows", "prepare_sharded_fit", "runs_on_shards",
@@ -100,7 +100,6 @@ class ShardedFit:
     def rng(self, seed):
         """The fit's generator: ``seed`` as serial fits take it, or, for None, rank 0's
         entropy (the same stream on every rank)."""
-        from ._validation import check_seed
         return check_seed(self.entropy if seed is None else seed)
 
 
@@ -146,7 +145,7 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
         raise Agreed(ValueError(f"y has {outputs[0]} output(s) on rank 0 but other ranks have "
                                 f"{sorted(set(outputs))}"))
     check_same_everywhere(list(fingerprints), state.label)
-    offsets = shard_offsets([s[0] for s in shapes])
+    offsets = offsets_of([s[0] for s in shapes])
     if offsets[-1] == 0:
         raise Agreed(ValueError(f"{state.label}: every rank's shard is empty; X needs at least "
                                 "one row in all"))

@@ -94,16 +94,30 @@ def validation_error(validation, inputs, centres, n_threads):
     RMSE (regression) or error rate (classification); None without a validation set."""
     if validation is None:
         return None
-    X_val, Y_val = validation
-    encoding = inputs.encoding
 
     def error(coef):
-        scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_val, centres, coef,
-                                        n_threads)
-        if encoding.task == "classification":
-            return float(np.mean(encoding.decode(scores) != Y_val))
-        return float(np.sqrt(np.mean((scores - Y_val) ** 2)))
+        return error_from_sums(inputs, *validation_sums(validation, inputs, centres, coef,
+                                                        n_threads))
     return error
+
+
+def validation_sums(validation, inputs, centres, coef, n_threads):
+    """(errors, count) of the model f(x) = k(x, centres) coef on the validation set: wrong
+    labels and labels (classification), or squared residuals and entries (regression)."""
+    X_val, Y_val = validation
+    if X_val.shape[0] == 0:                     # an MPI rank without validation rows
+        return 0.0, 0
+    scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_val, centres, coef,
+                                    n_threads)
+    if inputs.encoding.task == "classification":
+        return float(np.sum(inputs.encoding.decode(scores) != Y_val)), len(Y_val)
+    return float(np.sum((scores - Y_val) ** 2)), Y_val.size
+
+
+def error_from_sums(inputs, errors, count):
+    """The validation error rate (classification) or RMSE (regression) from its sums."""
+    value = errors / count if count else np.nan
+    return float(value if inputs.encoding.task == "classification" else np.sqrt(value))
 
 
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,

@@ -24,7 +24,7 @@ from .._validation import check_bool, check_choice
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import falkon_bytes
-from ._iterative import check_stopping, check_validation
+from ._iterative import check_stopping, check_validation, error_from_sums, validation_sums
 from .nystrom_pcg import solve_nystrom_pcg
 
 __all__ = ["fit_nystrom_sharded"]
@@ -135,20 +135,8 @@ def _validation_error(state, validation, inputs, centres, n_threads):
     rank calls it at every iteration), or None without a validation set."""
     if validation is None:
         return None
-    from ..kernels._api import _kernel_matvec_trusted
-    X_val, Y_val = validation
-    encoding = inputs.encoding
 
     def error(coef):
-        def local():
-            if X_val.shape[0] == 0:
-                return np.zeros(2)
-            scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_val, centres, coef,
-                                            n_threads)
-            if encoding.task == "classification":
-                return np.array([np.sum(encoding.decode(scores) != Y_val), len(Y_val)], float)
-            return np.array([np.sum((scores - Y_val) ** 2), Y_val.size], float)
-        total, count = sum_over_ranks(state, local)
-        value = total / count if count else np.nan
-        return float(value if encoding.task == "classification" else np.sqrt(value))
+        return error_from_sums(inputs, *sum_over_ranks(state, lambda: np.array(
+            validation_sums(validation, inputs, centres, coef, n_threads), dtype=float)))
     return error

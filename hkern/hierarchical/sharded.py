@@ -27,7 +27,7 @@ import numpy as np
 from .._gp import Evidence
 from .._memory import check_memory
 from .._model import KernelRidgeModel, format_sigma
-from .._mpi import Agreed, RankState, every_rank_stops, offsets_of
+from .._mpi import Agreed, RankState, every_rank_stops, get_mpi, offsets_of
 from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
 from .._validation import check_array, check_bool, check_choice, check_nonnegative, check_rhs
@@ -59,28 +59,27 @@ class _Reorder:
 
     def to_tree(self, B):
         """Rows of the shard (n_local, k) -> the rows of the tree positions held (rows, k)."""
-        k = B.shape[1]
-        received = np.empty((int(self.tree_counts.sum()), k))
-        self.comm.Alltoallv([np.ascontiguousarray(B[self.shard_index]), self.shard_counts * k],
-                            [received, self.tree_counts * k])
-        out = np.empty_like(received)
-        out[self.order] = received
-        return out
+        return self._move(B, self.shard_index, self.shard_counts, self.tree_counts, self.order)
 
     def from_tree(self, T):
         """Rows of the tree positions held (rows, k) -> the rows of the shard (n_local, k)."""
-        k = T.shape[1]
-        received = np.empty((int(self.shard_counts.sum()), k))
-        self.comm.Alltoallv([np.ascontiguousarray(T[self.order]), self.tree_counts * k],
-                            [received, self.shard_counts * k])
+        return self._move(T, self.order, self.tree_counts, self.shard_counts, self.shard_index)
+
+    def _move(self, A, send_rows, send_counts, recv_counts, recv_rows):
+        """A's rows ``send_rows`` sent (``send_counts`` rows to each rank), the rows received
+        (``recv_counts`` from each) put at ``recv_rows``."""
+        k = A.shape[1]
+        received = np.empty((int(recv_counts.sum()), k))
+        self.comm.Alltoallv([np.ascontiguousarray(A[send_rows]), send_counts * k],
+                            [received, recv_counts * k])
         out = np.empty_like(received)
-        out[self.shard_index] = received
+        out[recv_rows] = received
         return out
 
 
-def _share_level(state, level, owned_nodes, slot):
-    """Every rank's blocks of the level-``level`` nodes it holds, written into ``slot(node)``
-    on every rank (one allgather)."""
+def _share_level(state, owned_nodes, slot):
+    """Every rank's blocks of the nodes it holds among the level-L nodes, written into
+    ``slot(node)`` on every rank (one allgather)."""
     mine = {int(i): np.array(slot(i)) for i in owned_nodes}
     for blocks in state.comm.allgather(mine):
         for i, block in blocks.items():
@@ -197,14 +196,14 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
     def _posterior_factors(self, state):
         """The posterior variance's factors of this part (a collective, the first time)."""
         if self._posterior is None:
-            levels, top = self._tree.levels, (1 << self._tree.levels) - 1
+            top = (1 << self._tree.levels) - 1
             owned = [top + s for s in self._tree.subtrees]
 
             def exchange(theta, t_off, error):
                 if error is not None and state.failure is None:
                     state.failure = error
                 state.agree()
-                _share_level(state, levels, owned, lambda i: theta[t_off[i]:t_off[i + 1]])
+                _share_level(state, owned, lambda i: theta[t_off[i]:t_off[i + 1]])
             with blas_threads(1):
                 self._posterior = _posterior.posterior_factors(self._op, budget_threads(),
                                                                exchange)
@@ -310,7 +309,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
     def log_marginal_likelihood(self, state, y=None):
         """log N(y | 0, A): the training targets' (default), or this rank's rows of other
         targets y (a collective)."""
-        if state.comm.allreduce(y is None, op=_mpi().LAND):
+        if state.comm.allreduce(y is None, op=get_mpi().LAND):
             if self.encoding_.task != "regression":     # the same on every rank
                 raise Agreed(ValueError(
                     "log_marginal_likelihood() is defined for regression, but this model was "
@@ -353,7 +352,7 @@ def _share_vectors(state, op, c, c_off):
     L = op.levels
     if L == 0:
         return
-    _share_level(state, L, _level_nodes(op, L), lambda i: c[c_off[i]:c_off[i + 1]])
+    _share_level(state, _level_nodes(op, L), lambda i: c[c_off[i]:c_off[i + 1]])
 
 
 def _solve(state, op, Bt, n_threads):
@@ -446,10 +445,10 @@ def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, 
         state.agree()
         tree = build_sharded_tree(state, inputs.X, inputs.Y, fit.offsets, r, depth, partition,
                                   fit.rng(seed), n_threads)
-        return _factorize(state, tree, inputs, r, jit, n_threads, n_jobs)
+        return _factorize(state, tree, inputs, fit.offsets, r, jit, n_threads, n_jobs)
 
 
-def _factorize(state, tree, inputs, r, jitter, n_threads, n_jobs):
+def _factorize(state, tree, inputs, offsets, r, jitter, n_threads, n_jobs):
     comm = state.comm
     depth, levels = tree.depth, tree.levels
     n_nonleaf = (1 << depth) - 1
@@ -477,7 +476,7 @@ def _factorize(state, tree, inputs, r, jitter, n_threads, n_jobs):
             state.agree()
             first = top
             owned = [first + s for s in tree.subtrees]
-            _share_level(state, levels, owned, lambda i: theta[i])
+            _share_level(state, owned, lambda i: theta[i])
         part["exchange"] = exchange
     if levels == 0:         # one rank holds the whole tree (one rank, or a tree of depth 0)
         op = state.run(_operator, tree, lm_off, lm, inputs, jitter, n_threads, part)
@@ -495,20 +494,15 @@ def _factorize(state, tree, inputs, r, jitter, n_threads, n_jobs):
     parts = op.factors()["logdet_parts"].copy()
     if state.rank != 0:
         parts[:top] = 0.0                 # the top nodes' terms once (every rank has them)
-    comm.Allreduce(_mpi().IN_PLACE, parts, op=_mpi().SUM)
+    comm.Allreduce(get_mpi().IN_PLACE, parts, op=get_mpi().SUM)
     logdet = float(np.sum(parts))
     quad = sum_over_ranks(state, lambda: np.einsum("ij,ij->j", tree.Y_tree, weights))
     evidence = Evidence(quad, logdet, int(tree.count[0]))
-    reorder = _Reorder(comm, state_offsets(state, len(inputs.X)), tree.perm)
+    reorder = _Reorder(comm, offsets, tree.perm)
     return ShardedHierarchicalKRR(
         comm=comm, operator=op, tree=tree, reorder=reorder, weights=weights,
         pred_vectors=dv, pred_offsets=c_off, logdet=logdet, r=r, jitter=jitter,
         evidence=evidence, **inputs.model_params(n_jobs))
-
-
-def state_offsets(state, n_local):
-    """The shards' global row offsets (one allgather of the row counts)."""
-    return offsets_of(state.comm.allgather(n_local))
 
 
 def _operator(tree, lm_off, lm, inputs, jitter, n_threads, part):
@@ -516,9 +510,4 @@ def _operator(tree, lm_off, lm, inputs, jitter, n_threads, part):
         return HCKOperator(tree.X_tree, tree.depth, tree.start.astype(np.intp),
                            tree.count.astype(np.intp), lm_off, lm, inputs.kind,
                            inputs.bandwidth, inputs.lam, jitter, n_threads, part=part)
-
-
-def _mpi():
-    from .._mpi import get_mpi
-    return get_mpi()
 

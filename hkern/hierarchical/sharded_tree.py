@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from .._mpi import Agreed
+from .._mpi import Agreed, get_mpi
 from . import _tree
 
 __all__ = ["ShardedTree", "build_sharded_tree", "distributed_kth", "rank_levels",
@@ -150,8 +150,8 @@ def build_sharded_tree(state, X_local, Y_local, offsets, r, depth, partition, rn
         raise Agreed(ValueError("partition='pca' needs the scatter matrix of every node's points "
                                 "summed in the serial order, which a sharded fit does not do "
                                 "at the levels split over ranks: use partition='random'"))
-    from .api import tree_centre
-    MPI = _mpi_module()
+    from .api import PCA_ITERATIONS, tree_centre  # (api imports this module)
+    MPI = get_mpi()
     upper = np.full(d, -np.inf) if len(X_local) == 0 else X_local.max(axis=0)
     lower = np.full(d, np.inf) if len(X_local) == 0 else X_local.min(axis=0)
     comm.Allreduce(MPI.IN_PLACE, upper, op=MPI.MAX)
@@ -226,7 +226,7 @@ def build_sharded_tree(state, X_local, Y_local, offsets, r, depth, partition, rn
         nodes = subtree_node(g, local_ids) if sub_nonleaf else np.empty(0, dtype=np.int64)
         local_perm, dirs, thr = _tree.build_tree(
             Xs, sub_depth, np.ascontiguousarray(start_vectors[nodes].reshape(sub_nonleaf, d)),
-            _tree.PARTITIONS[partition], _pca_iterations(), n_threads)
+            _tree.PARTITIONS[partition], PCA_ITERATIONS, n_threads)
         directions[nodes], thresholds[nodes] = dirs, thr
         X_tree.append(Xs[local_perm])
         Y_tree.append(block[local_perm, d:d + k])
@@ -262,12 +262,3 @@ def _landmarks(rng, start, count, r, depth, nodes):
             at += 1
     return out
 
-
-def _pca_iterations():
-    from .api import PCA_ITERATIONS
-    return PCA_ITERATIONS
-
-
-def _mpi_module():
-    from .._mpi import get_mpi
-    return get_mpi()

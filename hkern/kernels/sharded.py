@@ -84,21 +84,20 @@ class ShardedNormalTimes:
             a = int(max(self.offsets[p + 1], self.b0[p] * rows))
             self._ranges.append((a, int(max(a, min(self.b1[p] * rows, self.n)))))
         self.X_blocks = self.rows_of(X_local)
+        # Slab s holds blocks slab_start[s] .. slab_start[s + 1] - 1; it is finished by the
+        # rank holding its last block, which sends it in the final allgather.
+        self.slab_start = np.array([s * self.n_blocks // self.slabs
+                                    for s in range(self.slabs + 1)], dtype=np.int64)
+        finisher = np.searchsorted(self.b1, self.slab_start[1:] - 1, side="right")
+        self.finished_here = np.flatnonzero(finisher == rank)
+        self.finished_counts = np.bincount(finisher, minlength=state.size)
         self._X_centred = None
 
     # -------------------------------------------------------------- the layout
 
     def _slab_of(self, b):
-        """The slab of block b (s * blocks // slabs <= b < (s + 1) * blocks // slabs)."""
-        s = (b * self.slabs) // self.n_blocks
-        while (s + 1) * self.n_blocks // self.slabs <= b:
-            s += 1
-        while s * self.n_blocks // self.slabs > b:
-            s -= 1
-        return s
-
-    def _slab_blocks(self, s):
-        return s * self.n_blocks // self.slabs, (s + 1) * self.n_blocks // self.slabs
+        """The slab of block b."""
+        return int(np.searchsorted(self.slab_start, b, side="right")) - 1
 
     def _neighbour(self, step):
         """The nearest rank before (step -1) or after (+1) this one that has blocks."""
@@ -138,31 +137,27 @@ class ShardedNormalTimes:
         # A slab begun by an earlier rank is continued last, from that rank's partial sum;
         # the other blocks run first, and the partial sum of a slab that a later rank
         # continues is sent as soon as it is done.
-        carried = first < last and self._slab_blocks(self._slab_of(first))[0] < first
-        cont_end = min(last, self._slab_blocks(self._slab_of(first))[1]) if carried else first
+        s_first = self._slab_of(first) if first < last else -1
+        carried = first < last and self.slab_start[s_first] < first
+        cont_end = min(last, int(self.slab_start[s_first + 1])) if carried else first
         requests = []
         state.run(run, cont_end, last)
         if first < last:
             s_last = self._slab_of(last - 1)
-            if self._slab_blocks(s_last)[1] > last and not (carried and s_last ==
-                                                              self._slab_of(first)):
+            if self.slab_start[s_last + 1] > last and not (carried and s_last == s_first):
                 requests.append(comm.Isend(sums[s_last], dest=self._neighbour(+1), tag=s_last))
         if carried:
-            s = self._slab_of(first)
-            comm.Recv(sums[s], source=self._neighbour(-1), tag=s)
+            comm.Recv(sums[s_first], source=self._neighbour(-1), tag=s_first)
             state.run(run, first, cont_end)
-            if self._slab_blocks(s)[1] > last:
-                requests.append(comm.Isend(sums[s], dest=self._neighbour(+1), tag=s))
+            if self.slab_start[s_first + 1] > last:
+                requests.append(comm.Isend(sums[s_first], dest=self._neighbour(+1),
+                                           tag=s_first))
         for request in requests:
             request.Wait()
         state.agree()          # a failure in any rank's blocks ends every rank here
-        # Every slab is finished by the rank holding its last block: gather them in order.
-        owner_of_last = [int(np.searchsorted(self.b1, self._slab_blocks(s)[1] - 1,
-                                             side="right")) for s in range(self.slabs)]
-        mine = [s for s in range(self.slabs) if owner_of_last[s] == state.rank]
-        counts = np.array([owner_of_last.count(p) for p in range(state.size)]) * m * k
         finished = np.empty((self.slabs, m, k))
-        comm.Allgatherv(np.ascontiguousarray(sums[mine]), [finished, counts])
+        comm.Allgatherv(np.ascontiguousarray(sums[self.finished_here]),
+                        [finished, self.finished_counts * m * k])
         out = np.zeros((m, k))
         for s in range(self.slabs):
             out += finished[s]

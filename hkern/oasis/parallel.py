@@ -49,8 +49,8 @@ from .._mpi import (
     check_same_everywhere,
     every_rank_stops,
     get_mpi,
+    offsets_of,
     resolve_comm,
-    shard_offsets,
 )
 from .._threads import budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
@@ -186,7 +186,7 @@ def _global_sizes(reports, size):
             f"X has {dims[0]} features on rank 0 but {dims[where]} on rank {where}: every "
             f"rank's shard needs the same columns (an empty shard too: shape (0, {dims[0]}))"))
     check_same_everywhere([rep["fingerprint"] for rep in reports], LABEL, _HINTS)
-    offsets = shard_offsets([rep["rows"] for rep in reports])
+    offsets = offsets_of([rep["rows"] for rep in reports])
     n = int(offsets[-1])
     if n == 0:
         where = "" if size == 1 else f" on every one of the {size} ranks"
