@@ -151,6 +151,15 @@ class FalkonSystem:
         W += self.lam * V
         return self._solve_a(W, trans=True)
 
+    def logdet_factor(self):
+        """log det A of the second factor (A^T A = (n / m) T T^T + lam I).
+
+        With it, the Nystrom GP's log det(C W^-1 C^T + lam I) = (n - m) log lam
+        + log det(B^T H B) + 2 log det A: by Sylvester's identity det(lam I + C W^-1 C^T) =
+        lam^(n-m) det H / det W, det W = det(T)^2 (W + jitter I when jittered), and
+        det(B^T H B) = det H / (det T det A)^2."""
+        return float(np.sum(np.log(np.abs(self._b_diag))))
+
     def coef(self, beta):
         """alpha = B beta = T^{-1} A^{-1} beta."""
         return self._solve_t(self._solve_a(beta, trans=False), trans=False)

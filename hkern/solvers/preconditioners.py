@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _linalg
 
-__all__ = ["NystromPreconditioner"]
+__all__ = ["IdentityPreconditioner", "NystromPreconditioner"]
 
 
 class NystromPreconditioner:
@@ -70,3 +70,44 @@ class NystromPreconditioner:
         """log det M = log det S + (n - k) log lam (Sylvester's determinant identity)."""
         n, k = self.F.shape
         return _linalg.cholesky_logdet(self._factor) + (n - k) * np.log(self.lam)
+
+    def sample(self, rng, t):
+        """t independent draws z ~ N(0, M), the columns of an (n, t) array.
+
+        z = F g1 + sqrt(lam) g2 with g1 ~ N(0, I_k), g2 ~ N(0, I_n) independent (drawn in that
+        order from ``rng``, a numpy Generator), whose covariance is F F^T + lam I = M: the
+        probes of preconditioned stochastic trace estimation (:mod:`hkern.solvers.slq`).
+        """
+        n, k = self.F.shape
+        g1 = rng.standard_normal((k, t))
+        g2 = rng.standard_normal((n, t))
+        out = _linalg.matmul(self.F, g1, n_threads=self.n_threads)
+        out += np.sqrt(self.lam) * g2
+        return out
+
+
+class IdentityPreconditioner:
+    """M = I in n dimensions, with the face of :class:`NystromPreconditioner` that
+    :func:`hkern.solvers.slq.stochastic_lml` uses: for a system that is already preconditioned
+    (FALKON's B^T H B), whose log-determinant is then estimated with standard normal probes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hkern.solvers.preconditioners import IdentityPreconditioner
+    >>> M = IdentityPreconditioner(3)
+    >>> M.logdet(), M.sample(np.random.default_rng(0), 2).shape
+    (0.0, (3, 2))
+    """
+
+    def __init__(self, n):
+        self.n = int(n)
+
+    def __call__(self, R):
+        return np.array(R, dtype=np.float64, copy=True)
+
+    def logdet(self):
+        return 0.0
+
+    def sample(self, rng, t):
+        return rng.standard_normal((self.n, t))
