@@ -237,8 +237,10 @@ def test_auto_solver_and_the_likelihood(rng):
     ref = hkern.fit_exact(X, y)
     assert abs(model.log_marginal_likelihood(y) - ref.log_marginal_likelihood()) <= 1e-9 * abs(
         ref.log_marginal_likelihood())
-    with pytest.raises(ValueError, match="solver='cholesky'"):
-        hkern.fit_exact(X, y, solver="pcg", r=20, lam="auto", seed=0)
+    # lam="auto" is served by the iterative selection (tests/test_selection_iterative.py).
+    selected = hkern.fit_exact(X, y, solver="pcg", r=20, lam="auto", seed=0)
+    assert selected.sigma_ == 1.0 and selected.lam_ == selected.selection_.lam > 0
+    assert selected.n_iter_ is not None
 
 
 def test_the_estimator_runs_pcg_as_the_function(rng):
@@ -422,7 +424,6 @@ def test_nystrom_pcg_validation_verbose_and_warning(rng, capsys):
     (dict(solver="pcg", max_iter=0), "max_iter"),
     (dict(solver="pcg", r=301), "r"),
     (dict(solver="pcg", landmarks="jacobi"), "landmarks"),
-    (dict(solver="pcg", lam="auto"), "solver='direct'"),
     (dict(solver="pcg", validation=(np.ones((4, 2)), np.ones(4))), "features"),
     (dict(solver="pcg", max_memory=10**4), "smaller r"),
 ])
@@ -432,7 +433,9 @@ def test_nystrom_pcg_bad_arguments(rng, kwargs, match):
         hkern.fit_nystrom(X, y, **{"r": 30, "sigma": 1.0, "lam": 1e-2, **kwargs})
 
 
-def test_nystrom_pcg_has_no_likelihood_for_sigma_auto(rng):
+def test_nystrom_pcg_selects_sigma_auto(rng):
+    # Served by the iterative selection (tests/test_selection_iterative.py): FALKON's model.
     X, y = regression(rng, n=200)
-    with pytest.raises(ValueError, match="solver='direct'"):
-        hkern.fit_nystrom(X, y, r=20, sigma="auto", lam=1e-2, solver="pcg", seed=0)
+    model = hkern.fit_nystrom(X, y, r=20, sigma="auto", lam=1e-2, solver="pcg", seed=0)
+    assert model.lam_ == 1e-2 and model.sigma_ == model.selection_.sigma
+    assert model.solver_trace_ is not None

@@ -1,14 +1,18 @@
 """Exact kernel ridge regression: the reference every approximation is measured against."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
+    check_array,
     check_bool,
     check_choice,
     check_int,
@@ -16,9 +20,23 @@ from .._validation import (
 )
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
-from ._iterative import check_stopping, check_validation
+from ..solvers import ConvergenceWarning, KernelSystem
+from ..solvers.slq import stochastic_lml
+from ._iterative import (
+    LosingCandidate,
+    SelectionProblem,
+    check_early_validation,
+    check_stopping,
+    check_validation,
+)
 from ._ridge import block_rows
-from .exact_pcg import PRECONDITIONERS, default_rank, solve_pcg
+from .exact_pcg import (
+    PRECONDITIONERS,
+    default_rank,
+    kernel_storage,
+    preconditioner_for,
+    solve_pcg,
+)
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
 
@@ -129,10 +147,135 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         return var
 
 
-@selects_hyperparameters("likelihood")
+def _solver_of(solver, n, k, scaled_bytes, max_memory):
+    """The solver ``solver="auto"`` stands for at n points and k outputs."""
+    if solver != "auto":
+        return solver
+    return "cholesky" if n <= AUTO_CHOLESKY_MAX_N and 8 * n * n + 16 * n * k + scaled_bytes \
+        <= resolve_max_memory(max_memory) else "pcg"
+
+
+def _check_pcg_arguments(n, r, tol, max_iter):
+    """(rank, tol, max_iter) of solver="pcg" at n points, checked."""
+    if n < 2:
+        raise ValueError("solver='pcg' needs at least 2 training points (its preconditioner has "
+                         "rank < n); use solver='cholesky'")
+    rank = default_rank(n) if r is None else check_int(
+        r, "r", low=1, high=n - 1,
+        hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
+             "solver='cholesky')")
+    tol, max_iter = check_stopping(tol, max_iter)
+    return rank, tol, max_iter
+
+
+def _selection_problem(arguments):
+    """The iterative selection's view of a fit_exact call (hkern.hyperparameters.iterative), or
+    None when the call runs the Cholesky solver; every argument of the PCG solver is checked
+    here, before any work."""
+    a = arguments
+    check_choice(a["solver"], "solver", SOLVERS)
+    check_choice(a["preconditioner"], "preconditioner", PRECONDITIONERS)
+    X = check_array(a["X"], "X")
+    Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
+    if _solver_of(a["solver"], X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
+        return None
+    if a["preconditioner"] == "hck":
+        raise ValueError("the hyperparameter selection of fit_exact(solver='pcg') runs with "
+                         "the Nystrom preconditioners; pass preconditioner='block_rpcholesky' "
+                         "or numbers for sigma and lam")
+    rank, tol, max_iter = _check_pcg_arguments(X.shape[0], a["r"], a["tol"], a["max_iter"])
+    check_early_validation(a, X, encoding)
+    return ExactPCGProblem(a, X, encoding, rank, tol, max_iter)
+
+
+class ExactPCGProblem(SelectionProblem):
+    """fit_exact(solver="pcg") as :func:`hkern.hyperparameters.iterative.select_iterative`
+    asks for it: candidate fits on some rows, the stochastic likelihood, the final fit.
+
+    The Nystrom factor of the last bandwidth is kept, so that candidates differing in lam
+    only build no new preconditioner."""
+
+    label = "fit_exact(solver='pcg')"
+
+    def __init__(self, arguments, X, encoding, rank, tol, max_iter):
+        super().__init__(arguments, X, encoding, tol, max_iter)
+        self.rank = rank
+        self._factor_key, self._factor = None, None
+
+    def _preconditioner(self, inputs, rows, sigma):
+        """M^{-1} for these inputs, from the kept Nystrom factor when rows and sigma match."""
+        key = (None if rows is None else (rows.size, rows[0], rows[-1]),
+               np.asarray(sigma, dtype=float).tobytes())
+        factor = self._factor if self._factor_key == key else None
+        self._factor_key, self._factor = None, None            # free the old factor first
+        apply_m = preconditioner_for(inputs, self.a["preconditioner"], self.rank,
+                                     seed=self.a["seed"], n_threads=budget_threads(),
+                                     max_memory=self.a["max_memory"], factor=factor)
+        self._factor_key, self._factor = key, apply_m.F
+        return apply_m
+
+    def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
+        inputs = self._inputs(rows, sigma, lam)
+        n_threads = budget_threads()
+        apply_m = self._preconditioner(inputs, rows, sigma)
+        try:
+            with warnings.catch_warnings():
+                # A candidate stopped at max_iter is still ranked by its error; the final fit
+                # warns.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                alpha, _, _ = solve_pcg(
+                    inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=tol,
+                    max_iter=self.max_iter, seed=self.a["seed"], validation=None,
+                    verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
+                    x0=x0, apply_m=apply_m,
+                    error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads))
+        except LosingCandidate as losing:
+            return losing.mse, None
+        return self.held_out_mse(inputs, held, inputs.X, alpha, n_threads), alpha
+
+    def extend(self, alpha, rows):
+        """Coefficients on ``rows`` as a warm start on all rows (zero on the others)."""
+        full = np.zeros((self.X.shape[0], alpha.shape[1]))
+        full[rows] = alpha
+        return full
+
+    def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
+        """The profiled log marginal likelihood of all rows by stochastic Lanczos quadrature
+        (:func:`hkern.solvers.slq.stochastic_lml`): y and ``n_probes`` probes in one block CG,
+        the probes the same draw for every candidate (a smooth criterion)."""
+        inputs = self._inputs(None, sigma, lam)
+        n_threads = budget_threads()
+        stored = kernel_storage(inputs, inputs.Y.shape[1] + n_probes, self.rank,
+                                self.a["preconditioner"], self.a["max_memory"], n_threads)
+        apply_m = self._preconditioner(inputs, None, sigma)
+        apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.X, inputs.lam,
+                               stored=stored, n_threads=n_threads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            estimate = stochastic_lml(apply_a, inputs.Y, apply_m, n_probes=n_probes,
+                                      rng=np.random.default_rng([seed, 2]), tol=tol,
+                                      max_iter=self.max_iter, x0=x0)
+        return estimate.profiled_lml, estimate.lml_stderr, estimate.alpha
+
+    def final(self, sigma, lam, x0):
+        inputs = self._inputs(None, sigma, lam)
+        validation = check_validation(self.a["validation"], inputs)
+        apply_m = self._preconditioner(inputs, None, sigma)
+        self._factor_key, self._factor = None, None
+        alpha, trace, n_iter = solve_pcg(
+            inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=self.tol,
+            max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
+            verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
+            n_threads=budget_threads(), x0=x0, apply_m=apply_m)
+        del apply_m
+        return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
+                        **inputs.model_params(self.a["n_jobs"]))
+
+
+@selects_hyperparameters("likelihood", iterative=_selection_problem)
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
-              n_jobs=None, solver="cholesky", preconditioner="block_rpcholesky", r=None,
+              n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
               tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
@@ -151,15 +294,16 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     seed : None, int or numpy.random.Generator
         The subsample of a hyperparameter selection, and the preconditioner's column draw.
     task : {"regression", "classification"}
-    solver : {"cholesky", "pcg", "auto"}
+    solver : {"auto", "cholesky", "pcg"}
         ``"cholesky"``: factorise K + lam I (O(n^3 / 3) time, 8 n^2 bytes).  ``"pcg"``: block
         conjugate gradients (every output and class in one pass over K per iteration)
         preconditioned by F F^T + lam I, F the Nystrom factor of ``r`` columns chosen by
-        ``preconditioner``, applied by Woodbury; K is stored when it fits ``max_memory``
-        (each iteration a GEMM) and recomputed tile by tile otherwise (O(n r) memory).
-        ``"auto"``: Cholesky up to n = 10 000 points when its 8 n^2 bytes fit, PCG above.
-        The PCG model has no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
-        Cholesky solver.
+        ``preconditioner``, applied by Woodbury; K is stored when its 8 n^2 bytes are at most
+        1 GiB and fit ``max_memory`` (each iteration a GEMM) and recomputed tile by tile
+        otherwise (O(n r) memory).  ``"auto"`` (default): Cholesky up to n = 10 000 points
+        when its 8 n^2 bytes fit, PCG above.  The PCG model has no log-determinant; its
+        ``sigma="auto"|"ard"`` and ``lam="auto"`` run the staged selection of
+        :mod:`hkern.hyperparameters.iterative` (see ``criterion``).
     preconditioner : {"block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform", "hck"}
         The column selection of the PCG preconditioner (:func:`hkern.select_columns`); the
         default draws RPCholesky's pivots a block at a time (3.8 s for 2000 columns of
@@ -169,7 +313,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         blocks (doc/solvers.md compares them).
     r : int or None
         Rank of the PCG preconditioner (its Nystrom columns, or HCK's landmarks per node),
-        1 <= r < n; None: min(1000, n // 4).
+        1 <= r < n; None: min(3000, n // 4), and at most 1 GiB of factor (8 n r bytes).
     tol : float
         PCG stops when every column's relative residual ||y - (K + lam I) alpha|| / ||y||
         is at most ``tol`` (> 0).
@@ -187,7 +331,8 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The Cholesky fit needs about 8 n^2 bytes (the kernel matrix, factorised in
         place); PCG 16 n r for the preconditioner (HCK's: about 40 n r), 40 n k for its
-        vectors, and 8 n^2 more to store K (else one 256 KiB tile of it per thread).
+        vectors, and 8 n^2 more to store K (up to 1 GiB; else one 256 KiB tile of it per
+        thread).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
@@ -225,9 +370,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
-    if solver == "auto":
-        solver = "cholesky" if n <= AUTO_CHOLESKY_MAX_N and 8 * n * n + 16 * n * Y.shape[1] \
-            + inputs.scaled_bytes <= resolve_max_memory(max_memory) else "pcg"
+    solver = _solver_of(solver, n, Y.shape[1], inputs.scaled_bytes, max_memory)
     if solver == "pcg":
         return _fit_pcg(inputs, n_jobs=n_jobs, preconditioner=preconditioner, r=r,
                         tol=tol, max_iter=max_iter, seed=seed, validation=validation,
@@ -246,15 +389,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
 def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,
              max_memory):
     """fit_exact(solver="pcg") after its arguments are checked (hkern.baselines.exact_pcg)."""
-    n = inputs.X.shape[0]
-    if n < 2:
-        raise ValueError("solver='pcg' needs at least 2 training points (its preconditioner has "
-                         "rank < n); use solver='cholesky'")
-    rank = default_rank(n) if r is None else check_int(
-        r, "r", low=1, high=n - 1,
-        hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
-             "solver='cholesky')")
-    tol, max_iter = check_stopping(tol, max_iter)
+    rank, tol, max_iter = _check_pcg_arguments(inputs.X.shape[0], r, tol, max_iter)
     validation = check_validation(validation, inputs)
     alpha, trace, n_iter = solve_pcg(
         inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,

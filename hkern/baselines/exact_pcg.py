@@ -23,14 +23,28 @@ from ..oasis.block_rpcholesky import BLOCK
 from ..solvers import KernelSystem, NystromPreconditioner
 from ._iterative import traced_pcg, validation_error
 
-__all__ = ["PRECONDITIONERS", "default_rank", "pcg_bytes", "solve_pcg"]
+__all__ = ["PRECONDITIONERS", "default_rank", "kernel_storage", "pcg_bytes", "preconditioner_for",
+           "solve_pcg"]
 
 PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform", "hck")
 
 
+# The preconditioner's rank when none is given.  On kin40k (36 000 points, lam 0.0027, tol
+# 1e-2, 2 threads) a rank-3000 Nystrom preconditioner took CG 25 iterations and 46 s in all,
+# rank 1000 85 iterations and 89 s: each iteration costs n^2 kernel evaluations, the factor
+# n r^2 flops once.  The factor's 8 n r bytes are held to DEFAULT_RANK_BYTES.
+DEFAULT_RANK = 3000
+DEFAULT_RANK_BYTES = 2**30
+# K is stored (each product a GEMM over 8 n^2 bytes) only up to this size: above it the fused
+# engine's recomputation is as fast (kin40k: 8 n^2 = 10 GB, whose first touch alone takes 6 s
+# here) and the fit stays within O(n r) memory.
+STORED_KERNEL_MAX_BYTES = 2**30
+
+
 def default_rank(n):
-    """The preconditioner's rank when none is given: 1000 columns, at most a quarter of n."""
-    return max(1, min(1000, n // 4))
+    """The preconditioner's rank when none is given: DEFAULT_RANK columns, at most a quarter of
+    n and at most DEFAULT_RANK_BYTES of factor."""
+    return max(1, min(DEFAULT_RANK, n // 4, DEFAULT_RANK_BYTES // (8 * n)))
 
 
 def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky"):
@@ -48,29 +62,21 @@ def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
-              max_memory, n_threads):
+              max_memory, n_threads, x0=None, apply_m=None, error=None):
     """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
-    arguments are checked."""
+    arguments are checked.
+
+    ``x0``: a starting guess for alpha (a warm start, e.g. a neighbouring candidate's solution
+    in a hyperparameter selection).  ``apply_m``: the preconditioner, already built for these
+    inputs (:func:`preconditioner_for`); None builds it.  ``error``: a function of the
+    iterate called after every iteration instead of the validation error (a selection's
+    hold-out error, which may stop a losing candidate by raising)."""
     X, Y = inputs.X, inputs.Y
-    n, d = X.shape
-    k = Y.shape[1]
-    # Store K when it fits: each product is then a GEMM instead of n^2 kernel evaluations.
-    stored = pcg_bytes(n, d, k, rank, True, n_threads, preconditioner) + inputs.scaled_bytes \
-        <= resolve_max_memory(max_memory)
-    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner)
-                 + inputs.scaled_bytes, max_memory,
-                 what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
-                 fix="choose a smaller r")
+    stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads)
     t0 = time.perf_counter()
-    if preconditioner == "hck":
-        apply_m = HCKPreconditioner(X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
-                                    lam=inputs.lam, seed=seed, n_threads=n_threads)
-    else:
-        F = nystrom_factor(X, rank, method=preconditioner, kernel=inputs.kernel,
-                           sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                           max_memory=max_memory)
-        apply_m = NystromPreconditioner(F, inputs.lam, n_threads)
-        del F
+    if apply_m is None:
+        apply_m = preconditioner_for(inputs, preconditioner, rank, seed=seed,
+                                     n_threads=n_threads, max_memory=max_memory)
     pre_seconds = time.perf_counter() - t0
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)
@@ -79,8 +85,39 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
               f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
               flush=True)
     return traced_pcg(
-        apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter,
-        error=validation_error(validation, inputs, X, n_threads), coef=lambda alpha: alpha,
+        apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, x0=x0,
+        error=error or validation_error(validation, inputs, X, n_threads),
+        coef=lambda alpha: alpha,
         label="fit_exact pcg", verbose=verbose, started=t0,
         fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner,
         rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored)
+
+
+def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads):
+    """Whether PCG with k right-hand sides stores K (up to STORED_KERNEL_MAX_BYTES, when it
+    fits: each product is then a GEMM instead of n^2 kernel evaluations), after checking that
+    the solve fits max_memory."""
+    n, d = inputs.X.shape
+    stored = 8 * n * n <= STORED_KERNEL_MAX_BYTES and pcg_bytes(
+        n, d, k, rank, True, n_threads, preconditioner) + inputs.scaled_bytes \
+        <= resolve_max_memory(max_memory)
+    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner)
+                 + inputs.scaled_bytes, max_memory,
+                 what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
+                 fix="choose a smaller r")
+    return stored
+
+
+def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_memory,
+                       factor=None):
+    """M^{-1} for M close to K + lam I of the prepared ``inputs``: the HCK preconditioner, or
+    F F^T + lam I for the Nystrom factor F of ``rank`` columns chosen by ``preconditioner``
+    (``factor``: F, already computed for these inputs)."""
+    if preconditioner == "hck":
+        return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
+                                 lam=inputs.lam, seed=seed, n_threads=n_threads)
+    if factor is None:
+        factor = nystrom_factor(inputs.X, rank, method=preconditioner, kernel=inputs.kernel,
+                                sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
+                                max_memory=max_memory)
+    return NystromPreconditioner(factor, inputs.lam, n_threads)

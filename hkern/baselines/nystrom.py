@@ -1,26 +1,40 @@
 """Nystrom kernel ridge regression with uniformly sampled landmarks."""
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 
 from .. import _linalg
-from .._gp import ProfiledRidge
+from .._gp import ProfiledRidge, profiled_gaussian_lml
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._sharded import runs_on_shards
+from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
+    check_array,
     check_bool,
     check_choice,
     check_nonnegative,
     check_rank,
     check_row_indices,
     check_seed,
+    scale_inputs,
 )
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
-from ..solvers import falkon_bytes
-from ._iterative import check_stopping, check_validation
+from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
+from ..solvers.preconditioners import IdentityPreconditioner
+from ..solvers.slq import stochastic_lml
+from ._iterative import (
+    LosingCandidate,
+    SelectionProblem,
+    check_early_validation,
+    check_stopping,
+    check_validation,
+)
 from ._ridge import block_rows, ridge_on_features
 from .nystrom_pcg import solve_nystrom_pcg
 from .nystrom_sharded import fit_nystrom_sharded
@@ -160,8 +174,133 @@ def with_selection_bytes(fit_bytes, n, r, landmarks):
     return fit_bytes
 
 
+def _selection_problem(arguments):
+    """The iterative selection's view of a fit_nystrom call (hkern.hyperparameters.iterative),
+    or None for the direct solver; the PCG solver's arguments are checked here, before any
+    work."""
+    a = arguments
+    check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
+    if a["solver"] != "pcg":
+        return None
+    X = check_array(a["X"], "X")
+    n = X.shape[0]
+    _, encoding = encode_targets(a["y"], n, a["task"])
+    landmarks, r = check_landmarks(a["landmarks"], a["r"], n)
+    tol, max_iter = check_stopping(a["tol"], a["max_iter"])
+    check_early_validation(a, X, encoding)
+    return NystromPCGProblem(a, X, encoding, landmarks, r, tol, max_iter)
+
+
+class NystromPCGProblem(SelectionProblem):
+    """fit_nystrom(solver="pcg") as :func:`hkern.hyperparameters.iterative.select_iterative`
+    asks for it.
+
+    Every candidate uses the centres of the final fit (drawn once, by the seed, from all the
+    rows; an adaptive selector chooses them again for each bandwidth), so a candidate's beta
+    is a warm start for the next one and for the final fit.  A hold-out candidate fits the
+    rows outside the held-out part on those centres (centres are locations, not targets)."""
+
+    label = "fit_nystrom(solver='pcg')"
+
+    def __init__(self, arguments, X, encoding, landmarks, r, tol, max_iter):
+        super().__init__(arguments, X, encoding, tol, max_iter)
+        self.landmarks, self.r = landmarks, r
+        self._centres_key, self._indices = None, None
+
+    def _centres(self, sigma):
+        """Rows of the centres: drawn once, or selected again for each bandwidth."""
+        adaptive = isinstance(self.landmarks, str) and self.landmarks != "uniform"
+        key = np.asarray(sigma, dtype=float).tobytes() if adaptive else None
+        if self._indices is None or key != self._centres_key:
+            inputs = self._inputs(None, sigma, 1.0)
+            self._indices = draw_landmarks(
+                inputs.X, self.r, self.landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth,
+                rng=check_seed(self.a["seed"]), n_jobs=budget_threads(),
+                max_memory=self.a["max_memory"])
+            self._centres_key = key
+        return self._indices
+
+    def _solve(self, inputs, sigma, tol, x0, validation=None, verbose=False, best_mse=None,
+               held=None):
+        indices = self._centres(sigma)
+        Z = self.X[indices]
+        if inputs.lengthscales is not None:
+            Z = scale_inputs(Z, inputs.lengthscales)
+        Z = np.ascontiguousarray(Z)
+        n, d = inputs.X.shape
+        check_memory(falkon_bytes(n, len(indices), d, inputs.Y.shape[1], budget_threads())
+                     + inputs.scaled_bytes, self.a["max_memory"],
+                     what=f"fit_nystrom with n={n}, r={len(indices)}", fix="choose a smaller r")
+        error = None if held is None else self.losing_stopper(inputs, held, Z, best_mse,
+                                                              budget_threads())
+        coef, trace, n_iter, beta = solve_nystrom_pcg(
+            inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
+            validation=validation, verbose=verbose, n_threads=budget_threads(), x0=x0,
+            return_beta=True, error=error)
+        return indices, Z, coef, trace, n_iter, beta
+
+    def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
+        inputs = self._inputs(rows, sigma, lam)
+        try:
+            with warnings.catch_warnings():
+                # A candidate stopped at max_iter is still ranked by its error; the final fit
+                # warns.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                _, Z, coef, _, _, beta = self._solve(inputs, sigma, tol, x0, best_mse=best_mse,
+                                                     held=held)
+        except LosingCandidate as losing:
+            return losing.mse, None
+        return self.held_out_mse(inputs, held, Z, coef, budget_threads()), beta
+
+    def extend(self, beta, rows):
+        """The same centres on all rows: beta carries over as it is."""
+        return beta
+
+    def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
+        """The profiled log marginal likelihood of the Nystrom GP (kernel matrix C W^-1 C^T)
+        of all rows, its log-determinant estimated by stochastic Lanczos quadrature on
+        FALKON's own preconditioned system B^T H B (m x m, close to the identity, so that few
+        CG steps and probes suffice; :meth:`hkern.solvers.FalkonSystem.logdet_factor`)."""
+        inputs = self._inputs(None, sigma, lam)
+        n_threads = budget_threads()
+        indices = self._centres(sigma)
+        Z = self.X[indices]
+        if inputs.lengthscales is not None:
+            Z = scale_inputs(Z, inputs.lengthscales)
+        Z = np.ascontiguousarray(Z)
+        n, d = inputs.X.shape
+        m, k = len(indices), inputs.Y.shape[1]
+        check_memory(falkon_bytes(n, m, d, k + n_probes, n_threads) + inputs.scaled_bytes,
+                     self.a["max_memory"], what=f"fit_nystrom with n={n}, r={m}",
+                     fix="choose a smaller r")
+        system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam,
+                              n_threads)
+        CtY = system._normal_times(None, inputs.Y)
+        rhs = system._solve_a(system._solve_t(CtY, trans=True), trans=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            estimate = stochastic_lml(system, rhs, IdentityPreconditioner(m),
+                                      n_probes=n_probes, rng=np.random.default_rng([seed, 2]),
+                                      tol=tol, max_iter=self.max_iter, x0=x0)
+        alpha = system.coef(estimate.alpha)
+        quad = (np.einsum("ij,ij->j", inputs.Y, inputs.Y)
+                - np.einsum("ij,ij->j", CtY, alpha)) / inputs.lam
+        logdet = (n - m) * math.log(inputs.lam) + estimate.logdet + 2 * system.logdet_factor()
+        value = profiled_gaussian_lml(quad, logdet, n) if np.all(quad > 0) else -math.inf
+        return float(value), 0.5 * k * estimate.logdet_stderr, estimate.alpha
+
+    def final(self, sigma, lam, x0):
+        inputs = self._inputs(None, sigma, lam)
+        validation = check_validation(self.a["validation"], inputs)
+        indices, Z, coef, trace, n_iter, _ = self._solve(
+            inputs, sigma, self.tol, x0, validation=validation,
+            verbose=check_bool(self.a["verbose"], "verbose"))
+        return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
+                          evidence=None, **inputs.model_params(self.a["n_jobs"]))
+
+
 @runs_on_shards("fit_nystrom", fit_nystrom_sharded)
-@selects_hyperparameters("likelihood", profiles_ridge=True)
+@selects_hyperparameters("likelihood", profiles_ridge=True, iterative=_selection_problem)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",

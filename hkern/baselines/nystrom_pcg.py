@@ -18,9 +18,12 @@ __all__ = ["solve_nystrom_pcg"]
 
 
 def solve_nystrom_pcg(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
-                      error=None, **sharded):
+                      error=None, x0=None, return_beta=False, **sharded):
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z (module
-    docstring); the arguments and the memory are checked by the caller.
+    docstring); the arguments and the memory are checked by the caller.  ``x0``: a starting
+    guess for FALKON's preconditioned variable beta (alpha = B beta), e.g. a neighbouring
+    candidate's in a hyperparameter selection; ``return_beta`` appends the final beta to the
+    returned tuple (the next candidate's warm start).
 
     On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
@@ -34,12 +37,15 @@ def solve_nystrom_pcg(inputs, Z, *, landmarks, tol, max_iter, validation, verbos
               f"(jitter {system.jitter:.1e})", flush=True)
     beta, trace, n_iter = traced_pcg(
         system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
-        error=error if sharded else validation_error(validation, inputs, Z, n_threads),
+        error=error if sharded or error is not None
+        else validation_error(validation, inputs, Z, n_threads),
         coef=system.coef,
         label="fit_nystrom pcg", verbose=verbose, started=t0,
         fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
         preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
-        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter)
+        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0)
+    if return_beta:
+        return system.coef(beta), trace, n_iter, beta
     return system.coef(beta), trace, n_iter
 
 

@@ -33,7 +33,8 @@ SHARDED_LANDMARKS = ("uniform", "oasis")
 
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
-                        rcond, solver, tol, max_iter, validation, verbose, max_memory, comm):
+                        rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
+                        max_memory, comm):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
     rank's rows, ``validation`` this rank's validation rows (or None on every rank)."""
     from .nystrom import NYSTROM_SOLVERS, NystromKRR

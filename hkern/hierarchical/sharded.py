@@ -409,7 +409,8 @@ def _sharded_fit_bytes(rows, n_local, d, k, r, sub_depth, n_threads):
 
 
 def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, jitter,
-                             partition, leaf_size, verbose, comm, max_memory):
+                             partition, leaf_size, criterion="auto", verbose, comm,
+                             max_memory):
     """The sharded fit_hierarchical (module docstring); arguments as fit_hierarchical's, X and
     y this rank's rows."""
     from .api import _check_tree_args, default_jitter, tree_depth

@@ -32,6 +32,11 @@ The pipeline (doc/hyperparameters.md has the measurements behind each choice):
    Every evaluation uses the same seed, so tree, landmarks, random features and subsamples are
    the same draw for every candidate (random-projection splits and uniform landmarks do not
    change with a global scale of X): the criterion is a smooth function of (g, lam).
+
+The user's ``criterion`` ("auto", "likelihood" or "holdout") picks the criterion; "auto" is
+the method's own (above).  The iterative solvers (``fit_exact(solver="pcg")``,
+``fit_nystrom(solver="pcg")``) compute no log-determinant and cost many kernel passes per fit:
+their selection is staged differently (:mod:`hkern.hyperparameters.iterative`).
 """
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ from .._threads import budget_threads, budgeted
 from .._validation import check_array, check_bool, check_positive, check_seed, check_sigma
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
+from .iterative import select_iterative
 from .record import Candidate, HyperparameterSelection
 from .search import coordinate_search
 
@@ -67,6 +73,15 @@ CRITERIA = {"likelihood": "profiled log marginal likelihood",
 # 6.3 s instead of 1.7 s); one lengthscale or none need fewer points, since the search on all
 # the data sets the scale.
 _SUBSAMPLES = {"ard": (500, 1000), "auto": (1000,), "given": (1000,)}
+# The iterative solvers (hkern.hyperparameters.iterative) refine only a global scale and lam on
+# all the data, so the shape comes from larger subsamples: on kin40k the lengthscales of 4000
+# points give exact PCG a test RMSE of 0.070, those of 2000 points 0.079.  A stage of m points
+# costs about 15 evaluations of m^3 / 3 flops (24 s at m = 4000 on this project's 2 cores),
+# against one PCG fit of a few hundred products with the n x n kernel; it runs only on data
+# with at least _ITERATIVE_ROWS_PER_POINT rows per subsample point.
+_SUBSAMPLES_ITERATIVE = {"ard": (500, 1000, 2000, 4000), "auto": (1000, 2000, 4000),
+                         "given": (1000, 2000, 4000)}
+_ITERATIVE_ROWS_PER_POINT = 8
 # A stage after the first (a warm start on more points) runs only on data with at least this
 # many rows per parameter of the exact GP.  Its cost, about (d + 2) evaluations at m^3 each,
 # against one fit's, about n r^2, stays bounded so: on elevators (d = 18, n = 14 939) and pol
@@ -122,13 +137,17 @@ def _fit_seed(seed):
     return int(check_seed(seed).integers(2**63 - 1))
 
 
-def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory):
-    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units."""
+def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, *,
+                     iterative=False):
+    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units.
+    ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE)."""
     n, d = X.shape
     mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
-    stages = _SUBSAMPLES[sigma_mode]
+    stages = (_SUBSAMPLES_ITERATIVE if iterative else _SUBSAMPLES)[sigma_mode]
     parameters = n_lengthscales(mode, d) + 2
-    stages = stages[:1] + tuple(m for m in stages[1:] if n >= _ROWS_PER_PARAMETER * parameters)
+    stages = stages[:1] + tuple(
+        m for m in stages[1:] if n >= _ROWS_PER_PARAMETER * parameters
+        and (not iterative or n >= _ITERATIVE_ROWS_PER_POINT * m))
     sizes = list(dict.fromkeys(min(n, m) for m in stages))
     check_memory(6 * 8 * sizes[-1] ** 2, max_memory,
                  what=f"the exact GP on {sizes[-1]} points that starts the selection",
@@ -322,15 +341,64 @@ _CRITERION_DOC = {
 }
 
 
-def selects_hyperparameters(criterion, *, profiles_ridge=False):
-    """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"`` and ``lam="auto"``.
+CRITERION_CHOICES = ("auto", "likelihood", "holdout")
+
+CRITERION_DOC = """criterion : {{"auto", "likelihood", "holdout"}}, default="auto"
+        How a hyperparameter selection (``sigma="auto"`` or ``"ard"``, ``lam="auto"``) compares
+        candidates: ``"likelihood"``, the profiled log marginal likelihood of the training
+        targets under the method's own kernel{likelihood_note}; ``"holdout"``, the mean squared
+        error on a random part of the rows held out of the fit.  ``"auto"``: {auto}.  Ignored
+        when sigma and lam are numbers."""
+
+
+def _criterion_doc(default, iterative):
+    if default == "holdout":
+        auto = "``\"holdout\"`` (this method's approximation has no likelihood)"
+        note = " (not available for this method)"
+    else:
+        auto = "``\"likelihood\"``"
+        if iterative:
+            auto += (" with the direct solvers, ``\"" + ITERATIVE_DEFAULT_CRITERION + "\"`` with "
+                     "the iterative ones (measured: doc/hyperparameters.md)")
+        note = (" (estimated by stochastic Lanczos quadrature for the iterative solvers)"
+                if iterative else "")
+    return CRITERION_DOC.format(likelihood_note=note, auto=auto)
+
+
+# The default criterion of the iterative solvers (hkern.hyperparameters.iterative), measured on
+# kin40k (doc/hyperparameters.md): a hold-out fit with warm starts costs a fraction of a
+# likelihood estimate, whose probe vectors multiply the columns of every CG product.
+ITERATIVE_DEFAULT_CRITERION = "holdout"
+
+
+def check_criterion(criterion, default, label):
+    """The user's ``criterion`` checked against the method's ``default`` ("auto" stays "auto":
+    it depends on the solver, see _run_in_budget)."""
+    if not isinstance(criterion, str) or criterion not in CRITERION_CHOICES:
+        raise ValueError(f"criterion must be one of {list(CRITERION_CHOICES)}; got "
+                         f"{criterion!r}")
+    if criterion == "likelihood" and default == "holdout":
+        raise ValueError(f"{label} has no likelihood to select hyperparameters with (its "
+                         "approximation need not be positive definite): pass "
+                         "criterion='holdout' or 'auto'")
+    return criterion
+
+
+def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None):
+    """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"``, ``lam="auto"`` and a
+    ``criterion`` keyword (added to the signature before ``verbose``).
 
     The decorated function must take ``X, y, kernel, sigma, lam, task, n_jobs, max_memory``
     and ``verbose`` (and ``seed`` if it draws anything).  With numbers for both sigma and lam
     it is called as it is; otherwise the selection (module docstring) calls it with numbers,
-    ``criterion`` ("likelihood" or "holdout") deciding how candidates are compared.
+    ``criterion`` ("likelihood" or "holdout", the method's default for ``criterion="auto"``)
+    deciding how candidates are compared.
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` and
     chooses the ridge of the largest likelihood itself (one fit per bandwidth).
+    ``iterative``: ``iterative(arguments)`` -> an
+    :class:`hkern.hyperparameters.iterative.IterativeProblem` when the call runs an iterative
+    solver (the staged selection at full n of :mod:`hkern.hyperparameters.iterative`), None
+    otherwise; it checks the solver's arguments, so that a bad one is refused before any work.
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
@@ -345,25 +413,42 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False):
 
         if fit.__doc__:
             fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
-                "{verbose}", VERBOSE_DOC.replace("{criterion}", _CRITERION_DOC[criterion]))
+                "{verbose}", _criterion_doc(criterion, iterative is not None) + "\n    "
+                + VERBOSE_DOC.replace("{criterion}", _CRITERION_DOC[criterion]))
+        parameters = list(signature.parameters.values())
+        at = [p.name for p in parameters].index("verbose")
+        public = signature.replace(parameters=parameters[:at] + [inspect.Parameter(
+            "criterion", inspect.Parameter.KEYWORD_ONLY, default="auto")] + parameters[at:])
 
         @functools.wraps(fit)
         def fit_with_selection(*args, **kwargs):
-            bound = signature.bind(*args, **kwargs)
+            bound = public.bind(*args, **kwargs)
             bound.apply_defaults()
-            arguments = bound.arguments
+            arguments = dict(bound.arguments)
+            chosen = arguments.pop("criterion")
             verbose = check_bool(arguments["verbose"], "verbose")
             sigma_mode, lam_mode = selection_modes(arguments["sigma"], arguments["lam"])
+            chosen = check_criterion(chosen, criterion, fit.__name__)
             if sigma_mode == "given" and lam_mode == "given":
-                return fit(*args, **kwargs)
-            return _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion,
-                                  profiles_ridge, verbose, n_jobs=arguments["n_jobs"])
+                return fit(**arguments)
+            return _run_in_budget(fit, arguments, sigma_mode, lam_mode, chosen, criterion,
+                                  profiles_ridge, verbose, iterative, n_jobs=arguments["n_jobs"])
+        fit_with_selection.__signature__ = public
         return fit_with_selection
     return decorate
 
 
 @budgeted
-def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose, *,
-                   n_jobs):
+def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, default, profiles_ridge,
+                   verbose, iterative, *, n_jobs):
     # The subsample's exact GP runs in the fit's thread budget; each fit sets its own.
-    return _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose)
+    problem = None if iterative is None else iterative(arguments)
+    if problem is not None:
+        if criterion == "auto":
+            criterion = ITERATIVE_DEFAULT_CRITERION
+        return select_iterative(problem, arguments, sigma_mode, lam_mode, criterion,
+                                _fit_seed(arguments.get("seed")), _subsample_start, verbose)
+    if criterion == "auto":
+        criterion = default
+    return _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge and
+                   criterion == "likelihood", verbose)

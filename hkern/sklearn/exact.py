@@ -22,8 +22,9 @@ class _ExactParameters:
                           "    Cholesky solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, solver="cholesky", preconditioner="block_rpcholesky", r=None,
-                 tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
+                 n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
+                 tol=1e-4, max_iter=500, validation=None, criterion="auto", verbose=False,
+                 max_memory=None):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
@@ -35,6 +36,7 @@ class _ExactParameters:
         self.tol = tol
         self.max_iter = max_iter
         self.validation = validation
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

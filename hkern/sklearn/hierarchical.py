@@ -21,7 +21,7 @@ class _HierarchicalParameters:
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, jitter=None, partition="random", leaf_size=None,
-                 verbose=False, max_memory=None):
+                 criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -31,6 +31,7 @@ class _HierarchicalParameters:
         self.jitter = jitter
         self.partition = partition
         self.leaf_size = leaf_size
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 
@@ -88,7 +89,8 @@ class _IndependentParameters:
             "size": "``r`` sets the leaf size as for :func:`hkern.fit_hierarchical`, 1 <= r < n"}
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, partition="random", leaf_size=None, verbose=False, max_memory=None):
+                 n_jobs=None, partition="random", leaf_size=None, criterion="auto",
+                 verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -97,6 +99,7 @@ class _IndependentParameters:
         self.n_jobs = n_jobs
         self.partition = partition
         self.leaf_size = leaf_size
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

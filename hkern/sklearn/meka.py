@@ -35,7 +35,7 @@ class _MekaParameters:
                  random_state=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000,
                  psd=True, oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform",
                  threshold=0.0, threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
-                 link_rcond=LINK_RCOND, verbose=False, max_memory=None):
+                 link_rcond=LINK_RCOND, criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -55,6 +55,7 @@ class _MekaParameters:
         self.kmeans_sample = kmeans_sample
         self.kmeans_iter = kmeans_iter
         self.link_rcond = link_rcond
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

@@ -26,7 +26,7 @@ class _NystromParameters:
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-4,
-                 max_iter=500, validation=None, verbose=False, max_memory=None):
+                 max_iter=500, validation=None, criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -39,6 +39,7 @@ class _NystromParameters:
         self.tol = tol
         self.max_iter = max_iter
         self.validation = validation
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

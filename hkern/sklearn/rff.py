@@ -22,13 +22,14 @@ class _RFFParameters:
             "size": "``r`` features"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
-                 n_jobs=None, verbose=False, max_memory=None):
+                 n_jobs=None, criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

@@ -22,8 +22,8 @@ class _SlklParameters:
 
     def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, random_state=None,
                  n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None, kkt_tol=None,
-                 precompute_columns=True, refresh=1000, candidates=None, verbose=False,
-                 max_memory=None):
+                 precompute_columns=True, refresh=1000, candidates=None, criterion="auto",
+                 verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -38,6 +38,7 @@ class _SlklParameters:
         self.precompute_columns = precompute_columns
         self.refresh = refresh
         self.candidates = candidates
+        self.criterion = criterion
         self.verbose = verbose
         self.max_memory = max_memory
 

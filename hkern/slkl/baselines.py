@@ -56,7 +56,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
     Parameters
     ----------
-    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, verbose
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, criterion, verbose
         As in :func:`hkern.fit_slkl` (hyperparameters selected by hold-out error).
     mu : float
         The common weight, > 0.
@@ -136,7 +136,7 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
     Parameters
     ----------
-    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, verbose
+    X, y, r, kernel, sigma, lam, task, seed, n_jobs, candidates, criterion, verbose
         As in :func:`hkern.fit_slkl` (the same seed gives the same S; hyperparameters selected
         by hold-out error).
     max_memory : int or None

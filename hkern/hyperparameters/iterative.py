@@ -1,0 +1,202 @@
+"""``sigma="auto"|"ard"`` and ``lam="auto"`` for the iterative solvers, at full n.
+
+Exact KRR by preconditioned CG (``fit_exact(solver="pcg")``) and FALKON
+(``fit_nystrom(solver="pcg")``) compute no log-determinant, and one of their fits costs
+many passes over the n x n (or n x m) kernel matrix, so the selection of the direct solvers
+(:mod:`hkern.hyperparameters.select`: five to ten whole fits) would cost five to ten times a
+fit.  The search here is staged instead:
+
+1. **The shape on a subsample.**  The exact GP's type-II maximum likelihood on random
+   subsamples of growing size (up to ``_SUBSAMPLES_ITERATIVE``; each stage warm-started from
+   the one before) gives the lengthscales (one per feature for ``"ard"``) and lam.  Its
+   bandwidth is biased long (fewer points show less detail): on kin40k the lengthscales
+   shrink by 15% from 1000 to 4000 points, and the test RMSE of exact PCG at them falls from
+   0.079 to 0.070 (doc/hyperparameters.md).
+2. **The scale at full n**, by the solver itself: a parabolic line search in a global log
+   scale g of the lengthscales (:func:`coordinate_search`; in log lam instead when sigma is
+   given), maximising the criterion:
+
+   * ``"holdout"``: minus the mean squared error on a random tenth of the rows held out of
+     the fit.  Each candidate's CG stops at a looser tolerance than the final fit, and early
+     when it is clearly losing (its hold-out error, checked every few iterations, far above
+     the best candidate's and no longer falling fast).  A candidate at the best candidate's
+     bandwidth starts from its coefficients and reuses the preconditioner's Nystrom factor
+     (across bandwidths exact KRR's dual coefficients are no closer than zero);
+   * ``"likelihood"``: the profiled log marginal likelihood at all rows, estimated by
+     stochastic Lanczos quadrature from probe vectors solved in the same block CG as y
+     (:mod:`hkern.solvers.slq`).
+
+3. **The fit** at the chosen values with the user's tolerance, warm-started from the
+   selection's solution.
+
+The candidate fits are the method's own (``problem``, given by the fit's module: see
+:class:`IterativeProblem`), so this module knows no solver.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .._model import format_sigma
+from .._targets import encode_targets
+from .._threads import budget_threads
+from .._validation import check_array, check_sigma
+from ..kernels import kernel_kind
+from .record import Candidate, HyperparameterSelection
+from .search import coordinate_search
+
+__all__ = ["IterativeProblem", "select_iterative", "HOLDOUT_FRACTION_ITERATIVE"]
+
+# A tenth of the rows is held out: the fit on the rest is then close to the one on all rows
+# (the bandwidth's optimum depends on n), and a tenth of kin40k (3600 rows) measures the error
+# of each candidate to about 1% (paired between candidates, so their differences far better).
+HOLDOUT_FRACTION_ITERATIVE = 0.1
+# Relative residual of each candidate's CG: the ranking of the candidates settles well before
+# the final fit's tolerance (kin40k: doc/hyperparameters.md).
+SELECTION_TOL = 1e-2
+# Probe vectors of the stochastic log-determinant.
+N_PROBES = 8
+
+
+class IterativeProblem:
+    """What :func:`select_iterative` asks of an iterative fit (implemented by the fit's module).
+
+    Attributes
+    ----------
+    label : str
+        The fit's name for messages, e.g. ``"fit_exact(solver='pcg')"``.
+
+    Methods
+    -------
+    holdout(rows, held, sigma, lam, x0, tol, best_mse) -> (mse, state)
+        Fit on ``rows`` at (sigma, lam) to relative residual ``tol`` from the warm start ``x0``
+        (a previous ``state`` on the same rows, or None); the mean squared error of its scores
+        on the rows ``held`` against the encoded targets; ``state`` the coefficients (None
+        when the candidate stopped early, clearly losing against ``best_mse``).
+    likelihood(sigma, lam, x0, tol, n_probes, seed) -> (value, standard_error, state)
+        The profiled log marginal likelihood of all rows, estimated.
+    final(sigma, lam, x0) -> model
+        The fit on all rows at the user's tolerance, from ``x0`` (a state on all rows).
+    extend(state, rows) -> state
+        A state on ``rows`` as a warm start on all rows.
+    """
+
+
+def _log(verbose, label, started):
+    def say(text):
+        if verbose:
+            print(f"[{label} {time.perf_counter() - started:6.1f} s] {text}", flush=True)
+    return say
+
+
+def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, subsample_start,
+                     verbose):
+    """The staged selection (module docstring) for one call of an iterative fit; returns the
+    fitted model with ``selection_`` set.
+
+    ``subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, stages)``
+    is the exact GP stage (:func:`hkern.hyperparameters.select._subsample_start`)."""
+    started = time.perf_counter()
+    a = arguments
+    X = check_array(a["X"], "X")
+    n, d = X.shape
+    Y, _ = encode_targets(a["y"], n, a["task"])
+    name, kind = kernel_kind(a["kernel"])
+    rng = np.random.default_rng([seed, 1])
+    record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
+                                     criterion=CRITERION_NAMES[criterion])
+    say = _log(verbose, problem.label, started)
+
+    given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
+    sigma0, lam0 = a["sigma"], a["lam"]
+    t0 = time.perf_counter()
+    start_sigma, start_lam, lml, size = subsample_start(
+        X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"],
+        iterative=True)
+    if sigma_mode != "given":
+        sigma0 = start_sigma
+    if lam_mode != "given":
+        lam0 = start_lam
+    record.subsample_size, record.subsample_lml = size, lml
+    record.subsample_sigma, record.subsample_lam = sigma0, lam0
+    record.subsample_seconds = time.perf_counter() - t0
+    say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} "
+        f"lml={lml:.6g}")
+
+    if criterion == "holdout":
+        order = rng.permutation(n)
+        n_held = max(1, int(round(HOLDOUT_FRACTION_ITERATIVE * n)))
+        rows, held = np.sort(order[n_held:]), np.sort(order[:n_held])
+    log_lam0 = math.log(lam0)
+    best = {"value": -math.inf, "state": None, "point": None, "sigma": None}
+    index = {}
+
+    def evaluate(point):
+        log_g, log_lam = point
+        sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
+        lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)
+        t0 = time.perf_counter()
+        note = ""
+        try:
+            # A warm start only from the same bandwidth: across bandwidths exact KRR's dual
+            # coefficients are no closer than zero (kin40k: 46 iterations from the solution
+            # at 1.25x the bandwidth, 25 from zero).
+            x0 = best["state"] if best["sigma"] is not None and np.array_equal(
+                best["sigma"], sigma) else None
+            if criterion == "holdout":
+                best_mse = -best["value"] if math.isfinite(best["value"]) else None
+                mse, state = problem.holdout(rows, held, sigma, lam, x0, SELECTION_TOL,
+                                             best_mse)
+                value = -mse
+            else:
+                value, error, state = problem.likelihood(sigma, lam, x0, SELECTION_TOL,
+                                                         N_PROBES, seed)
+                note = f" +- {error:.3g}"
+        except (np.linalg.LinAlgError, ValueError):
+            if not record.candidates:
+                raise               # the first fit reports bad arguments as it would alone
+            value, state = -math.inf, None
+        seconds = time.perf_counter() - t0
+        if value > best["value"]:
+            best.update(value=value, state=state, point=point, sigma=sigma)
+        index[point] = len(record.candidates)
+        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
+        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g}{note} "
+            f"({seconds:.2f} s)")
+        return value
+
+    # Each candidate costs a good part of a fit, so the search at full n moves the scale
+    # alone when it selects one: lam is the subsample's (the noise level does not depend on
+    # n as the bandwidth does; kin40k: 0.0027 from 4000 points, 0.0021 from HCK's search on
+    # all 36 000).  A given sigma leaves lam to the search at full n.
+    plan = []
+    if sigma_mode != "given":
+        plan.append((0, _SCALE_STEP[name == "gaussian"], -1))
+    elif lam_mode == "auto":
+        plan.append((1, _LAM_STEP))
+    chosen_point, _ = coordinate_search(evaluate, (0.0, log_lam0), plan)
+    record.best = index[chosen_point]
+    chosen = record.candidates[record.best]
+    if not math.isfinite(chosen.value):
+        raise ValueError(f"{problem.label}: no candidate of the hyperparameter selection could be "
+                         "fitted; pass numbers for sigma and lam")
+    state = best["state"] if best["point"] == chosen_point else None
+    if state is not None and criterion == "holdout":
+        state = problem.extend(state, rows)
+    t0 = time.perf_counter()
+    model = problem.final(chosen.sigma, chosen.lam, state)
+    record.refit_seconds = time.perf_counter() - t0
+    record.seconds = time.perf_counter() - started
+    model.selection_ = record
+    say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g} (final fit "
+        f"{record.refit_seconds:.1f} s)")
+    return model
+
+
+CRITERION_NAMES = {"likelihood": "profiled log marginal likelihood (stochastic estimate)",
+                   "holdout": "hold-out negative mean squared error"}
+# Line-search steps, as in the direct solvers' search (hkern.hyperparameters.select).
+_LAM_STEP = math.log(4.0)
+_SCALE_STEP = {True: math.log(1.25), False: math.log(2.0)}

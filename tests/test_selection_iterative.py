@@ -1,0 +1,212 @@
+"""Hyperparameter selection for the iterative solvers (hkern/hyperparameters/iterative.py):
+``sigma="auto"|"ard"``, ``lam="auto"`` with ``fit_exact(solver="pcg")`` and
+``fit_nystrom(solver="pcg")``, the ``criterion`` argument of every selecting fit, and the
+refusals that come before any work."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import hkern
+from hkern.hyperparameters import exact_gp
+from hkern.hyperparameters.iterative import HOLDOUT_FRACTION_ITERATIVE
+
+
+def data(n=1200, d=3, seed=0, n_test=400):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n + n_test, d)) * np.array([1.0, 3.0, 10.0])[:d]
+    f = np.sin(3 * X[:, 0]) + 0.1 * X[:, 1]
+    y = f + 0.05 * rng.standard_normal(n + n_test)
+    return X[:n], y[:n], X[n:], f[n:]
+
+
+def rmse(model, X, f):
+    return float(np.sqrt(np.mean((model.predict(X) - f) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return data()
+
+
+@pytest.fixture(scope="module")
+def exact_pcg_ard(problem):
+    X, y, _, _ = problem
+    return hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=200, seed=0,
+                           tol=1e-8)
+
+
+def test_exact_pcg_selects_ard_lengthscales_and_lam(problem, exact_pcg_ard):
+    X, y, X_test, f_test = problem
+    model = exact_pcg_ard
+    record = model.selection_
+    assert record.criterion.startswith("hold-out")
+    assert record.sigma_mode == "ard" and record.lam_mode == "auto"
+    assert np.shape(model.sigma_) == (3,) and model.lam_ == record.lam
+    np.testing.assert_array_equal(model.sigma_, record.sigma)
+    # The solver's answer at the chosen values is the dense solve (tol 1e-8).
+    K = hkern.kernel_matrix(X / model.sigma_, X / model.sigma_, sigma=1.0)
+    alpha = np.linalg.solve(K + model.lam_ * np.eye(len(X)), y)
+    np.testing.assert_allclose(model.dual_coef_[:, 0], alpha, rtol=1e-5, atol=1e-6)
+    # As good as the Cholesky solver's own selection (likelihood), on noise-free test values.
+    direct = hkern.fit_exact(X, y, sigma="ard", lam="auto", seed=0)
+    assert rmse(model, X_test, f_test) <= 1.5 * rmse(direct, X_test, f_test) + 0.005
+    # The irrelevant third input (scaled 10x) gets a long lengthscale, the first a short one.
+    assert model.sigma_[0] < 2.0 and model.sigma_[2] > 5 * model.sigma_[0]
+
+
+def test_holdout_candidates_see_nine_tenths_of_the_rows(problem, exact_pcg_ard, monkeypatch):
+    record = exact_pcg_ard.selection_
+    assert 2 <= record.n_evaluations <= 14
+    assert record.best == int(np.argmax([c.value for c in record.candidates]))
+    assert all(c.value < 0 for c in record.candidates)       # minus a mean squared error
+    assert 0 < HOLDOUT_FRACTION_ITERATIVE < 0.5
+
+
+def test_same_seed_same_selection_for_any_n_jobs(problem):
+    X, y, _, _ = problem
+    one = hkern.fit_exact(X, y, solver="pcg", sigma="auto", lam="auto", r=100, seed=3,
+                          n_jobs=1)
+    two = hkern.fit_exact(X, y, solver="pcg", sigma="auto", lam="auto", r=100, seed=3,
+                          n_jobs=2)
+    assert one.sigma_ == two.sigma_ and one.lam_ == two.lam_
+    np.testing.assert_array_equal(one.dual_coef_, two.dual_coef_)
+
+
+def test_falkon_selects_sigma_and_lam(problem):
+    X, y, X_test, f_test = problem
+    model = hkern.fit_nystrom(X, y, 150, solver="pcg", sigma="auto", lam="auto", seed=0,
+                              tol=1e-8)
+    assert model.selection_ is not None and model.solver_trace_ is not None
+    direct = hkern.fit_nystrom(X, y, 150, sigma="auto", lam="auto", seed=0)
+    assert rmse(model, X_test, f_test) <= 1.5 * rmse(direct, X_test, f_test) + 0.005
+    # The model is the fit at the chosen values (same centres), from its warm start.
+    again = hkern.fit_nystrom(X, y, 150, solver="pcg", sigma=model.sigma_, lam=model.lam_,
+                              seed=0, tol=1e-8)
+    np.testing.assert_array_equal(again.landmark_indices_, model.landmark_indices_)
+    # Two CG runs from different starts, both to a relative residual of 1e-8 in FALKON's
+    # preconditioned system: their predictions agree to about 1e-6 (1.4e-6 seen).
+    np.testing.assert_allclose(again.predict(X_test), model.predict(X_test), atol=1e-5)
+
+
+def test_classification_with_selection_by_pcg(problem):
+    X, y, X_test, f_test = problem
+    labels = np.where(y > 0, "up", "down")
+    model = hkern.fit_exact(X, labels, solver="pcg", sigma="auto", lam="auto", r=100, seed=0,
+                            task="classification")
+    assert np.mean(model.predict(X_test) == np.where(f_test > 0, "up", "down")) > 0.9
+
+
+def test_holdout_criterion_on_a_direct_solver(problem):
+    X, y, X_test, f_test = problem
+    model = hkern.fit_exact(X, y, sigma="auto", lam="auto", seed=0, criterion="holdout")
+    assert model.selection_.criterion.startswith("hold-out")
+    assert model.selection_.refit_seconds > 0          # the chosen values fitted on all rows
+    likelihood = hkern.fit_exact(X, y, sigma="auto", lam="auto", seed=0)
+    assert likelihood.selection_.criterion.startswith("profiled")
+    assert rmse(model, X_test, f_test) <= 1.5 * rmse(likelihood, X_test, f_test) + 0.005
+
+
+SELECTING_FITS = [hkern.fit_exact, hkern.fit_nystrom, hkern.fit_rff, hkern.fit_hierarchical,
+                  hkern.fit_independent, hkern.fit_meka, hkern.fit_slkl, hkern.fit_slkl_unif,
+                  hkern.fit_slkl_krrm]
+
+
+@pytest.mark.parametrize("fit", SELECTING_FITS, ids=lambda f: f.__name__)
+def test_every_selecting_fit_takes_criterion_before_verbose(fit):
+    names = list(inspect.signature(fit).parameters)
+    assert names.index("criterion") == names.index("verbose") - 1
+    assert inspect.signature(fit).parameters["criterion"].default == "auto"
+    # documented, or documented by the fit whose parameters it shares
+    assert "criterion : " in fit.__doc__ or "Parameters as for" in fit.__doc__ \
+        or ", criterion, verbose\n" in fit.__doc__
+
+
+def test_a_bad_criterion_is_refused(problem):
+    X, y, _, _ = problem
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        hkern.fit_exact(X, y, sigma="auto", criterion="aic")
+    with pytest.raises(ValueError, match="criterion='holdout'"):
+        hkern.fit_meka(X, y, 5, n_clusters=3, sigma="auto", criterion="likelihood")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda X, y: hkern.fit_exact(X, y, solver="pcg", sigma="ard", r=len(y)), "r must be"),
+    (lambda X, y: hkern.fit_exact(X, y, solver="pcg", lam="auto", tol=0), "tol"),
+    (lambda X, y: hkern.fit_exact(X, y, solver="pcg", sigma="auto", max_iter=0), "max_iter"),
+    (lambda X, y: hkern.fit_exact(X, y, solver="pcg", sigma="auto", preconditioner="hck"),
+     "Nystrom preconditioners"),
+    (lambda X, y: hkern.fit_exact(X, y, solver="pcg", sigma="auto",
+                                  validation=(X[:5, :2], y[:5])), "validation X"),
+    (lambda X, y: hkern.fit_nystrom(X, y, len(y) + 1, solver="pcg", sigma="auto"), "r="),
+    (lambda X, y: hkern.fit_nystrom(X, y, 10, solver="pcg", lam="auto", tol=-1), "tol"),
+    (lambda X, y: hkern.fit_nystrom(X, y, 10, solver="pcg", sigma="ard",
+                                    validation=(X[:5], y[:4])), "4 rows"),
+], ids=["exact-r", "exact-tol", "exact-max_iter", "exact-hck", "exact-validation",
+        "nystrom-r", "nystrom-tol", "nystrom-validation"])
+def test_unservable_combinations_are_refused_before_any_work(problem, call, match,
+                                                             monkeypatch):
+    X, y, _, _ = problem
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the selection started work before refusing")
+    monkeypatch.setattr(exact_gp, "fit_exact_gp", no_work)
+    from hkern.hyperparameters import select
+    monkeypatch.setattr(select, "fit_exact_gp", no_work)
+    with pytest.raises(ValueError, match=match):
+        call(X, y)
+
+
+# ---------------------------------------------------------------- the likelihood criterion
+
+def _problem_arguments(X, y, **extra):
+    return dict(X=X, y=y, kernel="gaussian", sigma="auto", lam="auto", task="regression",
+                seed=0, n_jobs=None, tol=1e-4, max_iter=1000, validation=None, verbose=False,
+                max_memory=None, **extra)
+
+
+def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
+    from hkern._gp import profiled_gaussian_lml
+    from hkern._threads import in_budget
+    from hkern.baselines.exact import _selection_problem
+    X, y, _, _ = problem
+    sigma, lam = np.array([0.4, 2.0, 8.0]), 1e-2
+    with in_budget(None):
+        view = _selection_problem(_problem_arguments(
+            X, y, r=150, preconditioner="block_rpcholesky", solver="pcg"))
+        value, stderr, alpha = view.likelihood(sigma, lam, None, 1e-8, 30, 0)
+    A = hkern.kernel_matrix(X / sigma, X / sigma, sigma=1.0) + lam * np.eye(len(X))
+    dense = float(profiled_gaussian_lml(np.array([y @ np.linalg.solve(A, y)]),
+                                        np.linalg.slogdet(A)[1], len(X)))
+    assert abs(value - dense) <= 3 * stderr and abs(value - dense) <= 0.01 * abs(dense)
+    np.testing.assert_allclose(alpha[:, 0], np.linalg.solve(A, y), rtol=1e-5, atol=1e-6)
+
+
+def test_falkon_likelihood_is_the_nystrom_gp_likelihood(problem):
+    from hkern._threads import in_budget
+    from hkern.baselines.nystrom import _selection_problem
+    X, y, _, _ = problem
+    sigma, lam = 1.5, 1e-2
+    with in_budget(None):
+        view = _selection_problem(_problem_arguments(
+            X, y, r=60, landmarks="uniform", rcond=1e-12, solver="pcg"))
+        value, stderr, _ = view.likelihood(sigma, lam, None, 1e-10, 30, 0)
+    # The direct solver's likelihood of the same centres, from its eigendecomposition of W.
+    direct = hkern.fit_nystrom(X, y, 60, sigma=sigma, lam=lam, landmarks=view._indices)
+    dense = direct._evidence.profiled_lml()
+    assert abs(value - dense) <= 3 * stderr + 1e-6 * abs(dense)
+    assert abs(value - dense) <= 0.01 * abs(dense)
+
+
+@pytest.mark.parametrize("fit, size", [(hkern.fit_exact, {"r": 100}),
+                                       (hkern.fit_nystrom, {"r": 100})],
+                         ids=["exact", "falkon"])
+def test_the_likelihood_criterion_selects(problem, fit, size):
+    X, y, X_test, f_test = problem
+    model = fit(X, y, solver="pcg", sigma="auto", lam="auto", seed=0, criterion="likelihood",
+                **size)
+    assert model.selection_.criterion.startswith("profiled log marginal likelihood")
+    assert all(np.isfinite(c.value) for c in model.selection_.candidates)
+    assert rmse(model, X_test, f_test) < 0.1
