@@ -51,6 +51,7 @@ from .._validation import check_array, check_bool, check_positive, check_seed, c
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .record import Candidate, HyperparameterSelection
+from .robust import clip_lengthscales, feature_scales
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -122,8 +123,13 @@ def _fit_seed(seed):
     return int(check_seed(seed).integers(2**63 - 1))
 
 
-def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory):
-    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units."""
+def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
+                     scales=None):
+    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units,
+    its lengthscales within what the data resolve (:mod:`hkern.hyperparameters.robust`).
+
+    ``scales``: X's :class:`~hkern.hyperparameters.robust.FeatureScales` (computed if None).
+    """
     n, d = X.shape
     mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
     stages = _SUBSAMPLES[sigma_mode]
@@ -136,13 +142,12 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     order = rng.permutation(n)
     # Standardise (the kernels are shift-invariant; the bounds of the search are relative):
     # per feature for "ard", one common scale otherwise (an isotropic kernel sees X's own
-    # geometry).
-    sub = X[order[:sizes[-1]]]
-    centre = sub.mean(axis=0)
-    spread = sub.std(axis=0)
-    if mode != "ard":
-        spread = np.full(d, np.sqrt(np.mean(spread**2)))
-    spread[spread == 0] = 1.0
+    # geometry).  Robustly and from all the data: one outlying row must not set the scale,
+    # nor a column the subsample sees as constant (robust.py).
+    if scales is None:
+        scales = feature_scales(X)
+    centre = scales.centre
+    spread = scales.spread if mode == "ard" else np.full(d, scales.common)
     y_scale = np.sqrt(np.mean(Y[order[:sizes[-1]]] ** 2)) or 1.0
     fixed = None
     if mode == "fixed":
@@ -161,9 +166,9 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     q = n_lengthscales(mode, d)
     lam0 = float(np.exp(theta[q + 1] - theta[q]))
     if mode == "ard":
-        sigma0 = np.exp(theta[:d]) * spread
+        sigma0 = scales.bounds("ard").clip(np.exp(theta[:d]) * spread)
     elif mode == "iso":
-        sigma0 = float(np.exp(theta[0]) * spread[0])
+        sigma0 = scales.bounds("auto").clip(float(np.exp(theta[0]) * spread[0]))
     else:
         sigma0 = None
     return sigma0, lam0, lml, sizes[-1]
@@ -212,10 +217,14 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         check_positive(a["lam"], "lam", "the ridge regularisation must be positive (try 1e-3 "
                        "to 1, or 'auto')")
     sigma0, lam0 = a["sigma"], a["lam"]
+    # Every selected lengthscale stays within what the data resolve (robust.py).
+    scales = feature_scales(X) if sigma_mode != "given" else None
+    bounds = None if scales is None else scales.bounds(sigma_mode)
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
         t0 = time.perf_counter()
         start_sigma, start_lam, lml, size = _subsample_start(
-            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"])
+            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"],
+            scales)
         if sigma_mode != "given":
             sigma0 = start_sigma
         if lam_mode != "given":
@@ -250,7 +259,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 
     def evaluate(point):
         log_g = point[0]
-        sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
+        sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
         if profiled:
             lam, request = math.nan, ProfiledRidge(*_PROFILED_RIDGE)
         else:
