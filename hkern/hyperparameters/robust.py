@@ -37,7 +37,8 @@ import numpy as np
 
 from .exact_gp import BOUNDS, OFF_FACTOR
 
-__all__ = ["FeatureScales", "LengthscaleBounds", "clip_lengthscales", "feature_scales"]
+__all__ = ["FeatureScales", "LengthscaleBounds", "feature_scales", "clip_lengthscales",
+           "repeated_candidate"]
 
 # The statistics of each feature come from at most this many rows (every k-th row beyond it:
 # deterministic, and drawing nothing from the selection's generator keeps its subsample and
@@ -170,3 +171,17 @@ def feature_scales(X):
 def clip_lengthscales(sigma, bounds):
     """``sigma`` within ``bounds`` (:meth:`LengthscaleBounds.clip`); unchanged for None."""
     return sigma if bounds is None else bounds.clip(sigma)
+
+
+def repeated_candidate(candidates, sigma, lam):
+    """Index of the candidate evaluated at ``sigma`` and ``lam`` already, or None.
+
+    Clipped to the bounds, several points of the search's log scale g are one sigma (the
+    search steps past a bound, and the parabola's vertex lies beyond it): each would be one
+    more fit of the same model.  ``lam`` None matches any lam: a fit that profiles the ridge
+    chooses the same one for the same sigma.
+    """
+    for i, c in enumerate(candidates):
+        if (lam is None or c.lam == lam) and np.array_equal(c.sigma, sigma):
+            return i
+    return None

@@ -51,7 +51,7 @@ from .._validation import check_array, check_bool, check_positive, check_seed, c
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .record import Candidate, HyperparameterSelection
-from .robust import clip_lengthscales, feature_scales
+from .robust import clip_lengthscales, feature_scales, repeated_candidate
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -265,6 +265,10 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         else:
             lam = lam0 if point[1] == log_lam0 else math.exp(point[1])  # a given lam exactly
             request = lam
+        earlier = repeated_candidate(record.candidates, sigma, None if profiled else lam)
+        if earlier is not None:     # the bounds moved this point onto one already fitted
+            index[point] = earlier
+            return record.candidates[earlier].value
         t0 = time.perf_counter()
         try:
             model = fit_at(sigma, request, None if holdout is None else holdout.train)
@@ -301,7 +305,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         t0 = time.perf_counter()
         model = fit_at(chosen.sigma, chosen.lam)
         record.refit_seconds = time.perf_counter() - t0
-    elif kept["point"] == best:
+    elif index[kept["point"]] == record.best:
         model = kept["model"]       # the best evaluation is the model
     else:                           # an exact tie the search broke the other way
         model = fit_at(chosen.sigma, chosen.lam)
