@@ -27,6 +27,9 @@ and refines it on all the data.  Three kinds of data broke it:
   deviations of y, test RMSE 0.289, 0.125 bounded (0.117 and 0.118 without those two points);
   on elevators, where the trends help, the bound costs 3% (0.377 against 0.365), and ARD stays
   ahead of one bandwidth (0.382).  pol (0.169 to 0.164) and kin40k (0.298) do not suffer.
+
+and, for the targets, :func:`check_targets_vary`: y of zeros has no scale to profile, so every
+candidate's likelihood was -inf and the search failed with ``KeyError: 'point'``.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ import numpy as np
 from .exact_gp import BOUNDS, OFF_FACTOR
 
 __all__ = ["FeatureScales", "LengthscaleBounds", "feature_scales", "clip_lengthscales",
-           "repeated_candidate"]
+           "check_targets_vary", "repeated_candidate"]
 
 # The statistics of each feature come from at most this many rows (every k-th row beyond it:
 # deterministic, and drawing nothing from the selection's generator keeps its subsample and
@@ -185,3 +188,31 @@ def repeated_candidate(candidates, sigma, lam):
         if (lam is None or c.lam == lam) and np.array_equal(c.sigma, sigma):
             return i
     return None
+
+
+def check_targets_vary(Y, task):
+    """Refuse regression targets with a column of zeros, which no kernel explains better than
+    another.
+
+    The likelihood criterion profiles y's scale out, and zeros have none (every candidate's
+    value is -inf); the hold-out criterion would choose among equal errors of 0.  Constant
+    nonzero targets and a single nonzero value are selected as any others.
+
+    Parameters
+    ----------
+    Y : ndarray (n, k)
+        The encoded targets.
+    task : {"regression", "classification"}
+        Classification targets are +-1, never zero.
+    """
+    if task != "regression" or Y.size == 0:
+        return
+    zero = ~np.any(Y != 0.0, axis=0)
+    if not zero.any():
+        return
+    where = "y is" if Y.shape[1] == 1 else f"y[:, {int(np.argmax(zero))}] is"
+    raise ValueError(f"{where} all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
+                     "and ridge that best explain y, and every choice explains zeros equally "
+                     "well; pass numbers for sigma and lam (the model then predicts 0), or "
+                     "check y")
+

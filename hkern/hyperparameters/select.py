@@ -51,7 +51,7 @@ from .._validation import check_array, check_bool, check_positive, check_seed, c
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .record import Candidate, HyperparameterSelection
-from .robust import clip_lengthscales, feature_scales, repeated_candidate
+from .robust import check_targets_vary, clip_lengthscales, feature_scales, repeated_candidate
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -201,6 +201,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     X = check_array(a["X"], "X")
     n, d = X.shape
     Y, _ = encode_targets(a["y"], n, a["task"])
+    check_targets_vary(Y, a["task"])
     name, kind = kernel_kind(a["kernel"])
     seed = _fit_seed(a.get("seed"))
     rng = np.random.default_rng([seed, 1])       # the subsample and hold-out draws
