@@ -14,6 +14,7 @@ import hkern
 from hkern.hyperparameters import exact_gp
 from hkern.hyperparameters.robust import LengthscaleBounds, feature_scales
 from hkern.slkl import fit_slkl_krrm, fit_slkl_unif
+from hkern.slkl._candidates import holdout_rows
 
 # Every kernel ridge fit with selection, small enough for 60-100 rows.
 FITS = {
@@ -238,3 +239,59 @@ def test_constant_and_single_spike_targets_give_sane_models(name):
     # one row's value is no trend: near 0 away from it (a fit at given numbers does as well)
     assert np.max(np.abs(model.predict(TEST))) < 0.35
     assert np.sqrt(np.mean(model.predict(TEST) ** 2)) < 0.05
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Hold-out fits with r close to n
+# --------------------------------------------------------------------------------------------
+HOLDOUT_SIZES = {"meka": {"r": 90, "n_clusters": 2}, "slkl": {"r": 90, "max_iter": 200},
+                 "slkl_unif": {"r": 90}, "slkl_krrm": {"r": 90}}
+
+
+@pytest.mark.parametrize("name", HOLDOUT)
+def test_any_r_valid_for_the_data_is_valid_with_selection(name):
+    """The hold-out fits see 80 of the 100 rows; r = 90 was refused with "n=80"."""
+    fit = FITS[name][0]
+    kw = dict(HOLDOUT_SIZES[name], seed=0, n_jobs=1)
+    X, y = sine(100)
+    model = fit(X, y, sigma="auto", lam="auto", **kw)
+    again = fit(X, y, sigma=model.sigma_, lam=model.lam_, **kw)     # r = 90 on all the data
+    np.testing.assert_array_equal(model.predict(TEST[:20]), again.predict(TEST[:20]))
+    if name != "meka":
+        assert len(model.candidates_) == 90
+    assert rmse(model, TEST, np.sin(TEST[:, 0])) < 0.2
+
+
+@pytest.mark.parametrize("name", HOLDOUT)
+@pytest.mark.parametrize("change", [{"r": 101}, {"r": 0}, {"n_clusters": 101}])
+def test_r_above_n_is_refused_with_the_message_of_the_fit_alone(name, change):
+    if "n_clusters" in change and name != "meka":
+        pytest.skip("n_clusters is MEKA's")
+    fit = FITS[name][0]
+    kw = dict(HOLDOUT_SIZES[name], seed=0, **change)
+    X, y = sine(100)
+    with pytest.raises(ValueError) as alone:
+        fit(X, y, sigma=1.0, lam=1e-2, **kw)
+    with pytest.raises(ValueError) as selected:
+        fit(X, y, sigma="auto", lam="auto", **kw)
+    assert str(selected.value) == str(alone.value)
+    assert "n=100" in str(alone.value) or "<= 100" in str(alone.value) or ">= 1" in str(
+        alone.value)
+
+
+def test_given_candidates_are_renumbered_for_the_holdout_fits():
+    rows = np.array([1, 5, 6, 7, 8])
+    out = holdout_rows({"r": 3, "candidates": [9, 7, 5, 0]}, 10, rows)
+    assert out["candidates"].tolist() == [1, 3]         # rows 5 and 7 of X are X[rows][1, 3]
+    assert holdout_rows({"r": 9, "candidates": None}, 10, rows)["r"] == 5
+    with pytest.raises(ValueError, match="r=11 is larger than the number of training samples "
+                                         "n=10"):
+        holdout_rows({"r": 11, "candidates": None}, 10, rows)
+    with pytest.raises(ValueError, match="all 2 given rows fell in the fifth"):
+        holdout_rows({"r": 3, "candidates": [0, 9]}, 10, rows)
+    # End to end: candidates among the last 20 rows were indices out of range for the 80 rows
+    # of the hold-out fits, or silently other rows.
+    X, y = sine(100)
+    model = hkern.fit_slkl(X, y, candidates=np.arange(80, 100), sigma="auto", lam="auto",
+                           seed=0, max_iter=200)
+    assert model.candidates_.tolist() == list(range(80, 100))

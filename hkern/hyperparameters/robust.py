@@ -29,7 +29,9 @@ and refines it on all the data.  Three kinds of data broke it:
   ahead of one bandwidth (0.382).  pol (0.169 to 0.164) and kin40k (0.298) do not suffer.
 
 and, for the targets, :func:`check_targets_vary`: y of zeros has no scale to profile, so every
-candidate's likelihood was -inf and the search failed with ``KeyError: 'point'``.
+candidate's likelihood was -inf and the search failed with ``KeyError: 'point'``.  For the
+hold-out criterion, :func:`holdout_arguments` lets a fit adapt the arguments that count rows to
+the part of the data its hold-out fits see.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ import numpy as np
 from .exact_gp import BOUNDS, OFF_FACTOR
 
 __all__ = ["FeatureScales", "LengthscaleBounds", "feature_scales", "clip_lengthscales",
-           "check_targets_vary", "repeated_candidate"]
+           "check_targets_vary", "holdout_arguments", "register_holdout_rows",
+           "repeated_candidate"]
 
 # The statistics of each feature come from at most this many rows (every k-th row beyond it:
 # deterministic, and drawing nothing from the selection's generator keeps its subsample and
@@ -216,3 +219,37 @@ def check_targets_vary(Y, task):
                      "well; pass numbers for sigma and lam (the model then predicts 0), or "
                      "check y")
 
+
+# fit -> its holdout_rows (selects_hyperparameters); a fit without one is absent.
+_HOLDOUT_ROWS = {}
+
+
+def register_holdout_rows(fit, holdout_rows):
+    """Remember ``fit``'s ``holdout_rows`` (see :func:`holdout_arguments`); None forgets it."""
+    if holdout_rows is None:
+        _HOLDOUT_ROWS.pop(fit, None)
+    else:
+        _HOLDOUT_ROWS[fit] = holdout_rows
+
+
+def holdout_arguments(fit, arguments, n, rows):
+    """The arguments of ``fit`` on the hold-out criterion's training part.
+
+    The hold-out fits see ``len(rows)`` of the user's n rows, so a size valid for all of them
+    (SLKL's r <= n) could be refused there, with a message about a number of rows the user never
+    passed.  The fit's ``holdout_rows`` checks such sizes against n, with the fit's own message,
+    and caps them at ``len(rows)``; a fit without one gets ``arguments`` unchanged.
+
+    Parameters
+    ----------
+    fit : callable
+        The undecorated fit.
+    arguments : dict
+        Its arguments, X and y already restricted to ``rows``.
+    n : int
+        The rows the user passed.
+    rows : ndarray of int, sorted
+        The rows of the training part.
+    """
+    adapt = _HOLDOUT_ROWS.get(fit)
+    return arguments if adapt is None else adapt(arguments, n, rows)

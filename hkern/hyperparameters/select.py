@@ -27,7 +27,11 @@ The pipeline (doc/hyperparameters.md has the measurements behind each choice):
      evaluation *is* the returned model;
    * ``"holdout"`` (MEKA, whose approximation need not be positive definite, and SLKL): the mean
      squared error of the scores on a random fifth of the data, the model fitted on the rest;
-     the chosen values are fitted again on all the data.
+     the chosen values are fitted again on all the data.  Arguments that count or index rows
+     are checked against all n rows, as the fit alone checks them, and the fits on the rest
+     get sizes capped at its rows and row indices renumbered (the fit's ``holdout_rows``, see
+     :func:`selects_hyperparameters`): so any ``r`` valid for the data is valid with
+     selection, the hold-out fits using min(r, its rows).
 
    Every evaluation uses the same seed, so tree, landmarks, random features and subsamples are
    the same draw for every candidate (random-projection splits and uniform landmarks do not
@@ -51,7 +55,14 @@ from .._validation import check_array, check_bool, check_positive, check_seed, c
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .record import Candidate, HyperparameterSelection
-from .robust import check_targets_vary, clip_lengthscales, feature_scales, repeated_candidate
+from .robust import (
+    check_targets_vary,
+    clip_lengthscales,
+    feature_scales,
+    holdout_arguments,
+    register_holdout_rows,
+    repeated_candidate,
+)
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -248,6 +259,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
             call["seed"] = seed
         if rows is not None:
             call.update(X=X[rows], y=y_all[rows])
+            call = holdout_arguments(fit, call, n, rows)
         return fit(**call)
 
     # With a fit that chooses its own ridge (profiles_ridge), lam="auto" costs nothing more
@@ -332,11 +344,13 @@ _CRITERION_DOC = {
     "likelihood": "Candidates are compared by the profiled log marginal likelihood of this "
                   "method's own kernel matrix, and the best candidate is the returned model.",
     "holdout": "Candidates are compared by the mean squared error on a random fifth of the "
-               "data held out of their fit; the chosen values are then fitted on all of it.",
+               "data held out of their fit; the chosen values are then fitted on all of it.  "
+               "A size that counts rows (``r``) is checked against all the data, and the fits "
+               "without the held-out fifth use at most as many as they have rows.",
 }
 
 
-def selects_hyperparameters(criterion, *, profiles_ridge=False):
+def selects_hyperparameters(criterion, *, profiles_ridge=False, holdout_rows=None):
     """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"`` and ``lam="auto"``.
 
     The decorated function must take ``X, y, kernel, sigma, lam, task, n_jobs, max_memory``
@@ -345,6 +359,10 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False):
     ``criterion`` ("likelihood" or "holdout") deciding how candidates are compared.
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` and
     chooses the ridge of the largest likelihood itself (one fit per bandwidth).
+    ``holdout_rows``: for the "holdout" criterion, ``holdout_rows(arguments, n, rows)`` gives
+    the arguments of a fit on the rows ``rows`` of the user's n (its X and y already those
+    rows): what counts rows checked against n with the fit's own message, then capped at
+    ``len(rows)``; row indices renumbered.  None: the fit has no such arguments.
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
@@ -357,6 +375,7 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False):
             raise TypeError(f"{fit.__name__} lacks the parameters {sorted(missing)} that "
                             "selects_hyperparameters needs")
 
+        register_holdout_rows(fit, holdout_rows)
         if fit.__doc__:
             fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
                 "{verbose}", VERBOSE_DOC.replace("{criterion}", _CRITERION_DOC[criterion]))
