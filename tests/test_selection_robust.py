@@ -6,6 +6,7 @@ computed here with numpy, the message of the fit without selection."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -295,3 +296,38 @@ def test_given_candidates_are_renumbered_for_the_holdout_fits():
     model = hkern.fit_slkl(X, y, candidates=np.arange(80, 100), sigma="auto", lam="auto",
                            seed=0, max_iter=200)
     assert model.candidates_.tolist() == list(range(80, 100))
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Sharded fits name what a user can do
+# --------------------------------------------------------------------------------------------
+SHARDED = {"fit_hierarchical": {"r": 16}, "fit_nystrom": {"r": 20, "solver": "pcg"}}
+
+
+@pytest.mark.parametrize("label", sorted(SHARDED))
+def test_sharded_fits_refuse_selection_naming_the_recipe(label):
+    """The message named hkern.select_hyperparameters, which does not exist.  Its recipe is
+    followed here on a one-rank communicator: select serially on a subsample, broadcast
+    sigma_ and lam_, fit on the shards."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    comm = MPI.COMM_WORLD
+    fit = getattr(hkern, label)
+    X, y = sine(200)
+    kw = dict(SHARDED[label], seed=0)
+    for sigma, lam in (("auto", 1e-2), (1.0, "auto"), ("ard", "auto")):
+        with pytest.raises(ValueError, match="takes numbers for sigma and lam") as info:
+            fit(X, y, sigma=sigma, lam=lam, comm=comm, **kw)
+    text = str(info.value)
+    assert "select_hyperparameters" not in text
+    for name in re.findall(r"hkern\.(\w+)", text):
+        assert callable(getattr(hkern, name))
+    for phrase in ("sigma='auto' or 'ard', lam='auto'", "comm.bcast", "model.sigma_",
+                   "model.lam_", f"hkern.{label}(X, y, ..., sigma=sigma, lam=lam, comm=comm)"):
+        assert phrase in text
+    serial_kw = dict(kw, solver="direct") if "solver" in kw else kw
+    chosen = fit(X[:100], y[:100], sigma="ard", lam="auto", **serial_kw)
+    sigma, lam = comm.bcast((chosen.sigma_, chosen.lam_), root=0)
+    model = fit(X, y, sigma=sigma, lam=lam, comm=comm, **kw)
+    np.testing.assert_array_equal(model.sigma_, chosen.sigma_)
+    assert model.lam_ == chosen.lam_
+    assert rmse(model, TEST, np.sin(TEST[:, 0])) < 0.2
