@@ -263,11 +263,9 @@ def test_any_r_valid_for_the_data_is_valid_with_selection(name):
     assert rmse(model, TEST, np.sin(TEST[:, 0])) < 0.2
 
 
-@pytest.mark.parametrize("name", HOLDOUT)
-@pytest.mark.parametrize("change", [{"r": 101}, {"r": 0}, {"n_clusters": 101}])
+@pytest.mark.parametrize("name,change", [(name, {"r": r}) for name in HOLDOUT for r in (101, 0)]
+                         + [("meka", {"n_clusters": 101})])
 def test_r_above_n_is_refused_with_the_message_of_the_fit_alone(name, change):
-    if "n_clusters" in change and name != "meka":
-        pytest.skip("n_clusters is MEKA's")
     fit = FITS[name][0]
     kw = dict(HOLDOUT_SIZES[name], seed=0, **change)
     X, y = sine(100)
