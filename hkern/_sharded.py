@@ -23,7 +23,7 @@ from ._validation import check_array, check_positive, check_seed, check_sigma, c
 from .kernels import kernel_kind
 
 __all__ = ["ShardedFit", "digest", "gather_rows", "prepare_sharded_fit", "runs_on_shards",
-           "sum_over_ranks"]
+           "sharded_selection_message", "sum_over_ranks"]
 
 
 def runs_on_shards(label, sharded_fit):
@@ -103,6 +103,20 @@ class ShardedFit:
         return check_seed(self.entropy if seed is None else seed)
 
 
+def sharded_selection_message(label):
+    """Why ``label`` on shards refuses sigma="auto"/"ard" and lam="auto", and what to do.
+
+    The selection runs an exact GP on a subsample and a search of serial fits; neither has a
+    sharded form, so the user selects serially on a subsample held by one rank and passes the
+    numbers to every rank.  Every name in the message is public API.
+    """
+    return (f"{label} on sharded data (comm=...) takes numbers for sigma and lam: select them "
+            f"on one rank with the serial fit on a subsample of the data, e.g. model = "
+            f"hkern.{label}(X_sub, y_sub, ..., sigma='auto' or 'ard', lam='auto') on rank 0 "
+            "(no comm), broadcast sigma, lam = comm.bcast((model.sigma_, model.lam_), root=0), "
+            f"then call hkern.{label}(X, y, ..., sigma=sigma, lam=lam, comm=comm) on every rank")
+
+
 def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_memory,
                         arguments):
     """Check this rank's shard and agree with the other ranks (one allgather).
@@ -114,9 +128,7 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     """
     def local():
         if isinstance(sigma, str) or isinstance(lam, str):
-            raise ValueError(f"{state.label} on sharded data (comm=...) takes numbers for sigma "
-                             "and lam: select them on a subsample, e.g. with "
-                             "hkern.select_hyperparameters on rank 0, and broadcast them")
+            raise ValueError(sharded_selection_message(state.label))
         n_threads = resolve_n_jobs(n_jobs)
         points = check_array(X, "X", min_samples=0)
         # The arguments' own checks first, so that a bad value names itself, not "differs".

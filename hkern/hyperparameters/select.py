@@ -27,7 +27,11 @@ The pipeline (doc/hyperparameters.md has the measurements behind each choice):
      evaluation *is* the returned model;
    * ``"holdout"`` (MEKA, whose approximation need not be positive definite, and SLKL): the mean
      squared error of the scores on a random fifth of the data, the model fitted on the rest;
-     the chosen values are fitted again on all the data.
+     the chosen values are fitted again on all the data.  Arguments that count or index rows
+     are checked against all n rows, as the fit alone checks them, and the fits on the rest
+     get sizes capped at its rows and row indices renumbered (the fit's ``holdout_rows``, see
+     :func:`selects_hyperparameters`): so any ``r`` valid for the data is valid with
+     selection, the hold-out fits using min(r, its rows).
 
    Every evaluation uses the same seed, so tree, landmarks, random features and subsamples are
    the same draw for every candidate (random-projection splits and uniform landmarks do not
@@ -57,6 +61,14 @@ from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
 from .record import Candidate, HyperparameterSelection
+from .robust import (
+    check_targets_vary,
+    clip_lengthscales,
+    feature_scales,
+    holdout_arguments,
+    register_holdout_rows,
+    repeated_candidate,
+)
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -137,10 +149,14 @@ def _fit_seed(seed):
     return int(check_seed(seed).integers(2**63 - 1))
 
 
-def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, *,
-                     iterative=False):
-    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units.
-    ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE)."""
+def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
+                     scales=None, *, iterative=False):
+    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units,
+    its lengthscales within what the data resolve (:mod:`hkern.hyperparameters.robust`).
+
+    ``scales``: X's :class:`~hkern.hyperparameters.robust.FeatureScales` (computed if None).
+    ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE).
+    """
     n, d = X.shape
     mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
     stages = (_SUBSAMPLES_ITERATIVE if iterative else _SUBSAMPLES)[sigma_mode]
@@ -155,13 +171,12 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     order = rng.permutation(n)
     # Standardise (the kernels are shift-invariant; the bounds of the search are relative):
     # per feature for "ard", one common scale otherwise (an isotropic kernel sees X's own
-    # geometry).
-    sub = X[order[:sizes[-1]]]
-    centre = sub.mean(axis=0)
-    spread = sub.std(axis=0)
-    if mode != "ard":
-        spread = np.full(d, np.sqrt(np.mean(spread**2)))
-    spread[spread == 0] = 1.0
+    # geometry).  Robustly and from all the data: one outlying row must not set the scale,
+    # nor a column the subsample sees as constant (robust.py).
+    if scales is None:
+        scales = feature_scales(X)
+    centre = scales.centre
+    spread = scales.spread if mode == "ard" else np.full(d, scales.common)
     y_scale = np.sqrt(np.mean(Y[order[:sizes[-1]]] ** 2)) or 1.0
     fixed = None
     if mode == "fixed":
@@ -180,9 +195,9 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     q = n_lengthscales(mode, d)
     lam0 = float(np.exp(theta[q + 1] - theta[q]))
     if mode == "ard":
-        sigma0 = np.exp(theta[:d]) * spread
+        sigma0 = scales.bounds("ard").clip(np.exp(theta[:d]) * spread)
     elif mode == "iso":
-        sigma0 = float(np.exp(theta[0]) * spread[0])
+        sigma0 = scales.bounds("auto").clip(float(np.exp(theta[0]) * spread[0]))
     else:
         sigma0 = None
     return sigma0, lam0, lml, sizes[-1]
@@ -215,6 +230,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     X = check_array(a["X"], "X")
     n, d = X.shape
     Y, _ = encode_targets(a["y"], n, a["task"])
+    check_targets_vary(Y, a["task"])
     name, kind = kernel_kind(a["kernel"])
     seed = _fit_seed(a.get("seed"))
     rng = np.random.default_rng([seed, 1])       # the subsample and hold-out draws
@@ -231,10 +247,14 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         check_positive(a["lam"], "lam", "the ridge regularisation must be positive (try 1e-3 "
                        "to 1, or 'auto')")
     sigma0, lam0 = a["sigma"], a["lam"]
+    # Every selected lengthscale stays within what the data resolve (robust.py).
+    scales = feature_scales(X) if sigma_mode != "given" else None
+    bounds = None if scales is None else scales.bounds(sigma_mode)
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
         t0 = time.perf_counter()
         start_sigma, start_lam, lml, size = _subsample_start(
-            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"])
+            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"],
+            scales)
         if sigma_mode != "given":
             sigma0 = start_sigma
         if lam_mode != "given":
@@ -257,6 +277,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
             call["seed"] = seed
         if rows is not None:
             call.update(X=X[rows], y=y_all[rows])
+            call = holdout_arguments(fit, call, n, rows)
         return fit(**call)
 
     # With a fit that chooses its own ridge (profiles_ridge), lam="auto" costs nothing more
@@ -269,12 +290,16 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 
     def evaluate(point):
         log_g = point[0]
-        sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
+        sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
         if profiled:
             lam, request = math.nan, ProfiledRidge(*_PROFILED_RIDGE)
         else:
             lam = lam0 if point[1] == log_lam0 else math.exp(point[1])  # a given lam exactly
             request = lam
+        earlier = repeated_candidate(record.candidates, sigma, None if profiled else lam)
+        if earlier is not None:     # the bounds moved this point onto one already fitted
+            index[point] = earlier
+            return record.candidates[earlier].value
         t0 = time.perf_counter()
         try:
             model = fit_at(sigma, request, None if holdout is None else holdout.train)
@@ -311,7 +336,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         t0 = time.perf_counter()
         model = fit_at(chosen.sigma, chosen.lam)
         record.refit_seconds = time.perf_counter() - t0
-    elif kept["point"] == best:
+    elif index[kept["point"]] == record.best:
         model = kept["model"]       # the best evaluation is the model
     else:                           # an exact tie the search broke the other way
         model = fit_at(chosen.sigma, chosen.lam)
@@ -337,7 +362,9 @@ _CRITERION_DOC = {
     "likelihood": "Candidates are compared by the profiled log marginal likelihood of this "
                   "method's own kernel matrix, and the best candidate is the returned model.",
     "holdout": "Candidates are compared by the mean squared error on a random fifth of the "
-               "data held out of their fit; the chosen values are then fitted on all of it.",
+               "data held out of their fit; the chosen values are then fitted on all of it.  "
+               "A size that counts rows (``r``) is checked against all the data, and the fits "
+               "without the held-out fifth use at most as many as they have rows.",
 }
 
 
@@ -384,7 +411,8 @@ def check_criterion(criterion, default, label):
     return criterion
 
 
-def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None):
+def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
+                            holdout_rows=None):
     """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"``, ``lam="auto"`` and a
     ``criterion`` keyword (added to the signature before ``verbose``).
 
@@ -399,6 +427,10 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None):
     :class:`hkern.hyperparameters.iterative.IterativeProblem` when the call runs an iterative
     solver (the staged selection at full n of :mod:`hkern.hyperparameters.iterative`), None
     otherwise; it checks the solver's arguments, so that a bad one is refused before any work.
+    ``holdout_rows``: for the "holdout" criterion, ``holdout_rows(arguments, n, rows)`` gives
+    the arguments of a fit on the rows ``rows`` of the user's n (its X and y already those
+    rows): what counts rows checked against n with the fit's own message, then capped at
+    ``len(rows)``; row indices renumbered.  None: the fit has no such arguments.
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
@@ -411,6 +443,7 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None):
             raise TypeError(f"{fit.__name__} lacks the parameters {sorted(missing)} that "
                             "selects_hyperparameters needs")
 
+        register_holdout_rows(fit, holdout_rows)
         if fit.__doc__:
             fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
                 "{verbose}", _criterion_doc(criterion, iterative is not None) + "\n    "

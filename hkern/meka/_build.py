@@ -25,7 +25,8 @@ from ._cluster import cluster
 from ._links import link_samples, zeroed_pairs
 from .approximation import MekaApproximation
 
-__all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "build", "check_peak", "checked_arguments"]
+__all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "build", "check_peak", "check_sizes",
+           "checked_arguments"]
 
 RANK_POLICIES = ("uniform", "proportional", "spectral")
 THRESHOLD_KINDS = ("fraction", "absolute")
@@ -38,6 +39,15 @@ def check_status(status, what):
     _linalg.check_info(status, f"MEKA {what}")
 
 
+def check_sizes(rank, n_clusters, n):
+    """(rank, n_clusters) checked against the n points: each an integer in [1, n]."""
+    rank = check_int(rank, "r", low=1, high=n,
+                     hint="r is the per-cluster rank k, at least 1 and at most n")
+    n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
+                           hint=f"the number of clusters cannot exceed the n={n} points")
+    return rank, n_clusters
+
+
 def checked_arguments(X, rank, n_clusters, *, kernel, sigma, oversample, landmarks_per_cluster,
                       rank_policy, threshold, threshold_kind, psd, kmeans_sample, kmeans_iter,
                       link_rcond, max_memory=None):
@@ -48,10 +58,7 @@ def checked_arguments(X, rank, n_clusters, *, kernel, sigma, oversample, landmar
     n = X.shape[0]
     name, kind = kernel_kind(kernel)
     X, _, sigma, lengthscales = prepare_sigma(X, sigma, max_memory)
-    rank = check_int(rank, "r", low=1, high=n,
-                     hint="r is the per-cluster rank k, at least 1 and at most n")
-    n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
-                           hint=f"the number of clusters cannot exceed the n={n} points")
+    rank, n_clusters = check_sizes(rank, n_clusters, n)
     kmeans_sample = check_int(kmeans_sample, "kmeans_sample", low=1)
     if n_clusters > min(n, kmeans_sample):
         raise ValueError(f"n_clusters={n_clusters} exceeds kmeans_sample={kmeans_sample}, the "

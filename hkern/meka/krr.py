@@ -10,7 +10,7 @@ from .._validation import check_choice, check_int, check_positive, check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import block_pcg
-from ._build import build, check_peak, checked_arguments
+from ._build import build, check_peak, check_sizes, checked_arguments
 from ._links import LINK_RCOND
 from .api import meka_peak_bytes
 
@@ -65,6 +65,16 @@ class MekaKRR(KernelRidgeModel):
         """Bytes needed to predict: landmarks, gamma_s, centroids (not the training W)."""
         G = self.approximation_
         return int(G._Z.nbytes + G.centroids_.nbytes + self.coef_.nbytes)
+
+
+def _holdout_rows(arguments, n, rows):
+    """The arguments of a fit on the hold-out criterion's training part ``rows`` of the user's
+    n rows (see :func:`hkern.hyperparameters.select.selects_hyperparameters`): ``r`` and
+    ``n_clusters`` checked against n, with the message of a fit on all the data, and capped at
+    ``len(rows)``, so that the values all the data allow are allowed with selection."""
+    rank, n_clusters = check_sizes(arguments["r"], arguments["n_clusters"], n)
+    m = len(rows)
+    return dict(arguments, r=min(rank, m), n_clusters=min(n_clusters, m))
 
 
 def _shifted_cholesky(Lp, lam):
@@ -126,7 +136,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
     return result.X, result.n_iter
 
 
-@selects_hyperparameters("holdout")
+@selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
 def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
              seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,

@@ -21,7 +21,7 @@ from ..kernels._api import (
     _kernel_matrix_trusted,
     _kernel_matvec_trusted,
 )
-from ._candidates import draw_candidates
+from ._candidates import draw_candidates, holdout_rows
 from ._core import SlklCore
 
 __all__ = ["STEPS", "SlklModel", "fit_slkl"]
@@ -325,7 +325,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
                      n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
-@selects_hyperparameters("holdout")
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,

@@ -12,7 +12,7 @@ from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_positive, check_seed
 from ..baselines.exact import ExactKRR, fit_exact
 from ..hyperparameters import selects_hyperparameters
-from ._candidates import draw_candidates
+from ._candidates import draw_candidates, holdout_rows
 from ._core import solve_fixed_weights
 from .api import OutputFit, _candidate_scale, assemble_model, candidate_columns, target_scale
 
@@ -43,7 +43,7 @@ def _unif_bytes(n, d, M, k):
             + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
 
 
-@selects_hyperparameters("holdout")
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
                   seed=None, n_jobs=None, mu=1.0, candidates=None, verbose=False,
@@ -129,7 +129,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
     return assemble_model(fits, inputs, S, 0.0, n_jobs)
 
 
-@selects_hyperparameters("holdout")
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
                   seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
