@@ -45,6 +45,7 @@ from .._threads import budget_threads
 from .._validation import check_array, check_sigma
 from ..kernels import kernel_kind
 from .record import Candidate, HyperparameterSelection
+from .robust import check_targets_vary, clip_lengthscales, feature_scales, repeated_candidate
 from .search import coordinate_search
 
 __all__ = ["IterativeProblem", "select_iterative", "HOLDOUT_FRACTION_ITERATIVE"]
@@ -96,13 +97,15 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     """The staged selection (module docstring) for one call of an iterative fit; returns the
     fitted model with ``selection_`` set.
 
-    ``subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, stages)``
-    is the exact GP stage (:func:`hkern.hyperparameters.select._subsample_start`)."""
+    ``subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, scales,
+    iterative=True)`` is the exact GP stage (:func:`hkern.hyperparameters.select.
+    _subsample_start`)."""
     started = time.perf_counter()
     a = arguments
     X = check_array(a["X"], "X")
     n, d = X.shape
     Y, _ = encode_targets(a["y"], n, a["task"])
+    check_targets_vary(Y, a["task"])
     name, kind = kernel_kind(a["kernel"])
     rng = np.random.default_rng([seed, 1])
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
@@ -112,8 +115,10 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     sigma0, lam0 = a["sigma"], a["lam"]
     t0 = time.perf_counter()
+    scales = feature_scales(X)
+    bounds = scales.bounds(sigma_mode) if sigma_mode != "given" else None
     start_sigma, start_lam, lml, size = subsample_start(
-        X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"],
+        X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"], scales,
         iterative=True)
     if sigma_mode != "given":
         sigma0 = start_sigma
@@ -130,13 +135,17 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         n_held = max(1, int(round(HOLDOUT_FRACTION_ITERATIVE * n)))
         rows, held = np.sort(order[n_held:]), np.sort(order[:n_held])
     log_lam0 = math.log(lam0)
-    best = {"value": -math.inf, "state": None, "point": None, "sigma": None}
+    best = {"value": -math.inf, "state": None, "index": None, "sigma": None}
     index = {}
 
     def evaluate(point):
         log_g, log_lam = point
-        sigma = sigma0 if log_g == 0 else sigma0 * math.exp(log_g)
+        sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
         lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)
+        earlier = repeated_candidate(record.candidates, sigma, lam)
+        if earlier is not None:     # the bounds moved this point onto one already fitted
+            index[point] = earlier
+            return record.candidates[earlier].value
         t0 = time.perf_counter()
         note = ""
         try:
@@ -160,7 +169,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
             value, state = -math.inf, None
         seconds = time.perf_counter() - t0
         if value > best["value"]:
-            best.update(value=value, state=state, point=point, sigma=sigma)
+            best.update(value=value, state=state, index=len(record.candidates), sigma=sigma)
         index[point] = len(record.candidates)
         record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
         say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g}{note} "
@@ -182,7 +191,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     if not math.isfinite(chosen.value):
         raise ValueError(f"{problem.label}: no candidate of the hyperparameter selection could be "
                          "fitted; pass numbers for sigma and lam")
-    state = best["state"] if best["point"] == chosen_point else None
+    state = best["state"] if best["index"] == record.best else None
     if state is not None and criterion == "holdout":
         state = problem.extend(state, rows)
     t0 = time.perf_counter()
