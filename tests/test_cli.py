@@ -12,7 +12,8 @@ from hkern._cli import main
 def test_main_job_prints_the_table(capsys):
     # A small exact subsample and rank, and one selected bandwidth rather than lengthscales,
     # keep this quick; the full default run (--sigma ard --lam auto) is in the README.
-    assert main(["--r", "64", "--hck-r", "128", "--exact-n", "800", "--sigma", "auto"]) == 0
+    assert main(["--r", "64", "--hck-r", "128", "--exact-n", "800", "--sigma", "auto",
+                 "--methods", "hck,independent,exact,nystrom,rff"]) == 0
     out = capsys.readouterr().out
     assert "kin40k split 0: 36000 train, 4000 test, d=8" in out
     table = out.split("-----")[-1]
@@ -39,8 +40,39 @@ def test_method_subset_and_options(capsys):
     assert main(["--methods", "rff", "--r", "32", "--sigma", "1.5", "--lam", "0.1",
                  "--seed", "3"]) == 0
     out = capsys.readouterr().out
-    assert "sigma=1.5 lam=0.1 r=32 seed=3" in out
+    assert "sigma=1.5 lam=0.1 seed=3" in out and "nystrom and rff 32" in out
     assert "nystrom" not in out.split("-----")[-1]
+
+
+def small_set(folder, n=700, d=3, seed=0):
+    """A UCI-style data set of n rows (data.csv.gz, test_mask.csv.gz) in folder/small."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.05 * rng.normal(size=n)
+    (folder / "small").mkdir()
+    np.savetxt(folder / "small" / "data.csv.gz", np.column_stack([X, y]), delimiter=",")
+    mask = np.zeros((n, 10), dtype=int)
+    for split in range(10):
+        mask[split::10, split] = 1
+    np.savetxt(folder / "small" / "test_mask.csv.gz", mask, delimiter=",", fmt="%d")
+
+
+def test_the_iterative_solvers_and_the_frontier(capsys, tmp_path):
+    small_set(tmp_path)
+    assert main(["--data", "small", "--data-dir", str(tmp_path), "--methods",
+                 "pcg,falkon,nystrom", "--falkon-r", "64", "--r", "32", "--sigma", "auto"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("-----")[-1].split("\n\n")[0]
+    rows = {line.split()[0]: line.split() for line in table.strip().splitlines()}
+    assert list(rows) == ["pcg", "falkon", "nystrom"]
+    assert rows["pcg"][2] == "630" and rows["falkon"][1] == "64"     # every training row
+    assert out.count("; selected sigma=") == 3
+    frontier = out.split("error against time")[1].strip().splitlines()[1:]
+    times = [float(line.split()[0]) for line in frontier]
+    errors = [float(line.split()[4]) for line in frontier]
+    assert frontier and times == sorted(times) and errors == sorted(errors, reverse=True)
+    assert "pcg: exact KRR on every training row" in out
 
 
 def test_unknown_method_fails_cleanly(capsys):
