@@ -276,7 +276,7 @@ class ExactPCGProblem(SelectionProblem):
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
-              tol=1e-4, max_iter=500, validation=None, verbose=False, max_memory=None):
+              tol=1e-3, max_iter=500, validation=None, verbose=False, max_memory=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
 
@@ -314,9 +314,11 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     r : int or None
         Rank of the PCG preconditioner (its Nystrom columns, or HCK's landmarks per node),
         1 <= r < n; None: min(3000, n // 4), and at most 1 GiB of factor (8 n r bytes).
-    tol : float
+    tol : float, default=1e-3
         PCG stops when every column's relative residual ||y - (K + lam I) alpha|| / ||y||
-        is at most ``tol`` (> 0).
+        is at most ``tol`` (> 0).  On kin40k (the selected ARD kernel) the test RMSE at 1e-3
+        was within 0.05% of the converged one (0.06243 against 0.06240) after 75 iterations,
+        against 97 for 1e-4; 1e-2 was 1.5% off.
     max_iter : int
         Most PCG iterations (>= 1); a :class:`hkern.ConvergenceWarning` says when it stopped
         the solver before ``tol``.
