@@ -62,13 +62,15 @@ def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
-              max_memory, n_threads, x0=None, apply_m=None, error=None):
+              max_memory, n_threads, x0=None, apply_m=None, error=None,
+              preconditioner_seconds=0.0):
     """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
     arguments are checked.
 
     ``x0``: a starting guess for alpha (a warm start, e.g. a neighbouring candidate's solution
     in a hyperparameter selection).  ``apply_m``: the preconditioner, already built for these
-    inputs (:func:`preconditioner_for`); None builds it.  ``error``: a function of the
+    inputs (:func:`preconditioner_for`) in ``preconditioner_seconds``; None builds it.
+    ``error``: a function of the
     iterate called after every iteration instead of the validation error (a selection's
     hold-out error, which may stop a losing candidate by raising)."""
     X, Y = inputs.X, inputs.Y
@@ -77,7 +79,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     if apply_m is None:
         apply_m = preconditioner_for(inputs, preconditioner, rank, seed=seed,
                                      n_threads=n_threads, max_memory=max_memory)
-    pre_seconds = time.perf_counter() - t0
+    pre_seconds = time.perf_counter() - t0 + preconditioner_seconds
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)
     if verbose:
