@@ -393,8 +393,9 @@ def _criterion_doc(default, iterative):
 
 
 # The default criterion of the iterative solvers (hkern.hyperparameters.iterative), measured on
-# kin40k (doc/hyperparameters.md): a hold-out fit with warm starts costs a fraction of a
-# likelihood estimate, whose probe vectors multiply the columns of every CG product.
+# kin40k (doc/hyperparameters.md): both chose the same values (test RMSE 0.0624), the hold-out
+# candidates in 295 s, the likelihood's in 455 s (its probes widen every CG product, and it
+# solves on all rows).
 ITERATIVE_DEFAULT_CRITERION = "holdout"
 
 
