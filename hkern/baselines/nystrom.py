@@ -220,17 +220,22 @@ class NystromPCGProblem(SelectionProblem):
             self._centres_key = key
         return self._indices
 
-    def _solve(self, inputs, sigma, tol, x0, validation=None, verbose=False, best_mse=None,
-               held=None):
+    def _scaled_centres(self, inputs, sigma, k):
+        """(rows, Z): the centres for ``sigma`` in the inputs' units, after checking that
+        FALKON with k right-hand sides fits max_memory."""
         indices = self._centres(sigma)
         Z = self.X[indices]
         if inputs.lengthscales is not None:
             Z = scale_inputs(Z, inputs.lengthscales)
-        Z = np.ascontiguousarray(Z)
         n, d = inputs.X.shape
-        check_memory(falkon_bytes(n, len(indices), d, inputs.Y.shape[1], budget_threads())
+        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads())
                      + inputs.scaled_bytes, self.a["max_memory"],
                      what=f"fit_nystrom with n={n}, r={len(indices)}", fix="choose a smaller r")
+        return indices, np.ascontiguousarray(Z)
+
+    def _solve(self, inputs, sigma, tol, x0, validation=None, verbose=False, best_mse=None,
+               held=None):
+        indices, Z = self._scaled_centres(inputs, sigma, inputs.Y.shape[1])
         error = None if held is None else self.losing_stopper(inputs, held, Z, best_mse,
                                                               budget_threads())
         coef, trace, n_iter, beta = solve_nystrom_pcg(
@@ -263,16 +268,9 @@ class NystromPCGProblem(SelectionProblem):
         CG steps and probes suffice; :meth:`hkern.solvers.FalkonSystem.logdet_factor`)."""
         inputs = self._inputs(None, sigma, lam)
         n_threads = budget_threads()
-        indices = self._centres(sigma)
-        Z = self.X[indices]
-        if inputs.lengthscales is not None:
-            Z = scale_inputs(Z, inputs.lengthscales)
-        Z = np.ascontiguousarray(Z)
-        n, d = inputs.X.shape
-        m, k = len(indices), inputs.Y.shape[1]
-        check_memory(falkon_bytes(n, m, d, k + n_probes, n_threads) + inputs.scaled_bytes,
-                     self.a["max_memory"], what=f"fit_nystrom with n={n}, r={m}",
-                     fix="choose a smaller r")
+        n, k = inputs.X.shape[0], inputs.Y.shape[1]
+        indices, Z = self._scaled_centres(inputs, sigma, k + n_probes)
+        m = len(indices)
         system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam,
                               n_threads)
         CtY = system._normal_times(None, inputs.Y)

@@ -41,7 +41,6 @@ import numpy as np
 
 from .._model import format_sigma
 from .._targets import encode_targets
-from .._threads import budget_threads
 from .._validation import check_array, check_sigma
 from ..kernels import kernel_kind
 from .record import Candidate, HyperparameterSelection
@@ -97,9 +96,8 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     """The staged selection (module docstring) for one call of an iterative fit; returns the
     fitted model with ``selection_`` set.
 
-    ``subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory, scales,
-    iterative=True)`` is the exact GP stage (:func:`hkern.hyperparameters.select.
-    _subsample_start`)."""
+    ``subsample_start`` is the exact GP stage that records itself
+    (:func:`hkern.hyperparameters.select.start_from_subsample`)."""
     started = time.perf_counter()
     a = arguments
     X = check_array(a["X"], "X")
@@ -114,21 +112,10 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     sigma0, lam0 = a["sigma"], a["lam"]
-    t0 = time.perf_counter()
     scales = feature_scales(X)
     bounds = scales.bounds(sigma_mode) if sigma_mode != "given" else None
-    start_sigma, start_lam, lml, size = subsample_start(
-        X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"], scales,
-        iterative=True)
-    if sigma_mode != "given":
-        sigma0 = start_sigma
-    if lam_mode != "given":
-        lam0 = start_lam
-    record.subsample_size, record.subsample_lml = size, lml
-    record.subsample_sigma, record.subsample_lam = sigma0, lam0
-    record.subsample_seconds = time.perf_counter() - t0
-    say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} "
-        f"lml={lml:.6g}")
+    sigma0, lam0 = subsample_start(record, say, X, Y, sigma0, lam0, given_sigma, kind, rng,
+                                   a["max_memory"], scales, iterative=True)
 
     if criterion == "holdout":
         order = rng.permutation(n)

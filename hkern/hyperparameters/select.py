@@ -203,6 +203,25 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     return sigma0, lam0, lml, sizes[-1]
 
 
+def start_from_subsample(record, say, X, Y, sigma, lam, given_sigma, kind, rng, max_memory,
+                         scales, *, iterative=False):
+    """(sigma0, lam0): the exact GP's start (:func:`_subsample_start`) for what the record's
+    modes select, the given sigma or lam kept; the start and its seconds go on the record."""
+    t0 = time.perf_counter()
+    start_sigma, start_lam, lml, size = _subsample_start(
+        X, Y, record.sigma_mode, given_sigma, kind, rng, budget_threads(), max_memory, scales,
+        iterative=iterative)
+    if record.sigma_mode != "given":
+        sigma = start_sigma
+    if record.lam_mode != "given":
+        lam = start_lam
+    record.subsample_size, record.subsample_lml = size, lml
+    record.subsample_sigma, record.subsample_lam = sigma, lam
+    record.subsample_seconds = time.perf_counter() - t0
+    say(f"exact GP on {size} points: sigma={format_sigma(sigma)} lam={lam:.3g} lml={lml:.6g}")
+    return sigma, lam
+
+
 class _Holdout:
     """The hold-out criterion: fit on the training part, -mean squared error of the scores on
     the held-out part (for classification, of the one-vs-rest scores against +-1)."""
@@ -251,19 +270,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     scales = feature_scales(X) if sigma_mode != "given" else None
     bounds = None if scales is None else scales.bounds(sigma_mode)
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
-        t0 = time.perf_counter()
-        start_sigma, start_lam, lml, size = _subsample_start(
-            X, Y, sigma_mode, given_sigma, kind, rng, budget_threads(), a["max_memory"],
-            scales)
-        if sigma_mode != "given":
-            sigma0 = start_sigma
-        if lam_mode != "given":
-            lam0 = start_lam
-        record.subsample_size, record.subsample_lml = size, lml
-        record.subsample_sigma, record.subsample_lam = sigma0, lam0
-        record.subsample_seconds = time.perf_counter() - t0
-        say(f"exact GP on {size} points: sigma={format_sigma(sigma0)} lam={lam0:.3g} "
-            f"lml={lml:.6g}")
+        sigma0, lam0 = start_from_subsample(record, say, X, Y, sigma0, lam0, given_sigma, kind,
+                                            rng, a["max_memory"], scales)
 
     holdout = None
     y_all = None
@@ -481,7 +489,7 @@ def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, default, pro
         if criterion == "auto":
             criterion = ITERATIVE_DEFAULT_CRITERION
         return select_iterative(problem, arguments, sigma_mode, lam_mode, criterion,
-                                _fit_seed(arguments.get("seed")), _subsample_start, verbose)
+                                _fit_seed(arguments.get("seed")), start_from_subsample, verbose)
     if criterion == "auto":
         criterion = default
     return _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge and
