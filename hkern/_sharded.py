@@ -23,13 +23,17 @@ from ._validation import check_array, check_positive, check_seed, check_sigma, c
 from .kernels import kernel_kind
 
 __all__ = ["ShardedFit", "digest", "gather_rows", "prepare_sharded_fit", "runs_on_shards",
-           "sharded_selection_message", "sum_over_ranks"]
+           "sum_over_ranks"]
 
 
-def runs_on_shards(label, sharded_fit):
+def runs_on_shards(label, sharded_fit, select=None):
     """Decorator of a ``fit_<method>`` with a ``comm`` parameter: ``comm=None`` runs the fit as
     it is; a communicator runs ``sharded_fit(state, **arguments)`` on this rank's shard, in
     :func:`hkern._mpi.every_rank_stops` (an error on any rank ends every rank).
+
+    ``select``: when any rank asks for a hyperparameter selection (a string for sigma or
+    lam), ``select(state, fit, sharded_fit, arguments)`` runs it on every rank
+    (:mod:`hkern.hyperparameters.sharded`).
 
     Put it outermost: the serial fit's own decorators (thread budget, hyperparameter
     selection) would otherwise check arguments on one rank before the ranks agree.
@@ -47,7 +51,13 @@ def runs_on_shards(label, sharded_fit):
             if comm is None:
                 return fit(*args, **kwargs)
             with every_rank_stops(comm, label):
-                return sharded_fit(RankState(comm, label), **bound.arguments)
+                state = RankState(comm, label)
+                arguments = bound.arguments
+                if select is not None and any(comm.allgather(
+                        isinstance(arguments["sigma"], str) or isinstance(arguments["lam"], str))):
+                    # Every rank takes the same path; one that passed numbers is told so there.
+                    return select(state, fit, sharded_fit, arguments)
+                return sharded_fit(state, **arguments)
         return wrapper
     return decorate
 
@@ -103,20 +113,6 @@ class ShardedFit:
         return check_seed(self.entropy if seed is None else seed)
 
 
-def sharded_selection_message(label):
-    """Why ``label`` on shards refuses sigma="auto"/"ard" and lam="auto", and what to do.
-
-    The selection runs an exact GP on a subsample and a search of serial fits; neither has a
-    sharded form, so the user selects serially on a subsample held by one rank and passes the
-    numbers to every rank.  Every name in the message is public API.
-    """
-    return (f"{label} on sharded data (comm=...) takes numbers for sigma and lam: select them "
-            f"on one rank with the serial fit on a subsample of the data, e.g. model = "
-            f"hkern.{label}(X_sub, y_sub, ..., sigma='auto' or 'ard', lam='auto') on rank 0 "
-            "(no comm), broadcast sigma, lam = comm.bcast((model.sigma_, model.lam_), root=0), "
-            f"then call hkern.{label}(X, y, ..., sigma=sigma, lam=lam, comm=comm) on every rank")
-
-
 def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_memory,
                         arguments):
     """Check this rank's shard and agree with the other ranks (one allgather).
@@ -127,8 +123,6 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     all.  Classification labels are encoded against the union of every rank's labels.
     """
     def local():
-        if isinstance(sigma, str) or isinstance(lam, str):
-            raise ValueError(sharded_selection_message(state.label))
         n_threads = resolve_n_jobs(n_jobs)
         points = check_array(X, "X", min_samples=0)
         # The arguments' own checks first, so that a bad value names itself, not "differs".

@@ -58,7 +58,15 @@ def digest(a):
 FIT = dict(sigma=0.8, lam=1e-3, seed=3, solver="pcg", tol=1e-8, n_jobs=1)
 
 
-def nystrom_case(shards="even", task="regression", r=300, validation=False, **changes):
+def chosen(model, coef):
+    """What a hyperparameter selection chose, and the coefficients it fitted."""
+    return {"sigma": np.atleast_1d(model.sigma_).tolist(), "lam": float(model.lam_),
+            "values": [c.value for c in model.selection_.candidates],
+            "coef": np.ravel(coef).tolist()}
+
+
+def nystrom_case(shards="even", task="regression", r=300, validation=False, chosen=False,
+                 **changes):
     def run():
         X, y, Xt = problem(task=task)
         off, toff = layout(shards, len(X), SIZE), block_layout(len(Xt), SIZE)
@@ -73,6 +81,8 @@ def nystrom_case(shards="even", task="regression", r=300, validation=False, **ch
             if callable(fn) and name != "comm":
                 args[name] = fn(RANK)                 # a per-rank value
         model = hkern.fit_nystrom(Xl, yl, r, **args)
+        if chosen:
+            return globals()["chosen"](model, model.coef_)
         pred = model.predict(Xtl)
         out = {"coef": digest(model.coef_), "pred": digest(pred), "n_iter": model.n_iter_}
         if validation:
@@ -167,6 +177,9 @@ CASES = {
     "direct_refused": nystrom_case(solver="direct"),
     "n_jobs_bad_on_rank1": nystrom_case(n_jobs=lambda rank: 0 if rank == 1 else 1),
     "memory_on_rank1": nystrom_case(max_memory=lambda rank: 1000 if rank == 1 else None),
+    "nystrom_select": nystrom_case("ragged", sigma="ard", lam="auto", tol=1e-6, chosen=True),
+    "nystrom_select_likelihood_refused": nystrom_case(sigma="auto", criterion="likelihood"),
+    "nystrom_select_oasis_refused": nystrom_case(sigma="auto", landmarks="oasis", r=200),
 }
 
 
@@ -181,7 +194,10 @@ CASES.update({
     "hck_pca": hck_case(partition="pca"),
     "hck_solve_bad_rows_on_rank1": hck_case(method=lambda model, B: {"solve": digest(
         model.solve(B if RANK != 1 else B[:-1]))}),
-    "hck_sigma_auto_refused": hck_case(sigma="auto"),
+    "hck_select": hck_case("ragged", sigma="ard", lam="auto", method=lambda model, B: chosen(
+        model, model.predict(hck_problem()[2][:20]))),
+    "hck_select_holdout_refused": hck_case(sigma="ard", criterion="holdout"),
+    "select_sigma_differs": hck_case(sigma=lambda rank: "ard" if rank == 0 else 0.5),
     "hck_std_of_classifier": hck_case("even", task="classification", method=lambda model, B: {
         "std": digest(model.predict(np.zeros((0, 3)), return_std=True)[1])}),
     "hck_memory_on_rank1": hck_case(max_memory=lambda rank: 10_000 if rank == 1 else None),

@@ -74,7 +74,8 @@ def assert_serial(recs, ranks, coef, predictions):
 
 OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validation",
             "seed_none", "given_landmarks", "oasis_landmarks", "tiny_shard_on_rank1",
-            "hck_even", "hck_last", "hck_ragged", "hck_classification", "hck_criteria"]
+            "hck_even", "hck_last", "hck_ragged", "hck_classification", "hck_criteria",
+            "hck_select", "nystrom_select"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
     "lam_bad_on_rank1": ("ValueError", "lam must be > 0", 1),
@@ -91,7 +92,13 @@ ERROR_CASES = {
                         "samples n=1500", None),
     "hck_nan_y_on_rank1": ("ValueError", "y contains NaN", 1),
     "hck_solve_bad_rows_on_rank1": ("ValueError", "B must have shape", 1),
-    "hck_sigma_auto_refused": ("ValueError", "takes numbers for sigma and lam", None),
+    "hck_select_holdout_refused": ("ValueError", "by their likelihood: pass criterion='auto' "
+                                   "or 'likelihood'", None),
+    "nystrom_select_likelihood_refused": ("ValueError", "on held-out rows: pass "
+                                          "criterion='auto' or 'holdout'", None),
+    "nystrom_select_oasis_refused": ("ValueError", "pass landmarks='uniform' or row indices",
+                                     None),
+    "select_sigma_differs": ("ValueError", "differ between ranks: sigma", None),
     "hck_memory_on_rank1": ("MemoryLimitError", "fit_hierarchical on rank 1 of", 1),
     "hck_std_of_classifier": ("ValueError", "predict(X, return_std=True) is defined for "
                               "regression", None),
@@ -186,7 +193,7 @@ def test_an_error_on_any_rank_is_raised_on_every_rank(runs, case):
     the ranks go on in step to the next case."""
     ranks, got = runs
     kind, text, where = ERROR_CASES[case]
-    if case in ("d_differs_on_last", "tol_differs") and ranks == 1:
+    if case in ("d_differs_on_last", "tol_differs", "select_sigma_differs") and ranks == 1:
         assert got[case][0]["outcome"] == "ok"       # one rank: nothing differs
         return
     if where is not None and where >= ranks:
@@ -292,6 +299,40 @@ def test_hck_selection_criteria_on_shards(runs):
         values = {rec[key] for rec in recs.values()}
         assert len(values) == 1
         assert float.fromhex(values.pop()) == pytest.approx(expected, rel=1e-14)
+
+
+@pytest.mark.parametrize("case", ["hck_select", "nystrom_select"])
+def test_selection_on_shards_makes_the_serial_choice(runs, case):
+    """sigma="ard", lam="auto" on ragged shards (issue 30): the robust feature statistics and
+    the exact GP's subsample are the serial rows, gathered from the global index range, and
+    each candidate is the sharded fit (HCK: by its likelihood; FALKON: by its error on a
+    held-out tenth drawn from the global range, the rest of every shard fitted).  Every rank
+    makes the serial choice, for 1, 2 and 4 ranks: the same candidates in the same order, their
+    criteria, sigma, lam and the model to rounding (the quadratic forms and hold-out errors are
+    sums over ranks)."""
+    ranks, got = runs
+    if case == "hck_select":
+        X, y, Xt, _ = hck_problem()
+        model = hkern.fit_hierarchical(X, y, **dict(HCK, sigma="ard", lam="auto"))
+        coef = model.predict(Xt[:20])
+    else:
+        X, y, _ = problem()
+        model = hkern.fit_nystrom(X, y, 300, **dict(FIT, sigma="ard", lam="auto", tol=1e-6))
+        coef = model.coef_
+    values = [c.value for c in model.selection_.candidates]
+    assert len(values) >= 3            # the search moved: the comparison means something
+    recs = got[case]
+    assert sorted(recs) == list(range(ranks))
+    for rec in recs.values():
+        assert rec["outcome"] == "ok", rec
+        # A parabola's vertex moves with its criteria's rounding: equal to 1e-9, not bitwise.
+        np.testing.assert_allclose(rec["sigma"], np.atleast_1d(model.sigma_), rtol=1e-9)
+        assert rec["lam"] == pytest.approx(model.lam_, rel=1e-9)
+        # FALKON's candidates stop at the first iteration below tol 1e-2: a vertex moved by
+        # rounding can move that iteration by one (4e-5 of the error seen with 2 ranks).
+        np.testing.assert_allclose(rec["values"], values,
+                                   rtol=1e-10 if case == "hck_select" else 1e-3)
+        np.testing.assert_allclose(rec["coef"], np.ravel(coef), rtol=1e-8, atol=1e-10)
 
 
 def test_hck_pca_partition_needs_one_rank(runs):

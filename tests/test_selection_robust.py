@@ -6,7 +6,6 @@ computed here with numpy, the message of the fit without selection."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -297,35 +296,31 @@ def test_given_candidates_are_renumbered_for_the_holdout_fits():
 
 
 # --------------------------------------------------------------------------------------------
-# 5. Sharded fits name what a user can do
+# 5. Sharded fits select as the serial fits do
 # --------------------------------------------------------------------------------------------
 SHARDED = {"fit_hierarchical": {"r": 16}, "fit_nystrom": {"r": 20, "solver": "pcg"}}
 
 
 @pytest.mark.parametrize("label", sorted(SHARDED))
-def test_sharded_fits_refuse_selection_naming_the_recipe(label):
-    """The message named hkern.select_hyperparameters, which does not exist.  Its recipe is
-    followed here on a one-rank communicator: select serially on a subsample, broadcast
-    sigma_ and lam_, fit on the shards."""
+def test_sharded_fits_select_as_the_serial_fit(label):
+    """The sharded fits refused a selection with a message naming
+    hkern.select_hyperparameters, which does not exist; they now select on the shards
+    (hkern.hyperparameters.sharded; several ranks: tests/test_mpi_fits.py).  On a one-rank
+    communicator every mode gives the serial choice, and a criterion the shards cannot
+    compare by is refused by name."""
     MPI = pytest.importorskip("mpi4py.MPI")
     comm = MPI.COMM_WORLD
     fit = getattr(hkern, label)
     X, y = sine(200)
     kw = dict(SHARDED[label], seed=0)
     for sigma, lam in (("auto", 1e-2), (1.0, "auto"), ("ard", "auto")):
-        with pytest.raises(ValueError, match="takes numbers for sigma and lam") as info:
-            fit(X, y, sigma=sigma, lam=lam, comm=comm, **kw)
-    text = str(info.value)
-    assert "select_hyperparameters" not in text
-    for name in re.findall(r"hkern\.(\w+)", text):
-        assert callable(getattr(hkern, name))
-    for phrase in ("sigma='auto' or 'ard', lam='auto'", "comm.bcast", "model.sigma_",
-                   "model.lam_", f"hkern.{label}(X, y, ..., sigma=sigma, lam=lam, comm=comm)"):
-        assert phrase in text
-    serial_kw = dict(kw, solver="direct") if "solver" in kw else kw
-    chosen = fit(X[:100], y[:100], sigma="ard", lam="auto", **serial_kw)
-    sigma, lam = comm.bcast((chosen.sigma_, chosen.lam_), root=0)
-    model = fit(X, y, sigma=sigma, lam=lam, comm=comm, **kw)
-    np.testing.assert_array_equal(model.sigma_, chosen.sigma_)
-    assert model.lam_ == chosen.lam_
+        serial = fit(X, y, sigma=sigma, lam=lam, **kw)
+        model = fit(X, y, sigma=sigma, lam=lam, comm=comm, **kw)
+        np.testing.assert_allclose(model.sigma_, serial.sigma_, rtol=1e-9)
+        assert model.lam_ == pytest.approx(serial.lam_, rel=1e-9)
+        assert len(model.selection_.candidates) == len(serial.selection_.candidates)
     assert rmse(model, TEST, np.sin(TEST[:, 0])) < 0.2
+    other = "holdout" if label == "fit_hierarchical" else "likelihood"
+    with pytest.raises(ValueError, match=f"on sharded data .*pass criterion='auto' or "
+                                         f"'{'likelihood' if other == 'holdout' else 'holdout'}'"):
+        fit(X, y, sigma="auto", criterion=other, comm=comm, **kw)

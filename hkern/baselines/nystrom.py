@@ -24,6 +24,7 @@ from .._validation import (
     scale_inputs,
 )
 from ..hyperparameters import selects_hyperparameters
+from ..hyperparameters.sharded import select_nystrom_on_shards
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
 from ..solvers.preconditioners import IdentityPreconditioner
@@ -297,7 +298,7 @@ class NystromPCGProblem(SelectionProblem):
                           evidence=None, **inputs.model_params(self.a["n_jobs"]))
 
 
-@runs_on_shards("fit_nystrom", fit_nystrom_sharded)
+@runs_on_shards("fit_nystrom", fit_nystrom_sharded, select_nystrom_on_shards)
 @selects_hyperparameters("likelihood", profiles_ridge=True, iterative=_selection_problem)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",

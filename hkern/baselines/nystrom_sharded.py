@@ -14,29 +14,43 @@ predicts locally: each rank passes its own test points.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._memory import check_memory
-from .._mpi import Agreed
+from .._model import prepare_fit
+from .._mpi import Agreed, RankState, offsets_of
 from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
-from .._threads import in_budget
-from .._validation import check_bool, check_choice
+from .._targets import encode_targets
+from .._threads import budget_threads, in_budget
+from .._validation import check_bool, check_choice, check_seed, scale_inputs
+from ..kernels._api import _kernel_matvec_trusted
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
-from ..solvers import falkon_bytes
-from ._iterative import check_stopping, check_validation, error_from_sums, validation_sums
+from ..solvers import ConvergenceWarning, falkon_bytes
+from ._iterative import (
+    LosingCandidate,
+    SelectionProblem,
+    check_stopping,
+    check_validation,
+    error_from_sums,
+    validation_sums,
+)
 from .nystrom_pcg import solve_nystrom_pcg
 
-__all__ = ["fit_nystrom_sharded"]
+__all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
 SHARDED_LANDMARKS = ("uniform", "oasis")
 
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
                         rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
-                        max_memory, comm):
+                        max_memory, comm, x0=None):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
-    rank's rows, ``validation`` this rank's validation rows (or None on every rank)."""
+    rank's rows, ``validation`` this rank's validation rows (or None on every rank).  ``x0``:
+    FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
+    start)."""
     from .nystrom import NYSTROM_SOLVERS, NystromKRR
 
     def check_arguments():
@@ -61,7 +75,7 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     (tol, max_iter), verbose = stopping
     with in_budget(n_jobs) as n_threads:
         return _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose,
-                    max_memory, n_threads, NystromKRR, n_jobs)
+                    max_memory, n_threads, NystromKRR, n_jobs, x0)
 
 
 def _centres(fit, r, landmarks, rng):
@@ -92,7 +106,7 @@ def _oasis_centres(state, fit, r, rng, max_memory):
 
 
 def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,
-         n_threads, model_class, n_jobs):
+         n_threads, model_class, n_jobs, x0=None):
     inputs = fit.inputs
     rng = fit.rng(seed)
 
@@ -123,7 +137,7 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
     Z = gather_rows(state, fit.offsets, inputs.X, indices)
     coef, trace, n_iter = solve_nystrom_pcg(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
-        verbose=verbose and state.rank == 0, n_threads=n_threads,
+        verbose=verbose and state.rank == 0, n_threads=n_threads, x0=x0,
         error=_validation_error(state, checked, inputs, Z, n_threads),
         n_total=fit.n, normal_times=ShardedNormalTimes(state, fit.offsets, inputs.X, Z,
                                                        inputs.kind, inputs.bandwidth, n_threads))
@@ -141,3 +155,132 @@ def _validation_error(state, validation, inputs, centres, n_threads):
         return error_from_sums(inputs, *sum_over_ranks(state, lambda: np.array(
             validation_sums(validation, inputs, centres, coef, n_threads), dtype=float)))
     return error
+
+
+class ShardedNystromProblem(SelectionProblem):
+    """The sharded fit_nystrom(solver="pcg") as the hyperparameter selection asks for it
+    (:class:`hkern.hyperparameters.iterative.IterativeProblem`; the hold-out criterion only).
+
+    The serial :class:`hkern.baselines.nystrom.NystromPCGProblem` on the concatenated shards,
+    collectively: the centres are drawn once from the global index range, a hold-out candidate
+    is the sharded FALKON on every rank's rows outside the held-out part (which, in rank order,
+    are the serial candidate's rows), and its hold-out error sums every rank's held-out rows.
+
+    Parameters
+    ----------
+    state : hkern._mpi.RankState
+    shards : hkern._sharded.ShardedFit
+        The checked shards.
+    arguments : dict
+        The call's arguments, ``seed`` the selection's int.
+    sharded_fit : callable
+        :func:`fit_nystrom_sharded`, for the final fit.
+    """
+
+    label = "fit_nystrom(solver='pcg')"
+
+    def __init__(self, state, shards, arguments, sharded_fit):
+        from .nystrom import NYSTROM_SOLVERS
+        a = arguments
+        inputs = shards.inputs
+        super().__init__(a, inputs.X, inputs.encoding, None, None)
+        self.state, self.shards, self.sharded_fit = state, shards, sharded_fit
+
+        def check():
+            check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
+            if a["solver"] != "pcg":
+                raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON: pass "
+                                 "solver='pcg'")
+            if isinstance(a["landmarks"], str) and a["landmarks"] != "uniform":
+                raise ValueError("fit_nystrom on sharded data (comm=...) selects sigma and lam "
+                                 "with centres drawn uniformly: pass landmarks='uniform' or "
+                                 "row indices")
+            return check_stopping(a["tol"], a["max_iter"]), _centres(
+                shards, a["r"], a["landmarks"], check_seed(a["seed"]))
+
+        out = state.run(check)
+        state.agree()
+        (self.tol, self.max_iter), self.indices = out
+        self.landmarks = a["landmarks"]
+        self.centres = gather_rows(state, shards.offsets, inputs.X, self.indices)
+
+    def _local(self, rows):
+        """This rank's rows among the sorted global ``rows``, as indices into its shard."""
+        lo, hi = self.shards.lo, self.shards.hi
+        return rows[(rows >= lo) & (rows < hi)] - lo
+
+    def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
+        try:
+            return self._holdout(rows, held, sigma, lam, x0, tol, best_mse)
+        except Agreed as agreed:    # on every rank: the selection skips the candidate alike
+            raise agreed.error from agreed.cause
+
+    def _holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
+        state = RankState(self.state.comm, self.state.label)
+        train, mine = self._local(rows), self._local(held)
+        n_threads = budget_threads()
+
+        def local():
+            X = self.X[train]
+            scaled = X if np.ndim(sigma) == 0 else X / np.asarray(sigma)
+            largest = float(np.abs(scaled).max()) if scaled.size else 0.0
+            return X, largest
+
+        out = state.run(local)
+        reports = state.agree(None if out is None else (len(train), out[1]))
+        counts, largest = zip(*reports)
+        inputs = state.run(prepare_fit, out[0], self.y[train], kernel=self.a["kernel"],
+                           sigma=sigma, lam=lam, task=self.a["task"],
+                           max_memory=self.a["max_memory"], classes=self.classes, min_samples=0,
+                           largest=max(largest))
+        Z = self.centres if inputs is None or inputs.lengthscales is None else \
+            np.ascontiguousarray(scale_inputs(self.centres, inputs.lengthscales))
+        state.run(lambda: check_memory(
+            falkon_bytes(len(train), len(Z), Z.shape[1], inputs.Y.shape[1], n_threads)
+            + 16 * len(train) * Z.shape[1] + inputs.scaled_bytes, self.a["max_memory"],
+            what=f"fit_nystrom on rank {state.rank} of {state.size} with {len(train)} rows, "
+                 f"r={len(Z)}", fix="choose a smaller r or use more ranks"))
+        state.agree()
+        offsets = offsets_of(counts)
+        try:
+            with warnings.catch_warnings():
+                # A candidate stopped at max_iter is still ranked by its error; the final fit
+                # warns.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                coef, _, _, beta = solve_nystrom_pcg(
+                    inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
+                    validation=None, verbose=False, n_threads=n_threads, x0=x0,
+                    return_beta=True, error=self.losing_stopper(inputs, mine, Z, best_mse,
+                                                                n_threads),
+                    n_total=int(offsets[-1]), normal_times=ShardedNormalTimes(
+                        state, offsets, inputs.X, Z, inputs.kind, inputs.bandwidth, n_threads))
+        except LosingCandidate as losing:
+            return losing.mse, None
+        return self.held_out_mse(inputs, mine, Z, coef, n_threads), beta
+
+    def held_out_mse(self, inputs, held, centres, coef, n_threads):
+        """The mean squared error over every rank's held-out rows (``held``: this rank's, as
+        indices into its shard); a collective."""
+        def sums():
+            if len(held) == 0:
+                return np.zeros(2)
+            X_held = self.X[held]
+            if inputs.lengthscales is not None:
+                X_held = scale_inputs(X_held, inputs.lengthscales)
+            scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
+                                            n_threads)
+            target, _ = encode_targets(self.y[held], len(held), self.a["task"], self.classes)
+            return np.array([np.sum((scores - target) ** 2), scores.size], dtype=float)
+        total = sum_over_ranks(RankState(self.state.comm, self.state.label), sums)
+        return float(total[0] / total[1])
+
+    def extend(self, beta, rows):
+        """The same centres on all rows: beta carries over as it is."""
+        return beta
+
+    def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
+        raise ValueError("fit_nystrom on sharded data selects by hold-out error only")
+
+    def final(self, sigma, lam, x0):
+        return self.sharded_fit(RankState(self.state.comm, self.state.label),
+                                **dict(self.a, sigma=sigma, lam=lam), x0=x0)

@@ -19,6 +19,7 @@ from .._validation import (
     check_targets,
 )
 from ..hyperparameters import selects_hyperparameters
+from ..hyperparameters.sharded import select_hierarchical_on_shards
 from . import _blocks, _posterior, _tree
 from ._hck import HCKOperator
 from .sharded import fit_hierarchical_sharded
@@ -551,7 +552,7 @@ def _check_tree_args(n, r, leaf_size, partition):
     return r, leaf_size
 
 
-@runs_on_shards("fit_hierarchical", fit_hierarchical_sharded)
+@runs_on_shards("fit_hierarchical", fit_hierarchical_sharded, select_hierarchical_on_shards)
 @selects_hyperparameters("likelihood")
 @budgeted
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,

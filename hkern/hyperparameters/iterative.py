@@ -44,7 +44,8 @@ from .._targets import encode_targets
 from .._validation import check_array, check_sigma
 from ..kernels import kernel_kind
 from .record import Candidate, HyperparameterSelection
-from .robust import check_targets_vary, clip_lengthscales, feature_scales, repeated_candidate
+from .robust import clip_lengthscales, repeated_candidate
+from .rows import LocalRows
 from .search import coordinate_search
 
 __all__ = ["IterativeProblem", "select_iterative", "HOLDOUT_FRACTION_ITERATIVE"]
@@ -92,18 +93,22 @@ def _log(verbose, label, started):
 
 
 def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, subsample_start,
-                     verbose):
+                     verbose, data=None):
     """The staged selection (module docstring) for one call of an iterative fit; returns the
     fitted model with ``selection_`` set.
 
     ``subsample_start`` is the exact GP stage that records itself
-    (:func:`hkern.hyperparameters.select.start_from_subsample`)."""
+    (:func:`hkern.hyperparameters.select.start_from_subsample`).  ``data``: the
+    :class:`~hkern.hyperparameters.rows.SelectionRows` of the checked rows (on shards); None
+    reads X and y of ``arguments``."""
     started = time.perf_counter()
     a = arguments
-    X = check_array(a["X"], "X")
-    n, d = X.shape
-    Y, _ = encode_targets(a["y"], n, a["task"])
-    check_targets_vary(Y, a["task"])
+    if data is None:
+        X = check_array(a["X"], "X")
+        Y, _ = encode_targets(a["y"], X.shape[0], a["task"])
+        data = LocalRows(X, Y)
+    n, d = data.n, data.d
+    data.check_targets(a["task"])
     name, kind = kernel_kind(a["kernel"])
     rng = np.random.default_rng([seed, 1])
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
@@ -112,9 +117,9 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     sigma0, lam0 = a["sigma"], a["lam"]
-    scales = feature_scales(X)
+    scales = data.scales()
     bounds = scales.bounds(sigma_mode) if sigma_mode != "given" else None
-    sigma0, lam0 = subsample_start(record, say, X, Y, sigma0, lam0, given_sigma, kind, rng,
+    sigma0, lam0 = subsample_start(record, say, data, sigma0, lam0, given_sigma, kind, rng,
                                    a["max_memory"], scales, iterative=True)
 
     if criterion == "holdout":

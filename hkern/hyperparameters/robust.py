@@ -42,9 +42,9 @@ import numpy as np
 
 from .exact_gp import BOUNDS, OFF_FACTOR
 
-__all__ = ["FeatureScales", "LengthscaleBounds", "feature_scales", "clip_lengthscales",
-           "check_targets_vary", "holdout_arguments", "register_holdout_rows",
-           "repeated_candidate"]
+__all__ = ["FeatureScales", "LengthscaleBounds", "feature_scales", "statistics_rows",
+           "clip_lengthscales", "check_targets_vary", "holdout_arguments",
+           "register_holdout_rows", "repeated_candidate"]
 
 # The statistics of each feature come from at most this many rows (every k-th row beyond it:
 # deterministic, and drawing nothing from the selection's generator keeps its subsample and
@@ -161,10 +161,16 @@ def _column_scales(column):
     return float(centre), float(spread), bool(constant), resolution
 
 
+def statistics_rows(n):
+    """The rows of n whose statistics :func:`feature_scales` computes: all of them up to
+    100 000, every k-th one beyond (a slice, or the same rows as indices on shards)."""
+    return np.arange(0, n, 1 if n <= _STATS_ROWS else -(-n // _STATS_ROWS))
+
+
 def feature_scales(X):
     """:class:`FeatureScales` of the checked inputs ``X`` (n, d).
 
-    Computed on at most 100 000 rows (every k-th one beyond that).
+    Computed on at most 100 000 rows (:func:`statistics_rows`).
     """
     n = X.shape[0]
     rows = X if n <= _STATS_ROWS else X[:: -(-n // _STATS_ROWS)]

@@ -62,13 +62,12 @@ from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
 from .record import Candidate, HyperparameterSelection
 from .robust import (
-    check_targets_vary,
     clip_lengthscales,
-    feature_scales,
     holdout_arguments,
     register_holdout_rows,
     repeated_candidate,
 )
+from .rows import LocalRows
 from .search import coordinate_search
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
@@ -149,15 +148,16 @@ def _fit_seed(seed):
     return int(check_seed(seed).integers(2**63 - 1))
 
 
-def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
+def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
                      scales=None, *, iterative=False):
     """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units,
     its lengthscales within what the data resolve (:mod:`hkern.hyperparameters.robust`).
 
+    ``data``: the :class:`~hkern.hyperparameters.rows.SelectionRows` of X and the encoded y.
     ``scales``: X's :class:`~hkern.hyperparameters.robust.FeatureScales` (computed if None).
     ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE).
     """
-    n, d = X.shape
+    n, d = data.n, data.d
     mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
     stages = (_SUBSAMPLES_ITERATIVE if iterative else _SUBSAMPLES)[sigma_mode]
     parameters = n_lengthscales(mode, d) + 2
@@ -174,10 +174,12 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     # geometry).  Robustly and from all the data: one outlying row must not set the scale,
     # nor a column the subsample sees as constant (robust.py).
     if scales is None:
-        scales = feature_scales(X)
+        scales = data.scales()
     centre = scales.centre
     spread = scales.spread if mode == "ard" else np.full(d, scales.common)
-    y_scale = np.sqrt(np.mean(Y[order[:sizes[-1]]] ** 2)) or 1.0
+    # The rows of the largest stage, read once: each stage's are its first m.
+    X, Y = data.rows(order[:sizes[-1]])
+    y_scale = np.sqrt(np.mean(Y ** 2)) or 1.0
     fixed = None
     if mode == "fixed":
         bandwidth, lengthscales = given_sigma
@@ -187,8 +189,8 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     # (the search on all the data sets the scale); "ard" needs both starts of fit_exact_gp.
     starts = None if mode == "ard" else (0.5 * np.log(d),)
     for m in sizes:
-        Xm = np.ascontiguousarray((X[order[:m]] - centre) / spread)
-        Ym = Y[order[:m]] / y_scale
+        Xm = np.ascontiguousarray((X[:m] - centre) / spread)
+        Ym = Y[:m] / y_scale
         theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
                                      lengthscales=fixed, theta0=theta, starts=starts,
                                      ftol=_SUBSAMPLE_FTOL, n_threads=n_threads)
@@ -203,13 +205,14 @@ def _subsample_start(X, Y, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     return sigma0, lam0, lml, sizes[-1]
 
 
-def start_from_subsample(record, say, X, Y, sigma, lam, given_sigma, kind, rng, max_memory,
+def start_from_subsample(record, say, data, sigma, lam, given_sigma, kind, rng, max_memory,
                          scales, *, iterative=False):
-    """(sigma0, lam0): the exact GP's start (:func:`_subsample_start`) for what the record's
-    modes select, the given sigma or lam kept; the start and its seconds go on the record."""
+    """(sigma0, lam0): the exact GP's start (:func:`_subsample_start`) on ``data`` (a
+    :class:`~hkern.hyperparameters.rows.SelectionRows`) for what the record's modes select,
+    the given sigma or lam kept; the start and its seconds go on the record."""
     t0 = time.perf_counter()
     start_sigma, start_lam, lml, size = _subsample_start(
-        X, Y, record.sigma_mode, given_sigma, kind, rng, budget_threads(), max_memory, scales,
+        data, record.sigma_mode, given_sigma, kind, rng, budget_threads(), max_memory, scales,
         iterative=iterative)
     if record.sigma_mode != "given":
         sigma = start_sigma
@@ -242,16 +245,27 @@ class _Holdout:
         return -float(np.mean((scores - target) ** 2))
 
 
-def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose):
-    """Run the selection for one call of ``fit``; returns the fitted model with ``selection_``."""
+def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose, *,
+            data=None, call=None, seed=None):
+    """Run the selection for one call of ``fit``; returns the fitted model with ``selection_``.
+
+    On shards (:mod:`hkern.hyperparameters.sharded`): ``data``, the
+    :class:`~hkern.hyperparameters.rows.ShardedRows` of the checked rows; ``call(arguments)``,
+    the sharded fit; ``seed``, the int every rank uses.  The likelihood criterion only.
+    """
     started = time.perf_counter()
     a = dict(arguments)
-    X = check_array(a["X"], "X")
-    n, d = X.shape
-    Y, _ = encode_targets(a["y"], n, a["task"])
-    check_targets_vary(Y, a["task"])
+    if data is None:
+        X = check_array(a["X"], "X")
+        Y, _ = encode_targets(a["y"], X.shape[0], a["task"])
+        data = LocalRows(X, Y)
+    n, d = data.n, data.d
+    data.check_targets(a["task"])
     name, kind = kernel_kind(a["kernel"])
-    seed = _fit_seed(a.get("seed"))
+    seed = _fit_seed(a.get("seed")) if seed is None else seed
+    if call is None:
+        def call(arguments):
+            return fit(**arguments)
     rng = np.random.default_rng([seed, 1])       # the subsample and hold-out draws
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
                                      criterion=CRITERIA[criterion])
@@ -267,26 +281,27 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
                        "to 1, or 'auto')")
     sigma0, lam0 = a["sigma"], a["lam"]
     # Every selected lengthscale stays within what the data resolve (robust.py).
-    scales = feature_scales(X) if sigma_mode != "given" else None
+    scales = data.scales() if sigma_mode != "given" else None
     bounds = None if scales is None else scales.bounds(sigma_mode)
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
-        sigma0, lam0 = start_from_subsample(record, say, X, Y, sigma0, lam0, given_sigma, kind,
+        sigma0, lam0 = start_from_subsample(record, say, data, sigma0, lam0, given_sigma, kind,
                                             rng, a["max_memory"], scales)
 
     holdout = None
     y_all = None
     if criterion == "holdout":
         y_all = np.asarray(a["y"])
-        holdout = _Holdout(X, y_all if a["task"] == "classification" else Y, a["task"], rng)
+        holdout = _Holdout(data.X, y_all if a["task"] == "classification" else data.Y,
+                           a["task"], rng)
     def fit_at(sigma, lam, rows=None):
         """The fit at numbers sigma and lam, with the selection's seed, on all rows or some."""
-        call = dict(a, sigma=sigma, lam=lam, verbose=False)
-        if "seed" in call:
-            call["seed"] = seed
+        arguments = dict(a, sigma=sigma, lam=lam, verbose=False)
+        if "seed" in arguments:
+            arguments["seed"] = seed
         if rows is not None:
-            call.update(X=X[rows], y=y_all[rows])
-            call = holdout_arguments(fit, call, n, rows)
-        return fit(**call)
+            arguments.update(X=data.X[rows], y=y_all[rows])
+            arguments = holdout_arguments(fit, arguments, n, rows)
+        return call(arguments)
 
     # With a fit that chooses its own ridge (profiles_ridge), lam="auto" costs nothing more
     # per bandwidth: the search is over g alone, and each candidate records the lam it chose.
