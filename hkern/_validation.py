@@ -117,8 +117,9 @@ def _is_missing_label(value):
     return type(value).__name__ in ("NAType", "NaTType")
 
 
-def check_targets(y, n_samples, name="y", *, numeric=True):
-    """Check a target vector (n,) or matrix (n, n_outputs) against ``n_samples`` rows.
+def check_targets(y, n_samples, name="y", *, numeric=True, x_name="X"):
+    """Check a target vector (n,) or matrix (n, n_outputs) against ``n_samples`` rows (of the
+    inputs called ``x_name`` in the messages).
 
     With ``numeric=False`` (class labels) the values are returned as a 1-D array of any dtype.
     """
@@ -130,8 +131,8 @@ def check_targets(y, n_samples, name="y", *, numeric=True):
         expected = "(n_samples,)" if not numeric else "(n_samples,) or (n_samples, n_outputs)"
         raise ValueError(f"{name} must have shape {expected}; got shape {arr.shape}")
     if arr.shape[0] != n_samples:
-        raise ValueError(f"{name} has {arr.shape[0]} rows but X has {n_samples} samples; they "
-                         "must have the same length")
+        raise ValueError(f"{name} has {arr.shape[0]} rows but {x_name} has {n_samples} samples; "
+                         "they must have the same length")
     if arr.ndim == 2 and arr.shape[1] == 0:
         raise ValueError(f"{name} has 0 outputs (shape {arr.shape})")
     if numeric:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._model import prepare_fit
 from .._targets import encode_targets
-from .._validation import check_array, check_int, check_positive, scale_inputs
+from .._validation import check_array, check_int, check_positive, check_targets, scale_inputs
 from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import ConvergenceWarning, block_pcg
 
@@ -41,9 +41,13 @@ class SolverTrace:
     stored_kernel : bool
         Whether the kernel matrix was stored (else recomputed at every iteration).
     converged : bool
+        Whether every column's true relative residual ``true_residual`` met tol.
     jitter : float
         Added to the diagonal of the centres' kernel matrix so that it factorises
         (fit_nystrom; 0 for fit_exact).
+    true_residual : ndarray (k,)
+        ||b_j - A x_j|| / ||b_j|| of the returned solution, recomputed at the end (``residuals``
+        are the recursion's, which can drift from it).
     """
 
     residuals: np.ndarray
@@ -55,11 +59,16 @@ class SolverTrace:
     stored_kernel: bool
     converged: bool
     jitter: float = 0.0
+    true_residual: np.ndarray | None = None
 
 
 def check_stopping(tol, max_iter):
-    """(tol, max_iter) checked: tol > 0, max_iter >= 1."""
-    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-6")
+    """(tol, max_iter) checked: 0 < tol < 1, max_iter >= 1."""
+    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-3")
+    if tol >= 1:
+        raise ValueError(f"tol must be < 1, got {tol:g}: the relative residual at which CG stops "
+                         "is 1 at the start (x = 0), so CG would stop before its first "
+                         "iteration; e.g. 1e-3")
     return tol, check_int(max_iter, "max_iter", low=1)
 
 
@@ -79,11 +88,11 @@ def check_validation(validation, inputs, min_samples=1):
                          f"{inputs.X.shape[1]}")
     if inputs.lengthscales is not None:
         X_val = scale_inputs(X_val, inputs.lengthscales, "validation X")
-    if inputs.encoding.task == "classification":
-        y_val = np.asarray(y_val)
-        if y_val.shape != (X_val.shape[0],):
-            raise ValueError("validation y must hold one label per row of validation X")
-    else:
+    # Checked as training targets are (NaN, inf, missing labels, length), by their own name.
+    classify = inputs.encoding.task == "classification"
+    y_val = check_targets(y_val, X_val.shape[0], "validation y", numeric=not classify,
+                          x_name="validation X")
+    if not classify:
         y_val, _ = encode_targets(y_val, X_val.shape[0])
         if y_val.shape[1] != inputs.Y.shape[1]:
             raise ValueError(f"validation y has {y_val.shape[1]} outputs but y has "
@@ -143,13 +152,29 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report,
                        **({} if x0 is None else {"x0": x0}))
     if not result.converged.all():
-        warnings.warn(f"{label} stopped at max_iter={max_iter} with relative residual "
-                      f"{result.residuals[-1].max():.3g} > tol={tol:g}; {fix}",
+        why = _why_not_converged(result, max_iter)
+        warnings.warn(f"{label} {why}: the true relative residual ||b - A x|| / ||b|| is "
+                      f"{result.true_residual.max():.3g} > tol={tol:g}"
+                      + (f"; {fix}" if why.startswith("stopped at max_iter") else ""),
                       ConvergenceWarning, stacklevel=4)
     trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
                         validation_error=np.array(errors) if error is not None else None,
-                        converged=bool(result.converged.all()), **details)
+                        converged=bool(result.converged.all()),
+                        true_residual=result.true_residual, **details)
     return result.X, trace, int(result.n_iter.max()) if B.shape[1] else 0
+
+
+def _why_not_converged(result, max_iter):
+    """What stopped a solve short of tol, for its warning (:class:`hkern.solvers.CGResult`)."""
+    failed = ~result.converged
+    if result.reset[failed].any():
+        return ("returns its start (zero or the warm start): its last iterate's residual was "
+                "larger, which floating point allows at this conditioning (raise lam)")
+    if (result.n_iter[failed] >= max_iter).any():
+        return f"stopped at max_iter={max_iter}"
+    return ("met tol in its recursion, but its residual recomputed from the solution did not, "
+            "even after a restart: that is the accuracy attainable at this conditioning in "
+            "floating point (raise lam, or accept a larger tol)")
 
 
 def check_early_validation(arguments, X, encoding):

@@ -169,6 +169,25 @@ def _check_pcg_arguments(n, r, tol, max_iter):
     return rank, tol, max_iter
 
 
+def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val):
+    """The PCG solver's arguments checked when the Cholesky solver runs: a bad value is an error
+    whatever the solver, and one that only PCG uses, given with solver="cholesky", is refused
+    (it would do nothing).  ``solver``: the user's ("cholesky" or "auto"); ``check_val()``
+    checks the validation set as the PCG fit would."""
+    check_stopping(tol, max_iter)
+    if r is not None:
+        check_int(r, "r", low=1, hint="the rank of the PCG preconditioner")
+    if validation is not None:
+        check_val()
+    if solver == "cholesky":
+        unused = [name for name, value in (("r", r), ("validation", validation))
+                  if value is not None]
+        if unused:
+            raise ValueError(f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} "
+                             "used by solver='pcg' only; solver='cholesky' solves directly: "
+                             "drop it, or pass solver='pcg'")
+
+
 def _selection_problem(arguments):
     """The iterative selection's view of a fit_exact call (hkern.hyperparameters.iterative), or
     None when the call runs the Cholesky solver; every argument of the PCG solver is checked
@@ -179,6 +198,10 @@ def _selection_problem(arguments):
     X = check_array(a["X"], "X")
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
     if _solver_of(a["solver"], X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
+        # The direct selection's fits check these too, but only after its subsample's GP.
+        _check_unused_pcg_arguments(a["solver"], a["r"], a["tol"], a["max_iter"],
+                                    a["validation"], lambda: check_early_validation(a, X,
+                                                                                    encoding))
         return None
     if a["preconditioner"] == "hck":
         raise ValueError("the hyperparameter selection of fit_exact(solver='pcg') runs with "
@@ -375,7 +398,11 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
-    solver = _solver_of(solver, n, Y.shape[1], inputs.scaled_bytes, max_memory)
+    chosen = _solver_of(solver, n, Y.shape[1], inputs.scaled_bytes, max_memory)
+    if chosen != "pcg":
+        _check_unused_pcg_arguments(solver, r, tol, max_iter, validation,
+                                    lambda: check_validation(validation, inputs))
+    solver = chosen
     if solver == "pcg":
         return _fit_pcg(inputs, n_jobs=n_jobs, preconditioner=preconditioner, r=r,
                         tol=tol, max_iter=max_iter, seed=seed, validation=validation,

@@ -175,6 +175,11 @@ def with_selection_bytes(fit_bytes, n, r, landmarks):
     return fit_bytes
 
 
+_VALIDATION_NEEDS_PCG = ("validation is used by solver='pcg' only (its error at every "
+                         "iteration); the direct solver has no iterations: drop it and score "
+                         "model.predict(X_val), or pass solver='pcg'")
+
+
 def _selection_problem(arguments):
     """The iterative selection's view of a fit_nystrom call (hkern.hyperparameters.iterative),
     or None for the direct solver; the PCG solver's arguments are checked here, before any
@@ -182,6 +187,10 @@ def _selection_problem(arguments):
     a = arguments
     check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
     if a["solver"] != "pcg":
+        # The fit refuses these too, but only after the selection's subsample GP.
+        check_stopping(a["tol"], a["max_iter"])
+        if a["validation"] is not None:
+            raise ValueError(_VALIDATION_NEEDS_PCG)
         return None
     X = check_array(a["X"], "X")
     n = X.shape[0]
@@ -419,6 +428,12 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads()), n, r,
                                     landmarks)
     else:
+        # The PCG solver's arguments: a bad value is an error whatever the solver, and the
+        # validation set, recorded at each PCG iteration, would do nothing here.
+        check_stopping(tol, max_iter)
+        if validation is not None:
+            check_validation(validation, inputs)
+            raise ValueError(_VALIDATION_NEEDS_PCG)
         peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks)
     check_memory(peak + inputs.scaled_bytes, max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")

@@ -42,6 +42,15 @@ class CGResult:
     residuals : list of ndarray (k,)
         The relative residual of every column after each iteration (index 0: the start), from
         the recursion's residual vectors.
+    true_residual : ndarray (k,)
+        ||b_j - A x_j|| / ||b_j|| of the returned X, recomputed at the end; ``converged`` is
+        judged by it, not by the recursion's (which drifts from it in floating point).
+    restarted : ndarray (k,) of bool
+        Columns whose recursion met ``tol`` while the true residual did not, and that CG
+        restarted from the true residual (once).
+    reset : ndarray (k,) of bool
+        Columns whose final iterate had a larger true residual than the start, and that were
+        returned at the start instead (zero, or the guess x0).
     seconds : list of float
         Seconds from the start to the end of each iteration (index 0: the setup).
     steps, betas : list of list of float, or None
@@ -57,6 +66,9 @@ class CGResult:
     seconds: list = field(default_factory=list)
     steps: list | None = None
     betas: list | None = None
+    true_residual: np.ndarray | None = None
+    restarted: np.ndarray | None = None
+    reset: np.ndarray | None = None
 
 
 def _column_dots(U, V):
@@ -119,18 +131,104 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         whose guess has a larger residual than zero has.
     record_lanczos : bool
         Keep each column's CG coefficients in ``CGResult.steps`` and ``CGResult.betas`` (see
-        :func:`lanczos_tridiagonal`).  The iterates are the same with or without.
+        :func:`lanczos_tridiagonal`).  The iterates are the same with or without; the
+        restart below is then not made (it would mix two Krylov sequences).
 
     Returns
     -------
     CGResult
+        At the end the true residual B - A X is recomputed (one more product with A).  A
+        column whose recursion met ``tol`` but whose true residual did not is restarted once
+        from it, for at most as many iterations as it took and within ``max_iter``, and keeps
+        the better of the two solutions; ``converged`` is the true residual's verdict.  A
+        column whose true residual ends above its start's is returned at the start.
 
     Raises
     ------
     numpy.linalg.LinAlgError
-        If a search direction has non-positive curvature p^T A p (A is not positive definite).
+        If a search direction has non-positive curvature p^T A p (A is not positive definite),
+        or the iteration produces NaN or infinity.
     """
     started = time.perf_counter()
+    B = np.asarray(B, dtype=np.float64)
+    result, R0, X0 = _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0,
+                                record_lanczos, started)
+    k = B.shape[1]
+    norms = np.sqrt(_column_dots(B, B))
+    scale = np.where(norms > 0, norms, 1.0)
+    true = _true_residual(apply_a, B, result.X, scale)
+    result.restarted = result.converged & (true > tol)
+    taken = int(result.n_iter.max()) if k else 0
+    # The restart gets at most the iterations the first run took: where the recursion drifts,
+    # the conditioning usually limits the attainable residual, and more steps do not help.
+    left = min(max_iter - taken, taken)
+    if result.restarted.any() and left > 0 and not record_lanczos:
+        true = _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, started)
+    else:
+        result.restarted[:] = False
+    # Never worse than the start: CG's iterates approach the solution in the A-norm, not in
+    # the residual, and in floating point (a tiny lam) not even that.
+    start = np.sqrt(_column_dots(R0, R0)) / scale
+    result.reset = true > start
+    if result.reset.any():
+        result.X[:, result.reset] = X0[:, result.reset]
+        true[result.reset] = start[result.reset]
+    result.true_residual = true
+    result.converged = true <= tol
+    return result
+
+
+def _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, started):
+    """Restart CG once, from the true residual, for the columns ``result.restarted`` (their
+    recursion met tol, their true residual did not), within ``left`` iterations; the record
+    and the callback go on as one sequence.  Each column keeps the restart's solution if its
+    true residual is smaller, else the one before.  Returns the true residuals afterwards."""
+    cols = np.flatnonzero(result.restarted)
+    done = len(result.residuals) - 1
+    residual = result.residuals[-1].copy()
+    residual[cols] = true[cols]
+
+    def report(it, X, res):
+        residual[cols] = res
+        if it == 0:
+            return
+        full = result.X.copy()
+        full[:, cols] = X
+        result.residuals.append(residual.copy())
+        result.seconds.append(time.perf_counter() - started)
+        if callback is not None:
+            callback(done + it, full, residual)
+
+    again, _, _ = _recursion(apply_a, np.ascontiguousarray(B[:, cols]), apply_m, tol, left,
+                             report, result.X[:, cols], False, started)
+    result.n_iter[cols] += again.n_iter
+    after = _true_residual(apply_a, np.ascontiguousarray(B[:, cols]),
+                           np.ascontiguousarray(again.X), scale[cols])
+    better = after < true[cols]          # else the iterate before the restart stays
+    result.X[:, cols[better]] = again.X[:, better]
+    true = true.copy()
+    true[cols[better]] = after[better]
+    return true
+
+
+def _true_residual(apply_a, B, X, scale):
+    """||b_j - A x_j|| / scale_j for every column, from one product with A."""
+    if B.shape[1] == 0:
+        return np.zeros(0)
+    R = B - apply_a(np.ascontiguousarray(X))
+    true = np.sqrt(_column_dots(R, R)) / scale
+    if not np.all(np.isfinite(true)):
+        raise np.linalg.LinAlgError(_NOT_FINITE)
+    return true
+
+
+_NOT_FINITE = ("conjugate gradients produced NaN or infinity: the system is too ill-conditioned "
+               "for floating point (raise lam) or its entries overflow")
+
+
+def _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0, record_lanczos, started):
+    """The CG recursion of :func:`block_pcg`; returns (CGResult, the start's residual, the
+    start)."""
     n, k = B.shape
     R = np.array(B, dtype=np.float64, order="C", copy=True)
     if x0 is None:
@@ -145,6 +243,7 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         if worse.any():
             X[:, worse] = 0.0
             R[:, worse] = B[:, worse]
+    X0, R0 = X.copy(), R.copy()
     norms = np.sqrt(_column_dots(B, B))
     scale = np.where(norms > 0, norms, 1.0)
     residual = np.sqrt(_column_dots(R, R)) / scale
@@ -153,6 +252,8 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
     Z = apply_m(R) if apply_m is not None else R.copy()
     P = Z.copy()
     rz = _column_dots(R, Z)
+    if not np.all(np.isfinite(residual)):
+        raise np.linalg.LinAlgError(_NOT_FINITE)
     result = CGResult(X, n_iter, ~active, [residual.copy()], [time.perf_counter() - started])
     if record_lanczos:
         result.steps, result.betas = [[] for _ in range(k)], [[] for _ in range(k)]
@@ -165,6 +266,8 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         Pa = np.take(P, cols, axis=1)        # C-ordered (P[:, cols] need not be)
         AP = apply_a(Pa)
         curvature = _column_dots(Pa, AP)
+        if not np.all(np.isfinite(curvature)):
+            raise np.linalg.LinAlgError(_NOT_FINITE)
         if np.any(curvature <= 0.0):
             raise np.linalg.LinAlgError(
                 "conjugate gradients met non-positive curvature p^T A p: the system matrix is "
@@ -177,6 +280,8 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         R[:, cols] -= AP * step
         Ra = np.take(R, cols, axis=1)
         residual[cols] = np.sqrt(_column_dots(Ra, Ra)) / scale[cols]
+        if not np.all(np.isfinite(residual[cols])):
+            raise np.linalg.LinAlgError(_NOT_FINITE)
         n_iter[cols] = it
         done = residual[cols] <= tol
         active[cols[done]] = False
@@ -196,4 +301,4 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         if callback is not None:
             callback(it, X, residual)
     result.converged = ~active
-    return result
+    return result, R0, X0

@@ -221,8 +221,9 @@ def stochastic_lml(apply_a, Y, preconditioner, *, n_probes=30, rng=None, tol=1e-
     res = block_pcg(apply_a, np.hstack([Y, Z]), apply_m=preconditioner, tol=tol,
                     max_iter=max_iter, x0=start, record_lanczos=True)
     if not res.converged.all():
-        warnings.warn(f"{int(np.sum(~res.converged))} of {k + t} CG columns stopped at "
-                      f"max_iter={max_iter} before their residual met tol={tol:g}",
+        warnings.warn(f"{int(np.sum(~res.converged))} of {k + t} CG columns did not meet "
+                      f"tol={tol:g} (true relative residual up to "
+                      f"{res.true_residual.max():.3g}) within max_iter={max_iter}",
                       ConvergenceWarning, stacklevel=2)
     W = preconditioner(Z)
     # z^T M^{-1} z = ||M^{-1/2} z||^2 scales the Lanczos quadrature from the unit vector e_1.

@@ -1,0 +1,162 @@
+"""Solvers that tell the truth (issue 31, item 1): conjugate gradients judge convergence by the
+true residual b - A x recomputed at the end, restart once where the recursion drifted from it,
+never return an iterate worse than their start, stop with a clear error on NaN, and every
+argument of the PCG solver is checked whatever the solver.  Each case is checked against a
+dense computation of the residual from its definition."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import hkern
+from hkern.solvers import ConvergenceWarning, block_pcg
+
+P = np.random.default_rng(0)
+X60 = P.normal(size=(60, 3))
+Y60 = np.sin(X60[:, 0]) + 0.1 * P.normal(size=60)
+
+
+def spd(n, eigenvalues, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    A = (Q * eigenvalues) @ Q.T
+    return (A + A.T) / 2, rng.normal(size=(n, 2))
+
+
+def dense_residual(A, B, X):
+    return np.linalg.norm(B - A @ X, axis=0) / np.linalg.norm(B, axis=0)
+
+
+def test_drifted_recursion_is_restarted_and_reported_from_the_true_residual():
+    """Five eigenvalues from 1e-8 to 0.1 below a cluster at 1: the recursion's residual meets
+    tol = 1e-10 after about 50 steps while the true one stays near 2e-9 (the attainable
+    accuracy).  block_pcg restarts from the true residual, keeps the better solution, and
+    reports converged=False with the true residual, which equals the dense one."""
+    n = 300
+    rng = np.random.default_rng(1)
+    eig = np.r_[1.0 + rng.uniform(0, 0.1, n - 5), np.logspace(-8, -1, 5)]
+    A, B = spd(n, eig)
+    res = block_pcg(lambda V: A @ V, B, tol=1e-10, max_iter=2000)
+    true = dense_residual(A, B, res.X)
+    np.testing.assert_allclose(res.true_residual, true, rtol=1e-6)
+    assert res.restarted.all()                       # the recursion claimed tol for both
+    assert not res.converged.any() and np.all(true > 1e-10)
+    assert np.all(true < 1e-7)                       # a good solution, not a reset one
+    np.testing.assert_array_equal(res.converged, true <= 1e-10)
+
+
+def test_converged_agrees_with_the_true_residual_on_an_easy_system():
+    """A well-conditioned system: no restart, converged, the true residual under tol."""
+    A, B = spd(200, np.linspace(1.0, 10.0, 200))
+    res = block_pcg(lambda V: A @ V, B, tol=1e-8, max_iter=500)
+    assert res.converged.all() and not res.restarted.any() and not res.reset.any()
+    np.testing.assert_allclose(res.true_residual, dense_residual(A, B, res.X), rtol=1e-6)
+    assert np.all(res.true_residual <= 1e-8)
+
+
+def test_never_worse_than_the_start():
+    """Log-spaced eigenvalues over eight decades: the 2-norm residual of CG's iterates grows
+    (they approach the solution in the A-norm only) and after 300 steps is above the start's.
+    The start is returned, zero or the warm start, with converged False."""
+    A, B = spd(300, np.logspace(0, -8, 300))
+    res = block_pcg(lambda V: A @ V, B, tol=1e-10, max_iter=300)
+    assert res.reset.all() and not res.converged.any()
+    np.testing.assert_array_equal(res.X, 0.0)
+    np.testing.assert_allclose(res.true_residual, 1.0)
+    guess = np.linalg.solve(A, B) + 1e-3 * np.random.default_rng(2).normal(size=B.shape)
+    start = dense_residual(A, B, guess)
+    res = block_pcg(lambda V: A @ V, B, tol=1e-14, max_iter=300, x0=guess)
+    assert np.all(dense_residual(A, B, res.X) <= start * (1 + 1e-9))
+
+
+def test_nan_stops_with_a_clear_error():
+    """fit_exact(solver="pcg", lam=1e-300) predicted NaN everywhere; it now raises."""
+    with pytest.raises(np.linalg.LinAlgError, match="NaN or infinity.*raise lam"):
+        hkern.fit_exact(X60, Y60, solver="pcg", lam=1e-300)
+    with pytest.raises(np.linalg.LinAlgError, match="NaN or infinity"):
+        block_pcg(lambda V: V * np.nan, np.ones((5, 1)), tol=1e-6, max_iter=10)
+
+
+def test_fit_exact_pcg_at_a_tiny_ridge_reports_the_truth():
+    """n=2000, sigma 0.5, lam 1e-12 reported converged=True after 52 iterations with a true
+    relative residual of 1.1e-3 (tol 1e-4).  Now: converged is the verdict of the true
+    residual, which the trace records, equal to the dense one and never above the start's 1;
+    a ConvergenceWarning says so."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = hkern.fit_exact(X, y, solver="pcg", sigma=0.5, lam=1e-12, tol=1e-4, seed=0)
+    K = hkern.kernel_matrix(X, X, sigma=0.5) + 1e-12 * np.eye(2000)
+    true = np.linalg.norm(y - K @ model.dual_coef_[:, 0]) / np.linalg.norm(y)
+    trace = model.solver_trace_
+    assert trace.true_residual[0] == pytest.approx(true, rel=1e-6, abs=1e-12)
+    assert trace.converged == (true <= 1e-4)
+    assert true <= 1.0
+    if not trace.converged:
+        assert any(issubclass(w.category, ConvergenceWarning) and "true relative residual"
+                   in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("tol", [1.0, 1.5, 0.0, -1.0, np.nan])
+@pytest.mark.parametrize("fit", ["exact", "nystrom"])
+def test_tol_outside_zero_one_is_refused(fit, tol):
+    """tol=1.0 did no iteration, reported converged and predicted 0 everywhere."""
+    with pytest.raises(ValueError, match="tol must be"):
+        if fit == "exact":
+            hkern.fit_exact(X60, Y60, solver="pcg", tol=tol)
+        else:
+            hkern.fit_nystrom(X60, Y60, r=20, solver="pcg", tol=tol)
+
+
+@pytest.mark.parametrize("solver", ["cholesky", "auto"])
+@pytest.mark.parametrize("changes,text", [
+    ({"tol": -1}, "tol must be > 0"),
+    ({"tol": 2.0}, "tol must be < 1"),
+    ({"max_iter": 0}, "max_iter must be >= 1"),
+    ({"r": 0}, "r must be"),
+    ({"validation": (X60[:5], np.full(5, np.nan))}, "validation y contains NaN"),
+    ({"validation": (X60[:5], Y60[:4])}, "validation y has 4 rows but validation X has 5"),
+])
+def test_pcg_arguments_are_checked_whatever_the_solver(solver, changes, text):
+    """Under solver="cholesky" tol=-1, max_iter=0 and a NaN validation set were accepted
+    silently.  With or without a selection (which must refuse them before its subsample)."""
+    for sigma in (1.0, "auto"):
+        with pytest.raises(ValueError, match=text):
+            hkern.fit_exact(X60, Y60, solver=solver, sigma=sigma, **changes)
+
+
+@pytest.mark.parametrize("changes", [{"r": 1000}, {"validation": (X60[:5], Y60[:5])}])
+def test_cholesky_refuses_what_only_pcg_uses(changes):
+    """r=1000 with solver="cholesky" was accepted and did nothing."""
+    with pytest.raises(ValueError, match="used by solver='pcg' only"):
+        hkern.fit_exact(X60, Y60, solver="cholesky", **changes)
+    if "validation" in changes:
+        with pytest.raises(ValueError, match="used by solver='pcg' only"):
+            hkern.fit_nystrom(X60, Y60, r=20, **changes)
+        with pytest.raises(ValueError, match="used by solver='pcg' only"):
+            hkern.fit_nystrom(X60, Y60, r=20, sigma="auto", **changes)
+
+
+def test_fit_nystrom_direct_checks_the_stopping_rule():
+    with pytest.raises(ValueError, match="tol must be"):
+        hkern.fit_nystrom(X60, Y60, r=20, tol=-1.0)
+    with pytest.raises(ValueError, match="max_iter must be"):
+        hkern.fit_nystrom(X60, Y60, r=20, max_iter=0)
+
+
+@pytest.mark.parametrize("fit", ["exact", "nystrom"])
+def test_classification_validation_labels_are_checked(fit):
+    """NaN labels in a classification validation set were accepted and recorded an error
+    rate of 1.0."""
+    labels = np.where(Y60 > 0, 1.0, 0.0)
+    bad = (X60[:5], np.array([1.0, np.nan, 0.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match="validation y contains NaN"):
+        if fit == "exact":
+            hkern.fit_exact(X60, labels, task="classification", solver="pcg", validation=bad)
+        else:
+            hkern.fit_nystrom(X60, labels, r=20, task="classification", solver="pcg",
+                              validation=bad)
