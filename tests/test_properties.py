@@ -1,4 +1,6 @@
-"""Runs the property-based suite (tests/properties_api.py) in its own interpreter.
+"""Runs the property-based suites (tests/properties_api.py: every public call on awkward
+inputs; tests/properties_solvers.py: selection, PCG, return_std, scale laws and
+n_jobs) each in its own interpreter.
 
 A crash (segfault, abort) inside a compiled core would otherwise end the whole test run without
 a report; in a subprocess it fails this test, with the suite's output and the falsifying example
@@ -9,12 +11,16 @@ import os
 import subprocess
 import sys
 
-SUITE = os.path.join(os.path.dirname(__file__), "properties_api.py")
+import pytest
+
+SUITES = ["properties_api.py", "properties_solvers.py"]
 
 
-def test_property_suite():
+@pytest.mark.parametrize("suite", SUITES)
+def test_property_suite(suite):
     out = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-m", "pytest", SUITE, "-q", "-p",
+        [sys.executable, "-X", "faulthandler", "-m", "pytest",
+         os.path.join(os.path.dirname(__file__), suite), "-q", "-p",
          "no:cacheprovider", "--import-mode=importlib"],
         capture_output=True, text=True, timeout=1500, cwd=os.path.dirname(__file__))
     report = (out.stdout + out.stderr)[-12000:]
