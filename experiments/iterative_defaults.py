@@ -1,0 +1,83 @@
+"""Exact PCG's selection and defaults on one shared UCI set (issue 30; doc/solvers.md, "The
+defaults on the shared sets", and doc/hyperparameters.md).
+
+    python experiments/iterative_defaults.py pol [sel,trace,grid]
+
+* ``sel``: ``fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", seed=0)``: seconds, peak
+  memory, test RMSE, the chosen values and the selection's record;
+* ``trace``: fits at the chosen values against tol (1e-6 .. 1e-2) and the preconditioner's
+  rank (1000, the default, 6000);
+* ``grid``: the isotropic test-set oracle: 8 bandwidths (the median pairwise distance times
+  2^-3 .. 2^0.5, largest first) x 4 lam (1e-4 .. 1e-1), max_iter 300 each.
+
+Split 0, inputs and targets standardised with training statistics; records in
+``results/iterative_defaults/<set>.json`` (each part rewrites its own key).  Sets other than
+kin40k are read from $HKERN_DATA.  Takes minutes (pol, elevators) to hours (the grids).
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import hkern
+from hkern._memory import peak_memory
+from hkern.datasets import load_uci, standardize
+
+name = sys.argv[1]
+RECORD = os.path.join(os.path.dirname(__file__), "..", "results", "iterative_defaults",
+                      f"{name}.json")
+parts = sys.argv[2].split(",") if len(sys.argv) > 2 else ["sel", "trace", "grid"]
+Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+n, d = Xtr.shape
+print(f"== {name}: n={n} d={d}", flush=True)
+def rmse(m):
+    return float(np.sqrt(np.mean((m.predict(Xte) - yte) ** 2)))
+def run(**kw):
+    t = time.time()
+    with peak_memory() as mem:
+        m = hkern.fit_exact(Xtr, ytr, solver="pcg", seed=0, **kw)
+    return m, time.time() - t, mem.bytes / 2**30
+out = {"name": name, "n": n, "d": d}
+if "sel" in parts:
+    m, s, gib = run(sigma="ard", lam="auto")
+    out["sel"] = dict(seconds=s, gib=gib, rmse=rmse(m), sigma=np.atleast_1d(m.sigma_).tolist(),
+                      lam=float(m.lam_))
+    print(f"SELECTION: {s:.1f} s, {gib:.2f} GiB, RMSE {out['sel']['rmse']:.4f}, lam {m.lam_:.3g}, "
+          f"ls {np.round(np.atleast_1d(m.sigma_), 2).tolist()}", flush=True)
+    print(m.selection_.summary(), flush=True)
+    json.dump(out, open(RECORD, "w"), indent=1)
+else:
+    out = json.load(open(RECORD))
+sig, lam = np.array(out["sel"]["sigma"]), out["sel"]["lam"]
+sig = sig if sig.size > 1 else float(sig[0])
+if "trace" in parts:
+    rows = []
+    for r_, tol in [(None, 1e-3), (None, 1e-6), (None, 1e-2), (None, 3e-3), (None, 1e-4),
+                    (1000, 1e-3), (6000, 1e-3)]:
+        kw = {} if r_ is None else {"r": r_}
+        m, s, gib = run(sigma=sig, lam=lam, tol=tol, max_iter=2000, **kw)
+        rows.append(dict(r=r_, tol=tol, seconds=s, gib=gib, rmse=rmse(m),
+                         iters=int(getattr(m, "n_iter_", -1))))
+        print("TRACE", rows[-1], flush=True)
+    out["trace"] = rows
+    json.dump(out, open(RECORD, "w"), indent=1)
+if "grid" in parts:
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
+    med = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
+    sigmas = med * 2.0 ** np.linspace(-3, 0.5, 8)
+    lams = [1e-4, 1e-3, 1e-2, 1e-1]
+    grid = []
+    for sg in sigmas[::-1]:
+        for lm in lams:
+            m, s, gib = run(sigma=float(sg), lam=lm, max_iter=300)
+            grid.append(dict(sigma=float(sg), lam=lm, seconds=s, rmse=rmse(m), iters=int(m.n_iter_),
+                             converged=bool(m.solver_trace_.converged)))
+            print("GRID", grid[-1], flush=True)
+    out["grid"] = grid
+    best = min(grid, key=lambda g: g["rmse"])
+    ratio = out["sel"]["rmse"] / best["rmse"]
+    print(f"ORACLE best {best}; selection {out['sel']['rmse']:.4f} = {ratio:.3f}x", flush=True)
+    json.dump(out, open(RECORD, "w"), indent=1)
