@@ -439,3 +439,27 @@ def test_nystrom_pcg_selects_sigma_auto(rng):
     model = hkern.fit_nystrom(X, y, r=20, sigma="auto", lam=1e-2, solver="pcg", seed=0)
     assert model.lam_ == 1e-2 and model.sigma_ == model.selection_.sigma
     assert model.solver_trace_ is not None
+
+
+def test_default_rank_stops_when_the_preconditioner_is_good_enough():
+    """Without r, the Nystrom factor stops growing once the residual K - F F^T has a mean
+    diagonal of at most lam / 50 (ADAPTIVE_RESIDUAL): a smooth kernel on 2000 points needs 160
+    columns of the default's 500 (and 2 iterations).  The residual at the rank used meets the rule, the
+    solution is Cholesky's to the tolerance, and a given r is used as it is."""
+    from hkern.baselines.exact_pcg import ADAPTIVE_RESIDUAL, default_rank
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 2))
+    y = np.sin(X[:, 0]) + 0.05 * rng.normal(size=2000)
+    lam, sigma = 1e-1, 0.5
+    model = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, tol=1e-8, seed=0)
+    rank = model.solver_trace_.rank
+    assert rank < default_rank(2000) == 500
+    from hkern.oasis.api import nystrom_factor
+    F = nystrom_factor(X / sigma, rank, method="block_rpcholesky", kernel="gaussian", sigma=1.0,
+                       seed=0, n_jobs=1, max_memory=None)
+    assert np.mean(1.0 - np.einsum("ij,ij->i", F, F)) <= ADAPTIVE_RESIDUAL * lam
+    K = hkern.kernel_matrix(X, X, sigma=sigma) + lam * np.eye(2000)
+    exact = np.linalg.solve(K, y)
+    assert np.linalg.norm(model.dual_coef_[:, 0] - exact) <= 1e-5 * np.linalg.norm(exact)
+    given = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, r=400, seed=0)
+    assert given.solver_trace_.rank == 400

@@ -234,7 +234,8 @@ class ExactPCGProblem(SelectionProblem):
         self._factor_key, self._factor = None, None            # free the old factor first
         apply_m = preconditioner_for(inputs, self.a["preconditioner"], self.rank,
                                      seed=self.a["seed"], n_threads=budget_threads(),
-                                     max_memory=self.a["max_memory"], factor=factor)
+                                     max_memory=self.a["max_memory"], factor=factor,
+                                     adaptive=self.a["r"] is None)
         self._factor_key, self._factor = key, apply_m.F
         return apply_m
 
@@ -339,7 +340,9 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
         blocks (doc/solvers.md compares them).
     r : int or None
         Rank of the PCG preconditioner (its Nystrom columns, or HCK's landmarks per node),
-        1 <= r < n; None: min(3000, n // 4), and at most 1 GiB of factor (8 n r bytes).
+        1 <= r < n; None: up to min(3000, n // 4) and 1 GiB of factor (8 n r bytes), fewer
+        once the Nystrom residual's mean diagonal is at most lam / 50 (block RPCholesky; the
+        rank used is ``solver_trace_.rank``).
     tol : float, default=1e-3
         PCG stops when every column's relative residual ||y - (K + lam I) alpha|| / ||y||
         is at most ``tol`` (> 0).  On kin40k (the selected ARD kernel) the test RMSE at 1e-3
@@ -426,6 +429,6 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
     alpha, trace, n_iter = solve_pcg(
         inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
-        n_threads=budget_threads())
+        n_threads=budget_threads(), adaptive=r is None)
     return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
                     **inputs.model_params(n_jobs))

@@ -49,7 +49,7 @@ def _accept(H, stop, room, rng):
 
 
 def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
-                     keep_columns=True):
+                     keep_columns=True, trace_stop=0.0):
     """Pivots and factor of accelerated RPCholesky (module docstring).
 
     Parameters
@@ -69,6 +69,9 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     n_threads : int
     keep_columns : bool
         Keep G(:, indices) (8 n k bytes); a preconditioner needs only F.
+    trace_stop : float
+        The selection also ends when the residual's trace, sum(diag(G - F F^T)), is at most
+        this (a preconditioner that is already good enough).
 
     Returns
     -------
@@ -88,7 +91,7 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     k = 0
     while k < n_columns:
         total = d.sum()
-        if not d.max() > stop or not total > 0:
+        if not d.max() > stop or not total > 0 or total <= trace_stop:
             break
         candidates = rng.choice(n, size=BLOCK, p=d / total)
         H = block_of(candidates)
