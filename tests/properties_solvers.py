@@ -137,15 +137,29 @@ def test_same_seed_same_answer_for_any_n_jobs(name):
     prop()
 
 
+# The selection is not scale-invariant yet where it starts from the exact GP's L-BFGS optimum
+# (stopped at a relative tolerance of 1e-4, so rounding moves its end point): lam and sigma
+# move by 1e-6 relative at y * 1e-12 and, for fit_exact "ard", by up to 2x (issue 31, item 3,
+# open).  Nystrom and random features profile the ridge and pass.  Not strict: whether the
+# derandomized examples reach the failure depends on the BLAS build (this machine's venv
+# passes two of the four, a fresh CI venv fails all four).
+SELECTION_NOT_SCALE_INVARIANT = ("exact_cholesky", "exact_pcg", "falkon", "hierarchical")
+
+
+@pytest.mark.parametrize("select", [False, True])
 @pytest.mark.parametrize("name", sorted(FITS))
-def test_scale_laws(name):
+def test_scale_laws(name, select, request):
     """y times c: predictions times c (the solvers are linear in y; a selection's criteria
     profile y's scale out and its tolerances are relative).  X and sigma times c: the same
     model, predictions at X_test times c equal."""
+    if select and name in SELECTION_NOT_SCALE_INVARIANT:
+        request.applymarker(pytest.mark.xfail(strict=False, reason="the selection's scale "
+                                              "invariance is open (issue 31, item 3)"))
+
     @SETTINGS
     @given(problem=problems(), c=st.sampled_from([1e-12, 1e-6, 1e-3, 1e3, 1e6, 1e12]),
-           select=st.booleans(), seed=st.integers(0, 2**31))
-    def prop(problem, c, select, seed):
+           seed=st.integers(0, 2**31))
+    def prop(problem, c, seed):
         X, y, X_test = problem
         kw = dict(sigma="ard" if select else 0.8, lam="auto" if select else 1e-2, seed=seed,
                   n_jobs=1)
@@ -158,7 +172,7 @@ def test_scale_laws(name):
         accuracy = 10 * ITERATIVE_TOL.get(name, 1e-7)
         scaled = FITS[name](X, y * c, **kw)
         if select:
-            # The selection is invariant: the same values to rounding.  Its values can make
+            # The selection should be invariant: the same values to rounding.  Its values can make
             # an ill-conditioned model (lam 4e-7 on 12 points moved the predictions by 1e-3
             # for a change of lam by 1e-8), so the fit's own law is checked at those values.
             np.testing.assert_allclose(scaled.sigma_, base.sigma_, rtol=1e-6)
