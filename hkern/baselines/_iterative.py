@@ -247,10 +247,17 @@ class SelectionProblem:
     def held_out_mse(self, inputs, held, centres, coef, n_threads):
         """Mean squared error of the scores k(x, centres) coef on the rows ``held`` against
         their encoded targets (one-vs-rest +-1 for classification)."""
+        total, count = self.held_out_sums(inputs, held, centres, coef, n_threads)
+        return float(total / count)
+
+    def held_out_sums(self, inputs, held, centres, coef, n_threads):
+        """(sum of squared errors, entries) of :meth:`held_out_mse` (0, 0 without rows)."""
+        if len(held) == 0:
+            return 0.0, 0
         X_held = self.X[held]
         if inputs.lengthscales is not None:
             X_held = scale_inputs(X_held, inputs.lengthscales)
         scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
                                         n_threads)
         target, _ = encode_targets(self.y[held], len(held), self.a["task"], self.classes)
-        return float(np.mean((scores - target) ** 2))
+        return float(np.sum((scores - target) ** 2)), scores.size

@@ -22,10 +22,8 @@ from .._memory import check_memory
 from .._model import prepare_fit
 from .._mpi import Agreed, RankState, offsets_of
 from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
-from .._targets import encode_targets
 from .._threads import budget_threads, in_budget
 from .._validation import check_bool, check_choice, check_seed, scale_inputs
-from ..kernels._api import _kernel_matvec_trusted
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import ConvergenceWarning, falkon_bytes
@@ -261,17 +259,8 @@ class ShardedNystromProblem(SelectionProblem):
     def held_out_mse(self, inputs, held, centres, coef, n_threads):
         """The mean squared error over every rank's held-out rows (``held``: this rank's, as
         indices into its shard); a collective."""
-        def sums():
-            if len(held) == 0:
-                return np.zeros(2)
-            X_held = self.X[held]
-            if inputs.lengthscales is not None:
-                X_held = scale_inputs(X_held, inputs.lengthscales)
-            scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
-                                            n_threads)
-            target, _ = encode_targets(self.y[held], len(held), self.a["task"], self.classes)
-            return np.array([np.sum((scores - target) ** 2), scores.size], dtype=float)
-        total = sum_over_ranks(RankState(self.state.comm, self.state.label), sums)
+        total = sum_over_ranks(RankState(self.state.comm, self.state.label), lambda: np.array(
+            self.held_out_sums(inputs, held, centres, coef, n_threads), dtype=float))
         return float(total[0] / total[1])
 
     def extend(self, beta, rows):

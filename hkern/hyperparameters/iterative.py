@@ -40,8 +40,7 @@ import time
 import numpy as np
 
 from .._model import format_sigma
-from .._targets import encode_targets
-from .._validation import check_array, check_sigma
+from .._validation import check_sigma
 from ..kernels import kernel_kind
 from .record import Candidate, HyperparameterSelection
 from .robust import clip_lengthscales, repeated_candidate
@@ -104,9 +103,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     started = time.perf_counter()
     a = arguments
     if data is None:
-        X = check_array(a["X"], "X")
-        Y, _ = encode_targets(a["y"], X.shape[0], a["task"])
-        data = LocalRows(X, Y)
+        data = LocalRows.of(a)
     n, d = data.n, data.d
     data.check_targets(a["task"])
     name, kind = kernel_kind(a["kernel"])

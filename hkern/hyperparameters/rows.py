@@ -42,6 +42,15 @@ class LocalRows(SelectionRows):
         self.X, self.Y = X, Y
         self.n, self.d = X.shape
 
+    @classmethod
+    def of(cls, arguments):
+        """The checked X and encoded y of a fit's ``arguments``."""
+        from .._targets import encode_targets
+        from .._validation import check_array
+        X = check_array(arguments["X"], "X")
+        Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"])
+        return cls(X, Y)
+
     def rows(self, indices):
         return self.X[indices], self.Y[indices]
 

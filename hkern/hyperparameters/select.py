@@ -54,9 +54,8 @@ import numpy as np
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma
-from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
-from .._validation import check_array, check_bool, check_positive, check_seed, check_sigma
+from .._validation import check_bool, check_positive, check_seed, check_sigma
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
@@ -256,9 +255,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     started = time.perf_counter()
     a = dict(arguments)
     if data is None:
-        X = check_array(a["X"], "X")
-        Y, _ = encode_targets(a["y"], X.shape[0], a["task"])
-        data = LocalRows(X, Y)
+        data = LocalRows.of(a)
     n, d = data.n, data.d
     data.check_targets(a["task"])
     name, kind = kernel_kind(a["kernel"])
