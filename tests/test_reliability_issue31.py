@@ -59,3 +59,27 @@ def test_comm_self_still_fits(issue_data):
     ref = hkern.fit_hierarchical(X, y, 8, sigma=1.0, seed=0)
     model = hkern.fit_hierarchical(X, y, 8, sigma=1.0, seed=0, comm=MPI.COMM_SELF)
     assert np.array_equal(model.predict(X), ref.predict(X))
+
+
+# ------------------------------------------------------------- bug 3: kernel_pca on shards
+
+def test_kernel_pca_on_shards_says_it_is_not_available(issue_data):
+    """ShardedHierarchicalKRR.kernel_pca raised AttributeError; now NotImplementedError saying
+    it is not available on shards and what to do, for any arguments.  The serial fit of the
+    same data (what the message points to) has it and agrees with the dense reference."""
+    pytest.importorskip("mpi4py")
+    from mpi4py import MPI
+    X, y = issue_data
+    sharded = hkern.fit_hierarchical(X, y, 8, sigma=1.0, seed=0, comm=MPI.COMM_SELF)
+    for args in [(), (3,), (3, 1), ("bad",)]:
+        with pytest.raises(NotImplementedError,
+                           match="kernel_pca is not available on a model fitted on shards.*"
+                                 "fit there without comm"):
+            sharded.kernel_pca(*args)
+    serial = hkern.fit_hierarchical(X, y, 8, sigma=1.0, seed=0)
+    values, _ = serial.kernel_pca(3)
+    n = len(y)
+    K = serial.matvec(np.eye(n)) - serial.lam * np.eye(n)
+    C = np.eye(n) - 1.0 / n
+    ref = np.linalg.eigvalsh(C @ K @ C)[::-1][:3]
+    assert np.allclose(values, ref, rtol=1e-8, atol=1e-10 * ref[0])
