@@ -83,3 +83,58 @@ def test_kernel_pca_on_shards_says_it_is_not_available(issue_data):
     C = np.eye(n) - 1.0 / n
     ref = np.linalg.eigvalsh(C @ K @ C)[::-1][:3]
     assert np.allclose(values, ref, rtol=1e-8, atol=1e-10 * ref[0])
+
+
+# ------------------------------------------------------------- bug 4: indefinite explicit matrix
+
+ADAPTIVE = ["oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform"]
+
+
+@pytest.mark.parametrize("method", ADAPTIVE)
+def test_indefinite_matrix_is_refused(method):
+    """K = I - 0.5 * ones (n = 60, smallest eigenvalue 1 - n/2 = -29) returned 1 column without
+    complaint: every score is 0 after one column.  The residual G - G~ is then 0 on its
+    diagonal and -1 off it, which no PSD matrix leaves."""
+    n = 60
+    K = np.eye(n) - 0.5 * np.ones((n, n))
+    assert np.linalg.eigvalsh(K)[0] == pytest.approx(1 - n / 2)
+    with pytest.raises(ValueError, match="not positive semidefinite"):
+        hkern.select_columns(K, 10, method=method, kernel="precomputed", seed=0)
+    if method == "oasis":
+        with pytest.raises(ValueError, match="not positive semidefinite"):
+            hkern.oasis(K, 10, kernel="precomputed", seed=0)
+
+
+@pytest.mark.parametrize("method", ADAPTIVE)
+def test_negative_two_by_two_minor_is_refused(method):
+    """A PSD matrix with one pair of entries raised past sqrt(G_ii G_jj): indefinite, found in
+    the O(n^2) validation whatever columns the selection would have picked."""
+    A = np.random.default_rng(1).normal(size=(40, 40))
+    G = A @ A.T
+    G[0, 1] = G[1, 0] = 3 * G[0, 0]
+    assert np.linalg.eigvalsh(G)[0] < -1
+    with pytest.raises(ValueError, match="not positive semidefinite.*2 x 2 principal minor"):
+        hkern.select_columns(G, 10, method=method, kernel="precomputed", seed=0)
+
+
+@pytest.mark.parametrize("method", ["oasis", "greedy", "rpcholesky", "block_rpcholesky"])
+def test_low_rank_psd_matrix_still_selects(method):
+    """A PSD matrix of rank 5 (n = 60, duplicate rows included): the adaptive methods stop at
+    5 columns without complaint and G~ equals G (the dense reference)."""
+    B = np.random.default_rng(2).normal(size=(60, 5))
+    B[7] = B[3]
+    G = B @ B.T
+    sel = hkern.select_columns(G, 10, method=method, kernel="precomputed", seed=0)
+    assert len(sel.indices) == 5
+    assert np.abs(sel.approximation() - G).max() <= 1e-10 * np.abs(G).max()
+
+
+def test_precomputed_kernel_matrix_selects_as_the_points(issue_data):
+    """The checks change no selection: a kernel matrix passed as precomputed gives the
+    columns the points give."""
+    X, _ = issue_data
+    K = hkern.kernel_matrix(X, sigma=1.0)
+    for method in ["oasis", "greedy", "rpcholesky"]:
+        a = hkern.select_columns(X, 20, method=method, sigma=1.0, seed=0)
+        b = hkern.select_columns(K, 20, method=method, kernel="precomputed", seed=0)
+        assert np.array_equal(a.indices, b.indices)
