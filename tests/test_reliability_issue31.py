@@ -2,8 +2,11 @@
 computation, or the fit at known-good settings.  (Items on SLKL's scale are in
 tests/test_slkl_reliability.py and tests/test_scale_equivariance.py.)
 """
+import os
+
 import numpy as np
 import pytest
+from fresh_python import run_python
 
 import hkern
 
@@ -138,3 +141,34 @@ def test_precomputed_kernel_matrix_selects_as_the_points(issue_data):
         a = hkern.select_columns(X, 20, method=method, sigma=1.0, seed=0)
         b = hkern.select_columns(K, 20, method=method, kernel="precomputed", seed=0)
         assert np.array_equal(a.indices, b.indices)
+
+
+# ------------------------------------------------------------- bug 6: n_jobs beyond the CPUs
+
+def test_n_jobs_is_capped_at_the_cpus():
+    """n_jobs=k resolves to min(k, the CPUs the process may use)."""
+    from hkern._threads import available_cpus, resolve_n_jobs
+    cpus = available_cpus()
+    assert 1 <= cpus <= len(os.sched_getaffinity(0))
+    assert resolve_n_jobs(1000) == cpus
+    assert resolve_n_jobs(cpus) == cpus and resolve_n_jobs(1) == 1
+
+
+def test_n_jobs_1000_under_an_address_space_limit():
+    """n_jobs=1000 under ulimit -v (3 GiB) killed the interpreter with 'libgomp: Thread creation
+    failed'.  Now the fit runs, in a fresh interpreter so a crash fails only this test, and
+    gives the n_jobs=1 fit's predictions bit for bit."""
+    out = run_python("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+        import numpy as np, hkern
+        r = np.random.default_rng(0)
+        X = r.normal(size=(2000, 3))
+        y = np.sin(X[:, 0])
+        a = hkern.fit_hierarchical(X, y, 32, sigma=1.0, seed=0, n_jobs=1000)
+        b = hkern.fit_hierarchical(X, y, 32, sigma=1.0, seed=0, n_jobs=1)
+        print("same", np.array_equal(a.predict(X), b.predict(X)))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "Thread creation failed" not in out.stderr
+    assert out.stdout.split() == ["same", "True"]
