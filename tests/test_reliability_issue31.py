@@ -172,3 +172,55 @@ def test_n_jobs_1000_under_an_address_space_limit():
     assert out.returncode == 0, out.stderr
     assert "Thread creation failed" not in out.stderr
     assert out.stdout.split() == ["same", "True"]
+
+
+# ------------------------------------------------------------- bug 5: ragged CSV files
+
+def _write_gz(path, text):
+    import gzip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+
+
+def test_load_uci_ragged_csv_names_the_file_and_line(tmp_path):
+    """numpy's raw 'the number of columns changed from 3 to 2 at row 3' (rows of data, no file
+    name) became a ValueError naming the file and the line of the file (comments and blank
+    lines counted, as an editor counts them)."""
+    folder = tmp_path / "uci" / "ragged"
+    _write_gz(folder / "data.csv.gz", "1,2,3\n4,5,6\n# a comment\n\n7,8\n")
+    _write_gz(folder / "test_mask.csv.gz", "0\n1\n0\n")
+    path = folder / "data.csv.gz"
+    with pytest.raises(ValueError) as info:
+        hkern.datasets.load_uci("ragged", data_dir=tmp_path)
+    assert str(info.value) == (f"{path}: line 5 has 2 comma-separated values but line 1 has 3; "
+                               "every row needs the same number of values")
+    _write_gz(path, "1,2,3\n4,five,6\n7,8,9\n")
+    with pytest.raises(ValueError, match=r"data.csv.gz: line 2, value 2: 'five' is not a number"):
+        hkern.datasets.load_uci("ragged", data_dir=tmp_path)
+
+
+def test_read_csv_reads_what_loadtxt_reads(tmp_path):
+    """A well-formed file: exactly numpy.loadtxt's array (the fast path)."""
+    from hkern._validation import read_csv
+    path = tmp_path / "ok.csv"
+    path.write_text("# header\n1.5,2,-3e4\n\n4,nan,6\n")
+    ref = np.loadtxt(path, delimiter=",", ndmin=2)
+    got = read_csv(path)
+    assert got.shape == (2, 3) and np.array_equal(got, ref, equal_nan=True)
+
+
+def test_oasis_command_line_ragged_csv(tmp_path):
+    """python -m hkern.oasis.parallel on a ragged CSV: the usage error names the file and line."""
+    pytest.importorskip("mpi4py")
+    import subprocess
+    import sys
+    path = tmp_path / "X.csv"
+    path.write_text("1,2,3\n4,5,6\n7,8\n")
+    out = subprocess.run([sys.executable, "-m", "hkern.oasis.parallel", str(path), "--r", "2"],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(__file__))
+    assert out.returncode == 2
+    assert (f"{path}: line 3 has 2 comma-separated values but line 1 has 3" in out.stderr), \
+        out.stderr
+    assert "number of columns changed" not in out.stderr
