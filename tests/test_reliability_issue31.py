@@ -224,3 +224,67 @@ def test_oasis_command_line_ragged_csv(tmp_path):
     assert (f"{path}: line 3 has 2 comma-separated values but line 1 has 3" in out.stderr), \
         out.stderr
     assert "number of columns changed" not in out.stderr
+
+
+# ------------------------------------------------------------- bug 7: kernel_pca at large k
+
+@pytest.fixture(scope="module")
+def pca_model():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3))
+    y = np.sin(X[:, 0])
+    model = hkern.fit_hierarchical(X, y, r=16, sigma=1.0, lam=1e-2, seed=0)
+    n = len(y)
+    K = model.matvec(np.eye(n)) - model.lam * np.eye(n)        # K_hier, from its definition
+    K = (K + K.T) / 2
+    C = np.eye(n) - 1.0 / n
+    values, vectors = np.linalg.eigh(C @ K @ C)
+    return model, values[::-1], vectors[:, ::-1]
+
+
+def _refuse(name):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{name} should not run here")
+    return refuse
+
+
+def test_kernel_pca_dense_path_equals_the_dense_reference(pca_model, monkeypatch):
+    """k >= n / 8 takes the dense eigensolver (Lanczos took 182 s for k = 1000 at n = 3000):
+    the eigenpairs of C K_hier C from numpy's eigh of the n x n matrix."""
+    model, ref_values, ref_vectors = pca_model
+    from hkern.hierarchical.api import HierarchicalKRR
+    monkeypatch.setattr(HierarchicalKRR, "_pca_lanczos", _refuse("Lanczos"))
+    k = 100                                                     # n / 8 = 50
+    values, vectors = model.kernel_pca(k)
+    assert values.shape == (k,) and vectors.shape == (400, k)
+    assert np.all(np.diff(values) <= 0)
+    assert np.abs(values - ref_values[:k]).max() <= 1e-10 * ref_values[0]
+    assert np.allclose(np.linalg.norm(vectors, axis=0), 1.0, atol=1e-12)
+    # leading eigenvectors (well separated eigenvalues) agree up to sign
+    cos = np.abs(np.einsum("ij,ij->j", vectors[:, :5], ref_vectors[:, :5]))
+    assert np.all(cos >= 1 - 1e-8), cos
+    # the same bits for any n_jobs
+    model.n_jobs = 2
+    values2, vectors2 = model.kernel_pca(k)
+    model.n_jobs = None
+    assert np.array_equal(values, values2) and np.array_equal(vectors, vectors2)
+
+
+def test_kernel_pca_lanczos_below_the_crossover(pca_model, monkeypatch):
+    """Below n / 8 components Lanczos runs (on one thread for this small n r) and agrees with
+    the dense reference."""
+    model, ref_values, _ = pca_model
+    from hkern.hierarchical.api import HierarchicalKRR
+    monkeypatch.setattr(HierarchicalKRR, "_pca_dense", _refuse("the dense eigensolver"))
+    values, _ = model.kernel_pca(49)
+    assert np.abs(values - ref_values[:49]).max() <= 1e-10 * ref_values[0]
+
+
+def test_kernel_pca_falls_back_to_lanczos_without_memory(pca_model, monkeypatch):
+    """When the n x n matrix does not fit in the memory available, Lanczos instead."""
+    model, ref_values, _ = pca_model
+    import hkern.hierarchical.api as api
+    monkeypatch.setattr(api, "resolve_max_memory", lambda max_memory: 1 << 20)
+    monkeypatch.setattr(api.HierarchicalKRR, "_pca_dense", _refuse("the dense eigensolver"))
+    values, _ = model.kernel_pca(60)
+    assert np.abs(values - ref_values[:60]).max() <= 1e-10 * ref_values[0]
