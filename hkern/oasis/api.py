@@ -128,16 +128,20 @@ def _explicit_violations(G, diag):
     would be two n x n temporaries).  The second is > 0 when a 2 x 2 principal minor is
     negative, which no PSD matrix has: an O(n^2) necessary condition, like the symmetry."""
     n = G.shape[0]
-    rows = _symmetry_block_rows(n)
-    buf = np.empty((rows, n))
+    # Two buffers of half the block each (the second for G_ii G_jj), so the peak stays the
+    # one block _check_selection_memory counts.
+    rows = max(1, _symmetry_block_rows(n) // 2)
+    buf, outer = np.empty((rows, n)), np.empty((rows, n))
     asymmetry = minor = -np.inf
     for lo in range(0, n, rows):
-        part = buf[: min(rows, n - lo)]
-        np.subtract(G[lo: lo + rows], G[:, lo: lo + rows].T, out=part)
+        m = min(rows, n - lo)
+        part, products = buf[:m], outer[:m]
+        np.subtract(G[lo: lo + m], G[:, lo: lo + m].T, out=part)
         np.abs(part, out=part)
         asymmetry = max(asymmetry, float(part.max()))
-        np.square(G[lo: lo + rows], out=part)
-        part -= diag[lo: lo + rows, None] * diag[None, :]
+        np.square(G[lo: lo + m], out=part)
+        np.multiply(diag[lo: lo + m, None], diag[None, :], out=products)
+        part -= products
         minor = max(minor, float(part.max()))
     return asymmetry, minor
 
