@@ -28,8 +28,8 @@ import traceback
 
 import numpy as np
 
-__all__ = ["Agreed", "RankState", "block_layout", "check_same_everywhere", "every_rank_stops",
-           "get_mpi", "offsets_of", "resolve_comm"]
+__all__ = ["Agreed", "RankState", "block_layout", "check_comm", "check_same_everywhere",
+           "every_rank_stops", "get_mpi", "offsets_of", "resolve_comm"]
 
 
 def get_mpi():
@@ -42,9 +42,32 @@ def get_mpi():
     return MPI
 
 
+def check_comm(comm, none_means="comm=None to fit this process's data alone"):
+    """``comm`` if it is a usable mpi4py intracommunicator, else a ValueError naming comm.
+
+    Anything else would fail later with an AttributeError from deep inside the fit (a string
+    has no Get_size); MPI.COMM_NULL would make the first collective fail inside MPI.
+    ``none_means`` completes the message: what passing None does instead.
+    """
+    hint = f"pass an mpi4py communicator such as mpi4py.MPI.COMM_WORLD, or {none_means}"
+    try:
+        MPI = get_mpi()
+    except ImportError:
+        raise ValueError(f"comm={comm!r} needs mpi4py and an MPI runtime "
+                         f"(pip install 'hkern[mpi]'); {hint}") from None
+    if not isinstance(comm, MPI.Intracomm):
+        raise ValueError(f"comm must be an mpi4py intracommunicator, got "
+                         f"{type(comm).__name__} {comm!r}; {hint}")
+    if comm == MPI.COMM_NULL:
+        raise ValueError(f"comm is MPI.COMM_NULL, which no rank belongs to; {hint}")
+    return comm
+
+
 def resolve_comm(comm):
-    """``comm``, or MPI.COMM_WORLD for None."""
-    return get_mpi().COMM_WORLD if comm is None else comm
+    """``comm`` checked (:func:`check_comm`), or MPI.COMM_WORLD for None."""
+    if comm is None:
+        return get_mpi().COMM_WORLD
+    return check_comm(comm, none_means="comm=None for MPI.COMM_WORLD")
 
 
 def block_layout(n, size):

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._model import FitInputs, prepare_fit
-from ._mpi import Agreed, RankState, check_same_everywhere, every_rank_stops, offsets_of
+from ._mpi import (
+    Agreed,
+    RankState,
+    check_comm,
+    check_same_everywhere,
+    every_rank_stops,
+    offsets_of,
+)
 from ._targets import local_classes
 from ._threads import resolve_n_jobs
 from ._validation import check_array, check_positive, check_seed, check_sigma, check_targets
@@ -50,6 +57,8 @@ def runs_on_shards(label, sharded_fit, select=None):
             comm = bound.arguments["comm"]
             if comm is None:
                 return fit(*args, **kwargs)
+            # Before any collective: a non-communicator fails the same way on every rank.
+            check_comm(comm)
             with every_rank_stops(comm, label):
                 state = RankState(comm, label)
                 arguments = bound.arguments

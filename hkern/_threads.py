@@ -4,8 +4,10 @@
 (affinity mask and cgroup CPU quota), the OpenMP thread limit (``OMP_NUM_THREADS``, a
 ``threadpoolctl.threadpool_limits`` block) and the BLAS thread limit in force
 (``OPENBLAS_NUM_THREADS``, threadpoolctl), as scikit-learn's ``_openmp_effective_n_threads``
-does for OpenMP.  An explicit ``n_jobs`` is taken as asked (negative values count back from the
-available CPUs) and bounds BLAS threads as well as OpenMP threads: every public function and
+does for OpenMP.  An explicit ``n_jobs`` is taken as asked up to the CPUs available (more threads
+than CPUs only add overhead, and n_jobs=1000 under an address-space limit made libgomp abort
+the interpreter: issue 31); negative values count back from the available CPUs.  It bounds BLAS
+threads as well as OpenMP threads: every public function and
 model method that computes runs inside one budget, declared by the :func:`budgeted` decorator;
 its body reads the thread count for its OpenMP loops with :func:`budget_threads`.
 
@@ -73,7 +75,8 @@ def resolve_n_jobs(n_jobs=None) -> int:
 
     None: the CPUs available (affinity, cgroup quota), bounded by the OpenMP and BLAS thread
     limits in force (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, threadpoolctl).  -1 means every
-    available CPU, -k all but k-1; a positive int is taken as is.
+    available CPU, -k all but k-1; a positive int k means min(k, available CPUs).  Capping
+    never changes a result: every computation gives the same bits for any thread count.
 
     Raises
     ------
@@ -98,7 +101,9 @@ def resolve_n_jobs(n_jobs=None) -> int:
                          "one thread or n_jobs=-1 for all cores")
     if n_jobs < 0:
         return max(1, available_cpus() + 1 + n_jobs)
-    return n_jobs
+    # More threads than CPUs: no speed, and each thread reserves a stack; with thousands of
+    # them under an address-space limit (ulimit -v) libgomp aborts the whole process.
+    return min(n_jobs, available_cpus())
 
 
 def _get_controller():

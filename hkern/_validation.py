@@ -7,6 +7,7 @@ are converted, never rejected.
 """
 from __future__ import annotations
 
+import gzip
 import numbers
 import operator
 
@@ -16,7 +17,7 @@ __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
     "check_nonnegative", "check_bandwidth", "check_sigma", "scale_inputs", "SIGMA_DOC",
     "document_sigma", "check_rank", "check_int", "check_seed",
-    "check_choice", "check_bool",
+    "check_choice", "check_bool", "read_csv",
 ]
 
 
@@ -357,3 +358,44 @@ def check_choice(value, name, choices):
         options = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be one of {options}; got {value!r}")
     return value
+
+
+def read_csv(path):
+    """A comma-separated numeric file (``.gz`` read through gzip) as a 2-D float array, or a
+    ValueError naming the file and the first bad line.
+
+    numpy.loadtxt reads it when the file is well formed; when it fails, its message counts rows
+    of data (not lines of the file) and does not name the file ("the number of columns changed
+    from 9 to 8 at row 5"), so the file is scanned once more, line by line, for the first line
+    whose number of values differs from the first data line's or holding a value that is not a
+    number.  Blank lines and lines starting with '#' are skipped, as loadtxt skips them.
+    """
+    try:
+        return np.loadtxt(path, delimiter=",", ndmin=2)
+    except ValueError as exc:
+        problem = _first_bad_csv_line(path)
+        raise ValueError(f"{path}: {problem or exc}") from None
+
+
+def _first_bad_csv_line(path):
+    """Where a comma-separated numeric file goes wrong, as a message, or None."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    width = first = None
+    with opener(path, "rt") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            fields = text.split(",")
+            if width is None:
+                width, first = len(fields), lineno
+            elif len(fields) != width:
+                return (f"line {lineno} has {len(fields)} comma-separated values but line "
+                        f"{first} has {width}; every row needs the same number of values")
+            for column, field in enumerate(fields, start=1):
+                try:
+                    float(field)
+                except ValueError:
+                    return (f"line {lineno}, value {column}: {field.strip()!r} is not a number; "
+                            "every value must be a number")
+    return None

@@ -267,7 +267,8 @@ class TestSeed:
 class TestNJobs:
     def test_values(self):
         assert resolve_n_jobs(1) == 1
-        assert resolve_n_jobs(3) == 3
+        assert resolve_n_jobs(3) == min(3, available_cpus())
+        assert resolve_n_jobs(1000) == available_cpus()          # capped (issue 31)
         assert resolve_n_jobs(None) >= 1
         assert resolve_n_jobs(-1) == available_cpus()
 

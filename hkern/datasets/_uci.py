@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_int, read_csv
 
 __all__ = ["load_uci", "BUNDLED", "uci_dir"]
 
@@ -74,8 +74,8 @@ def load_uci(name=BUNDLED, split=0, data_dir=None):
     if not isinstance(name, str):
         raise ValueError(f"name must be a data set name (str), got {name!r}")
     folder = _locate(name, data_dir)
-    data = np.loadtxt(folder / "data.csv.gz", delimiter=",", ndmin=2)
-    mask = np.loadtxt(folder / "test_mask.csv.gz", delimiter=",", ndmin=2).astype(bool)
+    data = read_csv(folder / "data.csv.gz")
+    mask = read_csv(folder / "test_mask.csv.gz").astype(bool)
     split = check_int(split, "split", low=0, high=mask.shape[1] - 1)
     if mask.shape[0] != data.shape[0]:
         raise ValueError(f"{folder}: test_mask has {mask.shape[0]} rows but data has "

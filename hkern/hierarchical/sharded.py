@@ -321,6 +321,26 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         quad = sum_over_ranks(state, lambda: np.einsum("ij,ij->j", Y, alpha))
         return Evidence(quad, self._logdet, self.n_).lml()
 
+    def kernel_pca(self, n_components=2, seed=0):
+        """Not available on shards: raises NotImplementedError saying what to do instead.
+
+        The serial :meth:`hkern.HierarchicalKRR.kernel_pca` runs Lanczos over all n rows;
+        a sharded version is not written yet.  No rank communicates here, so every rank
+        raises the same error at once and none waits in a collective.
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+        """
+        raise NotImplementedError(
+            f"kernel_pca is not available on a model fitted on shards (comm with "
+            f"{self._comm.Get_size()} ranks): gather X on one rank and fit there without comm, "
+            f"hkern.fit_hierarchical(X, y, r={self.r}, kernel={self.kernel!r}, sigma=..., "
+            f"lam={self.lam:g}, seed=...) with this fit's sigma and seed (the sharded fit is "
+            f"the serial fit of the concatenated shards), and call its kernel_pca; it needs "
+            f"O(n r) memory on that rank")
+
     @property
     def dual_coef_(self):
         """A^{-1} Y in the rows of this rank's training shard (a collective)."""

@@ -123,19 +123,27 @@ def _symmetry_block_rows(n):
     return max(1, min(n, _SYMMETRY_BLOCK_BYTES // (8 * max(n, 1))))
 
 
-def _max_asymmetry(G):
-    """max |G - G^T|, one block of rows at a time (G - G^T whole would be two n x n
-    temporaries)."""
+def _explicit_violations(G, diag):
+    """(max |G - G^T|, max (G_ij^2 - G_ii G_jj)), one block of rows at a time (G - G^T whole
+    would be two n x n temporaries).  The second is > 0 when a 2 x 2 principal minor is
+    negative, which no PSD matrix has: an O(n^2) necessary condition, like the symmetry."""
     n = G.shape[0]
-    rows = _symmetry_block_rows(n)
-    buf = np.empty((rows, n))
-    worst = 0.0
+    # Two buffers of half the block each (the second for G_ii G_jj), so the peak stays the
+    # one block _check_selection_memory counts.
+    rows = max(1, _symmetry_block_rows(n) // 2)
+    buf, outer = np.empty((rows, n)), np.empty((rows, n))
+    asymmetry = minor = -np.inf
     for lo in range(0, n, rows):
-        part = buf[: min(rows, n - lo)]
-        np.subtract(G[lo: lo + rows], G[:, lo: lo + rows].T, out=part)
+        m = min(rows, n - lo)
+        part, products = buf[:m], outer[:m]
+        np.subtract(G[lo: lo + m], G[:, lo: lo + m].T, out=part)
         np.abs(part, out=part)
-        worst = max(worst, float(part.max()))
-    return worst
+        asymmetry = max(asymmetry, float(part.max()))
+        np.square(G[lo: lo + m], out=part)
+        np.multiply(diag[lo: lo + m, None], diag[None, :], out=products)
+        part -= products
+        minor = max(minor, float(part.max()))
+    return asymmetry, minor
 
 
 def _prepare(X, kernel, sigma, max_memory=None):
@@ -149,14 +157,18 @@ def _prepare(X, kernel, sigma, max_memory=None):
             raise ValueError(f"with kernel='precomputed' X must be a square PSD matrix; got shape "
                              f"{G.shape}")
         scale = max(float(G.max()), -float(G.min()), 1.0)
-        asymmetry = _max_asymmetry(G)
+        diag = np.diag(G).copy()
+        asymmetry, minor = _explicit_violations(G, diag)
         if asymmetry > 1e-12 * scale:
             raise ValueError("with kernel='precomputed' X must be symmetric (max |X - X^T| = "
                              f"{asymmetry:.3g})")
-        diag = np.diag(G).copy()
         if (diag < 0).any():
             raise ValueError("X is not positive semidefinite: it has a negative diagonal entry "
                              f"({diag.min():.3g})")
+        if minor > NEGATIVE_TOL * float(diag.max()) ** 2:
+            raise ValueError("X is not positive semidefinite: an entry exceeds the geometric "
+                             "mean of its two diagonal entries (X_ij^2 - X_ii X_jj up to "
+                             f"{minor:.3g}), so a 2 x 2 principal minor is negative")
         return None, G, diag, 0, 1.0, 0
     points = check_array(X, "X")
     _, kind = kernel_kind(kernel)
@@ -258,6 +270,45 @@ def _w_inverse(L, max_d):
     return W_inv
 
 
+# Probe vectors of the residual test on an explicit matrix (_check_residual): a fixed stream, so
+# the test never draws from the user's seed and the selection is unchanged by it.
+_PROBES = 2
+_PROBE_SEED = 20240531
+
+
+def _check_residual(G, F, diag, max_d):
+    """ValueError unless the residual R = G - F F^T of an explicit matrix passes two necessary
+    conditions of positive semidefiniteness.
+
+    R is the Schur complement of the selected block (zero on its rows), so it is PSD when G
+    is.  The selection only reads R's diagonal (the scores), and an indefinite G can leave it
+    at zero with large entries off it: I - 0.5 * ones has every score 0 after one column while
+    its smallest eigenvalue is 1 - n / 2 (issue 31).  A PSD R has a diagonal >= 0 and
+    ||R v|| <= trace(R) ||v|| (its 2-norm is at most its trace); two random probes v cost two
+    products with G, O(n^2), against the O(n^2) the matrix's validation costs anyway.
+    NEGATIVE_TOL * n * max diag(G) covers the rounding of G v - F (F^T v).
+    """
+    n = G.shape[0]
+    residual_diag = diag - np.einsum("ij,ij->i", F, F)
+    slack = NEGATIVE_TOL * max(max_d, 1e-300)
+    if residual_diag.min() < -slack:
+        raise ValueError(
+            "X (kernel='precomputed') is not positive semidefinite: the residual G - G~ of the "
+            f"selected columns has a negative diagonal entry ({residual_diag.min():.3g}, max "
+            f"diagonal of G {max_d:.3g}), beyond round-off; pass a PSD kernel matrix")
+    V = np.random.default_rng(_PROBE_SEED).standard_normal((n, _PROBES))
+    with blas_threads(1):                  # the same numbers for any n_jobs
+        RV = G @ V - F @ (F.T @ V)
+    trace = float(np.maximum(residual_diag, 0.0).sum())
+    ratio = float((np.linalg.norm(RV, axis=0) / np.linalg.norm(V, axis=0)).max())
+    if ratio > trace + slack * n:
+        raise ValueError(
+            "X (kernel='precomputed') is not positive semidefinite: the residual G - G~ of the "
+            f"{F.shape[1]} selected columns has trace {trace:.3g} but ||(G - G~) v|| / ||v|| = "
+            f"{ratio:.3g} for a random v, which a PSD residual cannot have (its norm is at most "
+            "its trace); pass a PSD kernel matrix")
+
+
 @budgeted
 @document_sigma
 def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
@@ -313,7 +364,9 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     ------
     ValueError
         For bad arguments, or when an explicit matrix turns out not to be PSD (a score below
-        -1e-8 max diag(G), which round-off cannot explain).
+        -1e-8 max diag(G), which round-off cannot explain, or a residual G - G~ that no PSD
+        matrix leaves: a negative diagonal entry, or a norm above its trace at a random
+        probe, checked in O(n^2) after the selection).
     hkern.MemoryLimitError
         (a ValueError) When the estimated peak memory exceeds ``max_memory``.
 
@@ -339,11 +392,15 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     rng = check_seed(seed)
     _check_selection_memory(n, n_columns, method, G is not None, max_memory, copy_bytes)
     if method == "uniform":
-        return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
-    if method == "block_rpcholesky":
-        return _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs)
-    return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
-                     refresh, n_jobs)
+        selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
+    elif method == "block_rpcholesky":
+        selection = _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs)
+    else:
+        selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init,
+                              rng, refresh, n_jobs)
+    if G is not None:          # hkern's own kernels are PSD by construction
+        _check_residual(G, selection.F, diag, float(diag.max()))
+    return selection
 
 
 def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):

@@ -61,6 +61,7 @@ from .._validation import (
     check_nonnegative,
     check_seed,
     check_sigma,
+    read_csv,
     scale_inputs,
 )
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
@@ -452,7 +453,7 @@ def _read_block(path, rank, size):
     if path.endswith(".npy"):
         data = np.load(path, mmap_mode="r")
     else:
-        data = np.loadtxt(path, delimiter=",", ndmin=2)
+        data = read_csv(path)
     if data.ndim != 2:
         raise ValueError(f"X must be 2-D with shape (n_samples, n_features); {path} holds an "
                          f"array of shape {data.shape}")

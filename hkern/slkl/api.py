@@ -58,8 +58,8 @@ class SlklModel(KernelRidgeModel):
         beta.
     objective_ : ndarray (T + 1, k)
         T the largest of ``n_iter_``.  F after each coordinate step, one column per output:
-        ``objective_[t, j]`` is F of output j after t steps, from ``objective_[0, j]`` =
-        ||y_j||^2 to
+        ``objective_[t, j]`` is F of output j after t steps (in units of y^2, with the penalty
+        nu mean(y_j^2) ||mu||_1), from ``objective_[0, j]`` = ||y_j||^2 to
         ``objective_[n_iter_[j], j]``, the final F; NaN below that when output j stopped
         before the others.
     n_iter_ : ndarray of int (k,)
@@ -68,7 +68,7 @@ class SlklModel(KernelRidgeModel):
         Per output, whether the stopping rule (and the KKT test when requested) ended the
         descent, rather than max_iter.
     nu : float
-        The l1 penalty.
+        The l1 penalty, relative to mean(y^2) (per output: the penalty is nu mean(y_j^2)).
 
     Examples
     --------
@@ -119,11 +119,13 @@ def _candidate_scale(S):
 
 
 # ------------------------------------------------------------------------------------------------
-# Target scaling.  SLKL's objective is not scale-equivariant in y: F(mu) for c * y with nu is
-# c^2 F(mu) for y with nu / c^2, so nu is in units of y^2 (as in the paper) and hkern keeps that
-# meaning.  Internally y is divided by a power of two s near max|y| and nu by s^2: powers of two
-# scale exactly, so the weights and the predictor are bitwise those of the unscaled problem,
-# while a, b, F and q stay in range for any |y| <= 1e150.
+# Target scaling.  SLKL's objective is not scale-equivariant in y when nu is absolute: F(mu) for
+# c * y with nu is c^2 F(mu) for y with nu / c^2, so the same nu keeps more landmarks for large
+# targets and none at all for tiny ones (issue 31: y * 1e-12 kept no landmark and predicted 0).
+# hkern therefore reads nu relative to mean(y^2): the penalty is nu * mean(y^2) * ||mu||_1, and
+# c * y gives the weights of y and c times its predictor for every c.  Internally y is divided by
+# a power of two s near max|y|: powers of two scale exactly, so the weights and the predictor are
+# bitwise those of the unscaled problem, while a, b, F and q stay in range for any |y| <= 1e150.
 # ------------------------------------------------------------------------------------------------
 
 # Scaled penalties above this keep every weight at 0 for any n and lam >= n^2 / _NU_CAP: F's
@@ -139,19 +141,27 @@ def target_scale(y):
     return 1.0 if top == 0.0 else float(np.ldexp(1.0, int(np.frexp(top)[1])))
 
 
-def scaled_penalty(nu, lam, s, y, name="nu"):
-    """nu / s^2 (exact), capped where every weight is 0 anyway; ValueError where it is so small
-    relative to y's scale that the weights grow without bound."""
-    e = int(np.frexp(s)[1]) - 1                       # s = 2^e
+def penalty_unit(y_s):
+    """mean(y_s^2), the unit nu and kkt_tol are given in, for the scaled target y_s = y / s.
+
+    In [0.25 / n, 1) since max|y_s| is in [0.5, 1); 1 for y = 0 (every a_m is 0 then, so every
+    weight stays 0 whatever the penalty).
+    """
+    ms = float(np.dot(y_s, y_s)) / len(y_s) if len(y_s) else 0.0
+    return ms if ms > 0.0 else 1.0
+
+
+def scaled_penalty(nu, lam, y_s, name="nu"):
+    """nu * mean(y_s^2), the penalty on the scaled target y_s = y / s, capped where every weight
+    is 0 anyway; ValueError where it is so small relative to lam that the weights grow without
+    bound."""
     with np.errstate(over="ignore"):                  # inf is capped: every weight stays 0
-        nu_s = min(float(np.ldexp(nu, -2 * e)), _NU_CAP)
+        nu_s = min(nu * penalty_unit(y_s), _NU_CAP)
     if not (nu_s > 0.0 and lam / nu_s <= _LAM_OVER_NU_MAX):
-        top = float(np.max(np.abs(y)))
         raise ValueError(
-            f"{name}={nu:g} is too small for targets up to {top:.3g} in magnitude (lam={lam:g}): "
-            f"the l1 penalty is in units of y^2 and nu / max|y|^2 = {nu / top / top:.3g} leaves "
-            f"the weights unbounded in double precision; use a larger {name} (fitting c * y "
-            f"asks for c^2 times the nu of y) or rescale y")
+            f"{name}={nu:g} is too small (lam={lam:g}): the l1 penalty is nu * mean(y^2) and "
+            f"lam / (nu * mean(y^2)) above {_LAM_OVER_NU_MAX:g} leaves the weights unbounded in "
+            f"double precision; use a larger {name} or a smaller lam")
     return nu_s
 
 
@@ -290,13 +300,16 @@ def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_thread
     """
     lam, nu, step_rule, refresh = params
     s = target_scale(y)
-    nu_s = scaled_penalty(nu, lam, s, y)
+    y_s = np.ascontiguousarray(y / s)
+    nu_s = scaled_penalty(nu, lam, y_s)
     s2 = s * s
-    core = SlklCore(np.ascontiguousarray(y / s), lam, nu_s, step_rule, _candidate_scale(S), S,
+    core = SlklCore(y_s, lam, nu_s, step_rule, _candidate_scale(S), S,
                     capacity=_INITIAL_CAPACITY, refresh_every=refresh, n_threads=n_threads,
                     **source)
+    # kkt_tol is in nu's unit, mean(y^2): mean(y_s^2) on the scaled target.
     history, n_iter, converged = descend(core, rng, max_iter, tol,
-                                         None if kkt_tol is None else kkt_tol / s2, grow)
+                                         None if kkt_tol is None
+                                         else kkt_tol * penalty_unit(y_s), grow)
     try:
         active, beta = core.coefficients()
     except ValueError as exc:              # numpy.linalg.LinAlgError included
@@ -337,7 +350,11 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     c_m^T` of rank-1 Nystrom kernels of M candidate landmarks S (uniform without replacement),
     :math:`c_m = K(:, m) / \sqrt{k(x_m, x_m)}`.  The weights solve
 
-    .. math:: \min_{\mu \ge 0} F(\mu) = y^T (I + \tilde K(\mu)/\lambda)^{-1} y + \nu \|\mu\|_1
+    .. math:: \min_{\mu \ge 0} F(\mu) = y^T (I + \tilde K(\mu)/\lambda)^{-1} y
+              + \nu\,\overline{y^2}\,\|\mu\|_1
+
+    (:math:`\overline{y^2}` the mean of the squared targets: the paper's penalty with nu read
+    relative to the size of y, so that c y gives the weights of y and c times its predictor)
 
     by stochastic coordinate descent (coordinates uniform with replacement), from
     :math:`\mu = 0`, in O(n m0 + m0^2) per step with m0 the number of non-zero weights; the
@@ -354,9 +371,9 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         given).
     nu : float
         l1 penalty, > 0; larger gives fewer active landmarks.  Only lam * nu matters
-        (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is in units of y^2, as
-        in the paper: y is not standardised, so fitting c * y with nu gives the weights of y
-        with nu / c^2 and c times its predictor (see Notes).
+        (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is relative to mean(y^2)
+        (the paper's nu is in units of y^2: its nu is hkern's nu times mean(y^2)), so fitting
+        c * y gives the same landmarks and weights and c times the predictor (see Notes).
     lam : float or "auto"
         Ridge parameter, > 0 (the paper uses 1), or selected.
     kernel : str
@@ -376,10 +393,11 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     max_iter : int or None
         Most coordinate steps; default 200 M.
     kkt_tol : float or None
-        Also require :math:`\max_m |\lambda a_m^2 - \nu|` over active and
-        :math:`\max(0, \lambda a_m^2 - \nu)` over inactive candidates to be <= kkt_tol
-        (checked at most every M steps, cost of M steps each).  With ``tol=None`` the KKT test
-        alone stops the descent.
+        Also require :math:`\max_m |\lambda a_m^2 - \nu'|` over active and
+        :math:`\max(0, \lambda a_m^2 - \nu')` over inactive candidates to be <= kkt_tol
+        :math:`\overline{y^2}`, with :math:`\nu' = \nu\,\overline{y^2}` the penalty (kkt_tol is
+        in nu's unit; checked at most every M steps, cost of M steps each).  With ``tol=None``
+        the KKT test alone stops the descent.
     precompute_columns : bool
         True: compute the M columns once (8 n M bytes).  False: compute a column when it is
         drawn and keep only the m0 active ones (8 n m0 bytes, one kernel row per step).
@@ -411,9 +429,10 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     ------
     ValueError
         For nu <= 0, lam <= 0, M > n, an unknown step, and the other invalid inputs; when nu is
-        so small relative to y^2 that the weights leave double precision (:math:`\nu / \max|y|^2`
-        below about 1e-300 lam); when a step or the final solve fails in floating point (the active
-        columns linearly dependent at the weights reached: increase nu or lam).
+        so small that the weights leave double precision (:math:`\lambda / (\nu\,
+        \overline{y^2})` above 1e300 with y scaled to max|y| in [0.5, 1)); when a step or the
+        final solve fails in floating point (the active columns linearly dependent at the
+        weights reached: increase nu or lam).
     hkern.MemoryLimitError
         A ValueError and MemoryError: the estimate exceeds ``max_memory`` (raised before the
         allocation).
@@ -427,11 +446,13 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     :math:`\beta = G C^T y / \lambda` are solved at the end from a fresh Cholesky factorisation
     of :math:`D^{-1} + C^TC/\lambda`, not from the updated G.
 
-    Scaling of y: F is not scale-equivariant in y, since :math:`F_{c y, \nu}(\mu) =
-    c^2 F_{y, \nu/c^2}(\mu)`; hkern keeps the paper's objective (nu in units of y^2) and does
-    not standardise y.  Internally y is divided by the smallest power of two s above
-    :math:`\max|y|` and nu by s^2, which changes no result (powers of two scale exactly) but
-    keeps a, b and F in range for any accepted :math:`|y|` (up to 1e150).
+    Scaling of y: with an absolute penalty F is not scale-equivariant in y, since
+    :math:`F_{c y, \nu}(\mu) = c^2 F_{y, \nu/c^2}(\mu)`; the penalty :math:`\nu\,\overline{y^2}`
+    scales with y, so fitting c y selects the same landmarks and weights and predicts c times
+    as much, for any c (issue 31; an absolute nu kept no landmark at all for y of size 1e-12).
+    y is not centred or standardised.  Internally y is divided by the smallest power of two s
+    above :math:`\max|y|`, which changes no result (powers of two scale exactly) but keeps a, b
+    and F in range for any accepted :math:`|y|` (up to 1e150).
 
     References
     ----------
@@ -468,7 +489,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     M = len(S)
     max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
     for j in range(k):                        # refuse a hopeless nu before any work
-        scaled_penalty(nu, inputs.lam, target_scale(Y[:, j]), Y[:, j])
+        scaled_penalty(nu, inputs.lam, Y[:, j] / target_scale(Y[:, j]))
     cap = min(_INITIAL_CAPACITY, M)
     base = (_fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
             + inputs.scaled_bytes)
