@@ -13,6 +13,29 @@
 #   * Functions that need LAPACK workspace allocate it with malloc and return -1000 when
 #     allocation fails.
 
+# Prompt interrupts (Ctrl-C).  A long nogil routine takes an Interrupt* (NULL: never
+# interrupted) and every thread calls interrupted() between units of work that take well under
+# 0.1 s; once it returns true the thread skips the rest of its work, so the parallel loops end at
+# once and no OpenMP thread keeps running.  Only the thread that set up the Interrupt (the Python
+# thread of the call) runs the signal handlers, at most every INTERRUPT_POLL seconds, with the
+# GIL; a handler's exception (KeyboardInterrupt) is left set and the caller raises it with
+# reraise() right after its nogil block, before looking at any result (they are unfinished).
+#
+#     cdef Interrupt it
+#     interrupt_init(&it)
+#     with nogil:
+#         status = some_routine(..., &it)
+#     if it.raised:
+#         reraise()
+cdef struct Interrupt:
+    int raised              # set once a signal handler raised; read by every thread
+    double next_poll        # omp_get_wtime() from which the owner polls the handlers again
+    unsigned long owner     # pthread_self() of the thread that polls
+
+cdef void interrupt_init(Interrupt* it) noexcept nogil
+cdef bint interrupted(Interrupt* it) noexcept nogil
+cdef int reraise() except -1
+
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                const double* A, int lda, const double* B, int ldb,
                double beta, double* C, int ldc) noexcept nogil
@@ -32,6 +55,7 @@ cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int in
 cdef int potrf(int n, double* A, int lda) noexcept nogil
 cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil
 cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil
+cdef int getrf_blocked(int n, double* A, int lda, int* ipiv, Interrupt* it) noexcept nogil
 cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
                 double* B, int ldb) noexcept nogil
 cdef int syevr(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
@@ -52,12 +76,12 @@ cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil
 # one thread (hkern._threads.blas_threads(1)) around these calls.
 cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                      const double* A, int lda, const double* B, int ldb,
-                     double beta, double* C, int ldc, int n_threads) noexcept nogil
+                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
 cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
-                     double beta, double* C, int ldc, int n_threads) noexcept nogil
-cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil
+                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
+cdef int potrf_tiled(int n, double* A, int lda, int n_threads, Interrupt* it) noexcept nogil
 cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, double* O, int ldo,
-                      int n_threads) noexcept nogil
+                      int n_threads, Interrupt* it) noexcept nogil
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
                      double alpha, const double* A, int lda, double* B, int ldb,
-                     int n_threads) noexcept nogil
+                     int n_threads, Interrupt* it) noexcept nogil

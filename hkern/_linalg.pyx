@@ -9,7 +9,7 @@ from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from cython.parallel cimport prange
-from openmp cimport omp_get_max_threads, omp_get_thread_num
+from openmp cimport omp_get_max_threads, omp_get_thread_num, omp_get_wtime
 from scipy.linalg cimport cython_blas as blas
 from scipy.linalg cimport cython_lapack as lapack
 
@@ -31,6 +31,11 @@ cdef enum:
     # one diagonal block and updates the remaining blocks of B, SOLVE_BLOCK rows per task.
     SOLVE_BLOCK = 256
 
+    # Inner dimension of one BLAS call in gemm_tiled and syrk_tiled: a longer one is summed in
+    # K_SPLIT pieces, in order, which keeps every call near 1e9 flops and interruptible (a
+    # 512 x 512 tile of a Gram matrix over 36 000 rows was one 0.6 s call).
+    K_SPLIT = 2048
+
 # The same numbers for Python (tests place their shapes at tile and block boundaries).
 TILE_SIZE = TILE
 CHOLESKY_BLOCK_SIZE = CHOL_BLOCK
@@ -45,6 +50,72 @@ def openmp_max_threads():
     (hkern._threads.resolve_n_jobs reads it for ``n_jobs=None``).
     """
     return omp_get_max_threads()
+
+
+
+# ----------------------------------------------------------------------------------------------
+# Prompt interrupts (see _linalg.pxd).
+# ----------------------------------------------------------------------------------------------
+
+# Seconds between two polls of the signal handlers by the owner thread: each poll takes the GIL
+# (microseconds when no other Python thread runs), and Ctrl-C waits at most this long plus one
+# unit of work.
+cdef double INTERRUPT_POLL = 0.02
+
+cdef extern from *:
+    """
+    #include <pthread.h>
+    /* The flag is written by the owner thread and read by every thread of the team. */
+    static inline int hk_flag_load(const int* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+    static inline void hk_flag_store(int* p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+    static inline unsigned long hk_thread_id(void) { return (unsigned long)pthread_self(); }
+    """
+    int hk_flag_load(const int* p) nogil
+    void hk_flag_store(int* p, int v) nogil
+    unsigned long hk_thread_id() nogil
+
+cdef extern from "Python.h":
+    # Declared without an exception value on purpose: the handler's exception stays set while the
+    # loops wind down without the GIL, and the caller raises it with reraise().
+    int _run_signal_handlers "PyErr_CheckSignals" () nogil
+
+
+cdef void interrupt_init(Interrupt* it) noexcept nogil:
+    """Make *it the interrupt state of a call made by the current thread (its owner)."""
+    it.raised = 0
+    it.next_poll = 0.0          # the first check polls at once: a signal that came before counts
+    it.owner = hk_thread_id()
+
+
+cdef bint interrupted(Interrupt* it) noexcept nogil:
+    """True once a signal handler raised during the call (always false for NULL).
+
+    Any thread may call it, as often as it likes: on the owner thread it runs the Python signal
+    handlers every INTERRUPT_POLL seconds (taking the GIL), elsewhere it reads one flag.  The
+    handlers do nothing outside the main thread, so a call from another Python thread is never
+    interrupted.
+    """
+    cdef double now
+    if it == NULL:
+        return False
+    if hk_flag_load(&it.raised):
+        return True
+    if hk_thread_id() != it.owner:
+        return False
+    now = omp_get_wtime()
+    if now < it.next_poll:
+        return False
+    it.next_poll = now + INTERRUPT_POLL
+    with gil:
+        if _run_signal_handlers() != 0:
+            hk_flag_store(&it.raised, 1)
+    return hk_flag_load(&it.raised) != 0
+
+
+cdef int reraise() except -1:
+    """Raise the exception a signal handler left set in interrupted() (call it when it.raised)."""
+    return -1
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,6 +243,55 @@ cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil:
     if n == 0:
         return 0
     lapack.dgetrf(&n, &n, A, &lda, ipiv, &info)
+    return info
+
+
+cdef int getrf_blocked(int n, double* A, int lda, int* ipiv, Interrupt* it) noexcept nogil:
+    """getrf (the same layout of the factors, the same pivots' meaning) by LAPACK's right-looking
+    blocked algorithm, in calls short enough to check for an interrupt between them.
+
+    dgetrf on 2048 x 2048 was one 0.2-0.4 s call (the HCK's I + Lambda Xi at r = 2048).  Here, in
+    the column-major view C of the buffer (C = A^T, factored as getrf does), each CHOL_BLOCK-wide
+    panel is factored by dgetrf, its interchanges applied to the columns on both sides (dlaswp),
+    the block row of U solved (dtrsm) and the trailing matrix updated TILE columns at a time
+    (dgemm).  Single-threaded and of fixed shapes: the same result for any thread count.
+    Returns info as dgetrf (the first zero pivot, 1-based); when interrupted, 0 with A
+    unfinished.
+    """
+    cdef int j = 0, jb, rows, rest, c0, cb, i, pinfo = 0, info = 0, one = 1, k1, k2
+    cdef double minus_one = -1.0, plus_one = 1.0
+    cdef char side = b'L', lower = b'L', no = b'N', unit = b'U'
+    while j < n:
+        if interrupted(it):
+            return 0
+        jb = min(<int>CHOL_BLOCK, n - j)
+        rows = n - j
+        # C[i, j] is A[i + j * lda]: the panel is C[j:, j:j + jb].
+        lapack.dgetrf(&rows, &jb, A + j + <Py_ssize_t>j * lda, &lda, ipiv + j, &pinfo)
+        if pinfo != 0 and info == 0:
+            info = pinfo + j
+        for i in range(j, j + jb):
+            ipiv[i] += j                # panel-relative to global row numbers
+        k1 = j + 1
+        k2 = j + jb
+        if j > 0:
+            lapack.dlaswp(&j, A, &lda, &k1, &k2, ipiv, &one)
+        rest = n - j - jb
+        if rest > 0:
+            lapack.dlaswp(&rest, A + <Py_ssize_t>(j + jb) * lda, &lda, &k1, &k2, ipiv, &one)
+            blas.dtrsm(&side, &lower, &no, &unit, &jb, &rest, &plus_one,
+                       A + j + <Py_ssize_t>j * lda, &lda, A + j + <Py_ssize_t>(j + jb) * lda, &lda)
+            c0 = 0
+            while c0 < rest:
+                if interrupted(it):
+                    return 0
+                cb = min(<int>TILE, rest - c0)
+                blas.dgemm(&no, &no, &rest, &cb, &jb, &minus_one,
+                           A + j + jb + <Py_ssize_t>j * lda, &lda,
+                           A + j + <Py_ssize_t>(j + jb + c0) * lda, &lda, &plus_one,
+                           A + j + jb + <Py_ssize_t>(j + jb + c0) * lda, &lda)
+                c0 = c0 + cb
+        j = j + jb
     return info
 
 
@@ -391,9 +511,34 @@ cdef inline int _lower_tile_row(int t) noexcept nogil:
     return bi
 
 
+cdef bint gemm_split(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
+                     const double* A, int lda, const double* B, int ldb,
+                     double beta, double* C, int ldc, Interrupt* it) noexcept nogil:
+    """gemm with the inner dimension summed in K_SPLIT pieces, in order, checking for an
+    interrupt between pieces; returns true when interrupted (C is then unfinished).
+
+    One column (gemv, cheap whatever k) is never split.
+    """
+    cdef int k0 = 0, kb
+    if k <= K_SPLIT or n == 1:
+        gemm(trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+        return False
+    while k0 < k:
+        if interrupted(it):
+            return True
+        kb = min(<int>K_SPLIT, k - k0)
+        # Columns k0.. of op(A) are rows of A when transposed; rows k0.. of op(B) likewise.
+        gemm(trans_a, trans_b, m, n, kb, alpha,
+             (A + <Py_ssize_t>k0 * lda) if trans_a else (A + k0), lda,
+             (B + k0) if trans_b else (B + <Py_ssize_t>k0 * ldb), ldb,
+             beta if k0 == 0 else 1.0, C, ldc)
+        k0 += kb
+    return False
+
+
 cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                      const double* A, int lda, const double* B, int ldb,
-                     double beta, double* C, int ldc, int n_threads) noexcept nogil:
+                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
     """gemm with the m x n output cut into TILE x TILE tiles computed in parallel."""
     cdef int tn = _n_tiles(n), t, r0, c0
     cdef const double* Ablk
@@ -401,67 +546,99 @@ cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alp
     if m == 0 or n == 0:
         return
     for t in prange(_n_tiles(m) * tn, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         r0 = (t // tn) * TILE
         c0 = (t % tn) * TILE
         # Rows r0.. of op(A): rows of A, or columns of A when transposed; likewise for op(B).
         Ablk = (A + r0) if trans_a else (A + <Py_ssize_t>r0 * lda)
         Bblk = (B + <Py_ssize_t>c0 * ldb) if trans_b else (B + c0)
-        gemm(trans_a, trans_b, min(TILE, m - r0), min(TILE, n - c0), k, alpha, Ablk, lda,
-             Bblk, ldb, beta, C + <Py_ssize_t>r0 * ldc + c0, ldc)
+        gemm_split(trans_a, trans_b, min(TILE, m - r0), min(TILE, n - c0), k, alpha, Ablk, lda,
+                   Bblk, ldb, beta, C + <Py_ssize_t>r0 * ldc + c0, ldc, it)
 
 
 cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
-                     double beta, double* C, int ldc, int n_threads) noexcept nogil:
+                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
     """Lower triangle of C = alpha op(A) op(A)^T + beta C: dsyrk on diagonal tiles, dgemm below.
 
-    trans=False: A is n x k.  trans=True: A is k x n.
+    trans=False: A is n x k.  trans=True: A is k x n.  A long inner dimension is summed in
+    K_SPLIT pieces (as gemm_split).
     """
-    cdef int nt = _n_tiles(n), t, bi, bj, r0, c0
+    cdef int nt = _n_tiles(n), t, bi, bj, r0, c0, k0, kb
     if n == 0:
         return
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         bi = _lower_tile_row(t)
         bj = t - bi * (bi + 1) // 2
         r0 = bi * TILE
         c0 = bj * TILE
         if bi == bj:
-            syrk(True, trans, min(TILE, n - r0), k, alpha,
-                 (A + r0) if trans else (A + <Py_ssize_t>r0 * lda), lda, beta,
-                 C + <Py_ssize_t>r0 * ldc + r0, ldc)
+            k0 = 0
+            while True:
+                kb = min(<int>K_SPLIT, k - k0) if k > K_SPLIT else k
+                syrk(True, trans, min(TILE, n - r0), kb, alpha,
+                     (A + <Py_ssize_t>k0 * lda + r0) if trans else (A + <Py_ssize_t>r0 * lda + k0),
+                     lda, beta if k0 == 0 else 1.0, C + <Py_ssize_t>r0 * ldc + r0, ldc)
+                k0 = k0 + kb
+                if k0 >= k or interrupted(it):
+                    break
         else:
-            gemm(trans, not trans, min(TILE, n - r0), TILE, k, alpha,
-                 (A + r0) if trans else (A + <Py_ssize_t>r0 * lda), lda,
-                 (A + c0) if trans else (A + <Py_ssize_t>c0 * lda), lda, beta,
-                 C + <Py_ssize_t>r0 * ldc + c0, ldc)
+            gemm_split(trans, not trans, min(TILE, n - r0), TILE, k, alpha,
+                       (A + r0) if trans else (A + <Py_ssize_t>r0 * lda), lda,
+                       (A + c0) if trans else (A + <Py_ssize_t>c0 * lda), lda, beta,
+                       C + <Py_ssize_t>r0 * ldc + c0, ldc, it)
 
 
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
                      double alpha, const double* A, int lda, double* B, int ldb,
-                     int n_threads) noexcept nogil:
+                     int n_threads, Interrupt* it) noexcept nogil:
     """trsm with B (m x n) cut into independent panels: column panels for a left solve (each
-    column of X depends only on the same column of B), row panels for a right solve."""
-    cdef int t, p0
+    column of X depends only on the same column of B), row panels for a right solve.
+
+    A panel costs about (side of A)^2 x (panel width) flops; panels are narrowed below TILE for
+    a large A so that each stays near 5e8 flops (a unit of work between interrupt checks; a
+    row of X depends only on the same row of B, so the width changes no result), and a left
+    solve with a large A and many columns goes by blocked substitution (trsm_left_rows).
+    """
+    cdef int t, p0, w
     if m == 0 or n == 0:
         return
-    if left and n <= TILE:
-        # One column panel would leave every thread but one idle (a CG step solves one to a
-        # few right-hand sides): parallel over row blocks instead.  The choice depends on the
-        # shape only, so the result is the same for any thread count.
-        trsm_left_rows(lower, trans, unit_diag, m, n, alpha, A, lda, B, ldb, n_threads)
+    if left and (n <= TILE or m > 4 * TILE):
+        # n <= TILE: one column panel would leave every thread but one idle (a CG step solves
+        # one to a few right-hand sides): parallel over row blocks instead.  m > 4 TILE: a
+        # column panel would be one long call.  The choice depends on the shape only, so the
+        # result is the same for any thread count.
+        trsm_left_rows(lower, trans, unit_diag, m, n, alpha, A, lda, B, ldb, n_threads, it)
     elif left:
         for t in prange(_n_tiles(n), nogil=True, num_threads=n_threads, schedule="dynamic"):
+            if interrupted(it):
+                continue
             p0 = t * TILE
             trsm(True, lower, trans, unit_diag, m, min(TILE, n - p0), alpha, A, lda, B + p0, ldb)
     else:
-        for t in prange(_n_tiles(m), nogil=True, num_threads=n_threads, schedule="dynamic"):
-            p0 = t * TILE
-            trsm(False, lower, trans, unit_diag, min(TILE, m - p0), n, alpha, A, lda,
+        w = _panel_rows(n)
+        for t in prange((m + w - 1) // w, nogil=True, num_threads=n_threads, schedule="dynamic"):
+            if interrupted(it):
+                continue
+            p0 = t * w
+            trsm(False, lower, trans, unit_diag, min(w, m - p0), n, alpha, A, lda,
                  B + <Py_ssize_t>p0 * ldb, ldb)
+
+
+cdef inline int _panel_rows(int n) noexcept nogil:
+    """Rows of a right-solve panel against an n x n triangle: TILE up to n = 2 TILE, then
+    fewer (a multiple of 8) so that a panel stays near TILE (2 TILE)^2 = 5e8 flops."""
+    cdef Py_ssize_t big = 2 * TILE
+    if n <= big:
+        return TILE
+    return <int>max(8, ((<Py_ssize_t>TILE * big * big) // (<Py_ssize_t>n * n)) // 8 * 8)
 
 
 cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
                          const double* A, int lda, double* B, int ldb,
-                         int n_threads) noexcept nogil:
+                         int n_threads, Interrupt* it) noexcept nogil:
     """Left solve op(A) X = alpha B by blocked substitution, parallel over row blocks of B.
 
     Step by step in substitution order, the next SOLVE_BLOCK rows of X are solved against
@@ -479,6 +656,8 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
             for c in range(n):
                 B[r * ldb + c] *= alpha
     for step in range(n_blocks):
+        if interrupted(it):
+            return
         i = step if forward else n_blocks - 1 - step
         i0 = i * SOLVE_BLOCK
         ilen = min(<int>SOLVE_BLOCK, m - i0)
@@ -486,6 +665,8 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
              B + <Py_ssize_t>i0 * ldb, ldb)
         rest = n_blocks - 1 - i if forward else i
         for t in prange(rest, nogil=True, num_threads=n_threads, schedule="static"):
+            if interrupted(it):
+                continue
             j = i + 1 + t if forward else t
             j0 = j * SOLVE_BLOCK
             jlen = min(<int>SOLVE_BLOCK, m - j0)
@@ -498,18 +679,21 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
                      B + <Py_ssize_t>i0 * ldb, ldb, 1.0, B + <Py_ssize_t>j0 * ldb, ldb)
 
 
-cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil:
+cdef int potrf_tiled(int n, double* A, int lda, int n_threads, Interrupt* it) noexcept nogil:
     """Right-looking blocked Cholesky (lower, row-major) built from the tiled routines.
 
     Each step factors a CHOL_BLOCK diagonal block with dpotrf, solves the panel below it and
     updates the trailing matrix; no BLAS/LAPACK call sees more than max(TILE, CHOL_BLOCK) rows
-    of output.  Returns info as dpotrf would (the order of the failing leading minor).
+    of output.  Returns info as dpotrf would (the order of the failing leading minor); when
+    interrupted (it.raised), 0 with A unfinished.
     """
     cdef int k0, b, rest, info
     cdef double* A11
     cdef double* A21
     k0 = 0
     while k0 < n:
+        if interrupted(it):
+            return 0
         b = min(<int>CHOL_BLOCK, n - k0)
         A11 = A + <Py_ssize_t>k0 * lda + k0
         info = potrf(b, A11, lda)
@@ -518,14 +702,14 @@ cdef int potrf_tiled(int n, double* A, int lda, int n_threads) noexcept nogil:
         rest = n - k0 - b
         if rest > 0:
             A21 = A + <Py_ssize_t>(k0 + b) * lda + k0
-            trsm_tiled(False, True, True, False, rest, b, 1.0, A11, lda, A21, lda, n_threads)
-            syrk_tiled(False, rest, b, -1.0, A21, lda, 1.0, A21 + b, lda, n_threads)
+            trsm_tiled(False, True, True, False, rest, b, 1.0, A11, lda, A21, lda, n_threads, it)
+            syrk_tiled(False, rest, b, -1.0, A21, lda, 1.0, A21 + b, lda, n_threads, it)
         k0 += b
     return 0
 
 
 cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, double* O, int ldo,
-                      int n_threads) noexcept nogil:
+                      int n_threads, Interrupt* it) noexcept nogil:
     """O = (L L^T)^{-1} (full, row-major) from the lower factor L, with Z (n x n) as scratch.
 
     Two parallel passes over INV_TILE-wide panels: Z = L^{-1}, each column panel j a triangular
@@ -540,6 +724,8 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
         return
     # Largest panels first (dynamic schedule): panel t costs about (n - t INV_TILE)^2 INV_TILE.
     for t in prange(nt, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         j0 = t * INV_TILE
         w = min(<int>INV_TILE, n - j0)
         for r in range(j0, n):
@@ -547,20 +733,24 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
                 Z[<Py_ssize_t>r * ldz + c] = 1.0 if r == c else 0.0
         trsm(True, True, False, False, n - j0, w, 1.0, L + <Py_ssize_t>j0 * ldl + j0, ldl,
              Z + <Py_ssize_t>j0 * ldz + j0, ldz)
+    if interrupted(it):
+        return
     # Lower tiles (bi, bj), bj <= bi, numbered row by row (_lower_tile_row).
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         bi = _lower_tile_row(t)
         bj = t - bi * (bi + 1) // 2
         i0 = bi * INV_TILE
         j0 = bj * INV_TILE
-        gemm(True, False, min(<int>INV_TILE, n - i0), min(<int>INV_TILE, n - j0), n - i0, 1.0,
-             Z + <Py_ssize_t>i0 * ldz + i0, ldz, Z + <Py_ssize_t>i0 * ldz + j0, ldz, 0.0,
-             O + <Py_ssize_t>i0 * ldo + j0, ldo)
+        gemm_split(True, False, min(<int>INV_TILE, n - i0), min(<int>INV_TILE, n - j0), n - i0,
+                   1.0, Z + <Py_ssize_t>i0 * ldz + i0, ldz, Z + <Py_ssize_t>i0 * ldz + j0, ldz,
+                   0.0, O + <Py_ssize_t>i0 * ldo + j0, ldo, it)
     symmetrize_from_lower(n, O, ldo)
 
 
 cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* diag,
-                              int n_threads) noexcept nogil:
+                              int n_threads, Interrupt* it) noexcept nogil:
     """alpha T T^T for the upper triangle T of A (diagonal included), T left unchanged: its strict
     lower triangle overwrites A's, its diagonal goes to diag.  Returns -1 if the per-thread
     scratch could not be allocated, else 0.
@@ -583,6 +773,8 @@ cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* d
         return -1
     # Lower tiles (bi, bj), bj <= bi, row by row (_lower_tile_row): the costliest first.
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         X = work + <Py_ssize_t>omp_get_thread_num() * INV_TILE * INV_TILE
         bi = _lower_tile_row(t)
         bj = t - bi * (bi + 1) // 2
@@ -673,10 +865,14 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
     if k == 0:
         out[...] = 0.0
         return out
+    cdef Interrupt it
+    interrupt_init(&it)
     with blas_threads(1):
         with nogil:
             gemm_tiled(trans_a, trans_b, m, n, k, alpha, &a[0, 0], a.shape[1], &b[0, 0],
-                       b.shape[1], 0.0, &c[0, 0], n, n_threads)
+                       b.shape[1], 0.0, &c[0, 0], n, n_threads, &it)
+        if it.raised:
+            reraise()
     return out
 
 
@@ -713,10 +909,16 @@ def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
     cdef int k = a.shape[0] if trans else a.shape[1]
     out = np.zeros((n, n))
     cdef double[:, ::1] c = out
+    cdef Interrupt it
+    interrupt_init(&it)
     if n > 0 and k > 0:
         with blas_threads(1):
             with nogil:
-                syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads)
+                syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads,
+                           &it)
+            if it.raised:
+                reraise()
+            with nogil:
                 symmetrize_from_lower(n, &c[0, 0], n)
     return out
 
@@ -733,11 +935,15 @@ def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal
     cdef int nt = t.shape[0]
     if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
         raise ValueError("solve_triangular: shapes do not match")
+    cdef Interrupt it
+    interrupt_init(&it)
     if b.shape[0] > 0 and b.shape[1] > 0:
         with blas_threads(1):
             with nogil:
                 trsm_tiled(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0,
-                           &t[0, 0], nt, &b[0, 0], b.shape[1], n_threads)
+                           &t[0, 0], nt, &b[0, 0], b.shape[1], n_threads, &it)
+            if it.raised:
+                reraise()
     out = np.asarray(b)
     return out.ravel() if vector else out
 
@@ -777,9 +983,13 @@ def cholesky(A, overwrite=False, int n_threads=1):
         raise ValueError("cholesky: the matrix must be square")
     if n == 0:
         return np.asarray(a)
+    cdef Interrupt it
+    interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads)
+            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
+        if it.raised:
+            reraise()
     check_info(info, "cholesky")
     with nogil:
         for i in range(n):
@@ -820,9 +1030,13 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
         return np.empty(0)
     cdef double[::1] diag = np.empty(n)
     cdef double[::1] t_diag = np.empty(n)
+    cdef Interrupt it
+    interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads)
+            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
+        if it.raised:
+            reraise()
     if info != 0:
         return None
     with nogil:
@@ -831,7 +1045,9 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
             t_diag[i] = a[i, i]
     with blas_threads(1):
         with nogil:
-            info = lauum_upper_to_lower(n, &a[0, 0], n, scale, &diag[0], n_threads)
+            info = lauum_upper_to_lower(n, &a[0, 0], n, scale, &diag[0], n_threads, &it)
+        if it.raised:
+            reraise()
     if info != 0:
         raise MemoryError("cholesky_pair: no memory for the per-thread tiles")
     with nogil:
@@ -839,7 +1055,9 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
             a[i, i] = diag[i] + lam
     with blas_threads(1):
         with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads)
+            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
+        if it.raised:
+            reraise()
     check_info(info, "cholesky_pair (scale T T^T + lam I)")
     return np.asarray(t_diag)
 
@@ -852,13 +1070,17 @@ def cho_solve(L, B, int n_threads=1):
     cdef int n = l.shape[0]
     if l.shape[0] != l.shape[1] or b.shape[0] != l.shape[0]:
         raise ValueError("cho_solve: shapes do not match")
+    cdef Interrupt it
+    interrupt_init(&it)
     if b.shape[0] > 0 and b.shape[1] > 0:
         with blas_threads(1):
             with nogil:
                 trsm_tiled(True, True, False, False, n, b.shape[1], 1.0, &l[0, 0], n,
-                           &b[0, 0], b.shape[1], n_threads)
+                           &b[0, 0], b.shape[1], n_threads, &it)
                 trsm_tiled(True, True, True, False, n, b.shape[1], 1.0, &l[0, 0], n,
-                           &b[0, 0], b.shape[1], n_threads)
+                           &b[0, 0], b.shape[1], n_threads, &it)
+            if it.raised:
+                reraise()
     out = np.asarray(b)
     return out.ravel() if vector else out
 
@@ -896,9 +1118,13 @@ def cho_inverse(L, overwrite=False, int n_threads=1, work=None):
     singular = np.flatnonzero(np.diagonal(np.asarray(a)) == 0.0)
     if singular.size:
         check_info(int(singular[0]) + 1, "cho_inverse")     # as dpotri reports it
+    cdef Interrupt it
+    interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            potri_tiled(n, &a[0, 0], n, &z[0, 0], n, &a[0, 0], n, n_threads)
+            potri_tiled(n, &a[0, 0], n, &z[0, 0], n, &a[0, 0], n, n_threads, &it)
+        if it.raised:
+            reraise()
     return np.asarray(a)
 
 

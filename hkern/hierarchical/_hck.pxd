@@ -5,6 +5,8 @@
 # tree-ordered, C-contiguous (n, k) arrays (with BLAS limited to one thread by the caller, as
 # hkern._threads.blas_threads(1) does).
 
+from hkern._linalg cimport Interrupt
+
 # Heap order: node i's parent (the root is 0).
 cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:
     return (i - 1) // 2
@@ -59,15 +61,18 @@ cdef class HCKOperator:
     # internals
     cdef void _gather(self, Py_ssize_t i, double* Z, double* zsq) noexcept nogil
     cdef void _instantiate(self, Py_ssize_t i, Work* w) noexcept nogil
-    cdef int _sigma_factor(self, Py_ssize_t i) noexcept nogil
-    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil
-    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil
-    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil
+    cdef int _sigma_factor(self, Py_ssize_t i, Interrupt* it) noexcept nogil
+    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w, Interrupt* it) noexcept nogil
+    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w,
+                         Interrupt* it) noexcept nogil
+    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level,
+                         Interrupt* it) noexcept nogil
     cdef int _factorize_below(self, int n_threads, int* failed_node, double* theta,
-                              int split) noexcept nogil
-    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta) noexcept nogil
+                              int split, Interrupt* it) noexcept nogil
+    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta,
+                              Interrupt* it) noexcept nogil
     cdef int _nonleaf_level(self, int t, int n_threads, double* theta, int* node_status,
-                            int* failed_node) noexcept nogil
+                            int* failed_node, Interrupt* it) noexcept nogil
     cdef void _solve_up(self, const double* B, double* Y, double* c, double* g, double* sv,
                         const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k, int t_from,
                         int t_to, int n_threads) noexcept nogil

@@ -41,8 +41,9 @@ from libc.math cimport log, fabs
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcpy, memset
 
-from hkern._linalg cimport (gemm, syrk, trsm, trmm, potrf, potrs, getrf, getrs,
-                            symmetrize_from_lower)
+from hkern._linalg cimport (Interrupt, gemm, gemm_tiled, getrf_blocked, getrs, interrupt_init,
+                            interrupted, potrf_tiled, potrs, reraise, symmetrize_from_lower,
+                            syrk_tiled, trmm, trsm, trsm_tiled)
 from hkern.kernels._kernels cimport kernel_block, kernel_block_lower, sqnorms
 
 import numpy as np
@@ -52,6 +53,9 @@ import numpy as np
 cdef int SPLIT_LEVEL = 3
 # Test points evaluated at a time per leaf in predict (bounds the per-thread buffers).
 cdef int PREDICT_CHUNK = 1024
+# Right-hand sides per getrs call in _nonleaf_up: with r = 2048 a call on all r of them was
+# 1.7e10 flops, too long between two interrupt checks; 64 columns make it 5e8.
+cdef int GETRS_PANEL = 64
 
 
 cdef inline double* _mutable(const double* p) noexcept nogil:
@@ -136,6 +140,7 @@ cdef enum:
     FAIL_SIGMA = 1        # Sigma_p not positive definite
     FAIL_LEAF = 2         # B_leaf not positive definite
     FAIL_LU = 3           # I + Lambda Xi singular
+    FAIL_INTERRUPT = 4    # a signal handler raised (the caller raises its exception)
 
 
 cdef class HCKOperator:
@@ -236,8 +241,12 @@ cdef class HCKOperator:
         cdef Py_ssize_t r2 = <Py_ssize_t>self.r_max * self.r_max
         theta = np.empty(max(((2 << split) - 1) * r2, 1))
         cdef double[::1] th = theta
+        cdef Interrupt it
+        interrupt_init(&it)
         with nogil:
-            status = self._factorize_below(n_threads, &node, &th[0], split)
+            status = self._factorize_below(n_threads, &node, &th[0], split, &it)
+        if it.raised:
+            reraise()
         if self.levels > 0:
             # The other parts' Theta blocks of the level-L nodes; a failure on any part is
             # raised on every part there.
@@ -245,7 +254,9 @@ cdef class HCKOperator:
                              if r2 else theta[:0].reshape(0, 1),
                              _error_for(status, node, self))
             with nogil:
-                status = self._factorize_above(n_threads, &node, &th[0])
+                status = self._factorize_above(n_threads, &node, &th[0], &it)
+            if it.raised:
+                reraise()
         _raise_for(status, node, self)
         self.logdet_value = float(np.sum(np.asarray(self.logdet_parts)))
 
@@ -346,18 +357,23 @@ cdef class HCKOperator:
                 add_jitter_rows(_mutable(&self.U[self.u_off[i]]), rp, s0, m,
                                 &self.lm[self.lm_off[p]], rp, self.jitter)
 
-    cdef int _sigma_factor(self, Py_ssize_t i) noexcept nogil:
+    cdef int _sigma_factor(self, Py_ssize_t i, Interrupt* it) noexcept nogil:
         """L_i = chol(Sigma_i) in place (Sigma_i instantiated in L_i)."""
         cdef int ri = <int>self.rank[i], a, b
         cdef double* Li = _mutable(&self.L[self.sq_off[i]])
-        if potrf(ri, Li, ri) != 0:
+        # The node's arithmetic runs on this thread: the tiled routines with one thread cut it
+        # into calls short enough to check for an interrupt between them (the same calls for
+        # any n_jobs).
+        if potrf_tiled(ri, Li, ri, 1, it) != 0:
             return FAIL_SIGMA
+        if interrupted(it):
+            return FAIL_INTERRUPT
         for a in range(ri):
             for b in range(a + 1, ri):
                 Li[a * ri + b] = 0.0
         return 0
 
-    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w) noexcept nogil:
+    cdef int _leaf_up(self, Py_ssize_t i, double* theta, Work* w, Interrupt* it) noexcept nogil:
         """Factors of leaf i; theta (r_p x r_p) <- U_i^T B_i^{-1} U_i."""
         cdef Py_ssize_t p
         cdef int m = <int>self.count[i], rp, a, b
@@ -372,12 +388,16 @@ cdef class HCKOperator:
             Lp = &self.L[self.sq_off[p]]
             # U_i holds K'(X_i, Z_p) and LB_i holds K(X_i, X_i) + lam I (from _instantiate).
             # V^T = K'(X_i, Z_p) L_p^{-T};  B = K + lam I - V^T V  (= A_ii - U Sigma U^T, stably)
-            trsm(False, True, True, False, m, rp, 1.0, Lp, rp, Ui, rp)
-            syrk(True, False, m, rp, -1.0, Ui, rp, 1.0, Bm, m)
+            trsm_tiled(False, True, True, False, m, rp, 1.0, Lp, rp, Ui, rp, 1, it)
+            syrk_tiled(False, m, rp, -1.0, Ui, rp, 1.0, Bm, m, 1, it)
             # U = V^T L_p^{-1} = K'(X_i, Z_p) Sigma_p^{-1}
-            trsm(False, True, False, False, m, rp, 1.0, Lp, rp, Ui, rp)
-        if potrf(m, Bm, m) != 0:
+            trsm_tiled(False, True, False, False, m, rp, 1.0, Lp, rp, Ui, rp, 1, it)
+            if interrupted(it):
+                return FAIL_INTERRUPT
+        if potrf_tiled(m, Bm, m, 1, it) != 0:
             return FAIL_LEAF
+        if interrupted(it):
+            return FAIL_INTERRUPT
         for a in range(m):
             acc += log(Bm[a * m + a])
             for b in range(a + 1, m):
@@ -386,12 +406,15 @@ cdef class HCKOperator:
         if i != 0:
             # theta = U^T B^{-1} U = V^T V with V = LB^{-1} U
             memcpy(w.V, Ui, <Py_ssize_t>m * rp * sizeof(double))
-            trsm(True, True, False, False, m, rp, 1.0, Bm, m, w.V, rp)
-            syrk(True, True, rp, m, 1.0, w.V, rp, 0.0, theta, rp)
+            trsm_tiled(True, True, False, False, m, rp, 1.0, Bm, m, w.V, rp, 1, it)
+            syrk_tiled(True, rp, m, 1.0, w.V, rp, 0.0, theta, rp, 1, it)
+            if interrupted(it):
+                return FAIL_INTERRUPT
             symmetrize_from_lower(rp, theta, rp)
         return 0
 
-    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w) noexcept nogil:
+    cdef int _nonleaf_up(self, Py_ssize_t i, double* xi, double* theta, Work* w,
+                         Interrupt* it) noexcept nogil:
         """Factors of non-leaf i from Xi_i; theta (r_p x r_p) <- W_i^T Xi_i W~_i (non-root)."""
         cdef int ri = <int>self.rank[i], rp = 0, a
         cdef Py_ssize_t p = 0
@@ -400,6 +423,7 @@ cdef class HCKOperator:
         cdef double* Wti = NULL
         cdef const double* Lp
         cdef double acc = 0.0
+        cdef int c0
         # Lambda_i = Sigma_i - W_i Sigma_p W_i^T in w.S (Lambda_root = Sigma_root); Sigma_i's lower
         # triangle was left in Sigma~_i's buffer by _instantiate.
         memcpy(w.S, Sti, <Py_ssize_t>ri * ri * sizeof(double))
@@ -410,64 +434,79 @@ cdef class HCKOperator:
             Wi = _mutable(&self.W[self.w_off[i]])
             Wti = _mutable(&self.Wt[self.w_off[i]])
             # W_i holds K'(Z_i, Z_p) (from _instantiate).
-            trsm(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp)      # Y^T = K' L_p^{-T}
-            syrk(True, False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri)              # Lambda (lower)
-            trsm(False, True, False, False, ri, rp, 1.0, Lp, rp, Wi, rp)     # W = Y^T L_p^{-1}
+            trsm_tiled(False, True, True, False, ri, rp, 1.0, Lp, rp, Wi, rp, 1, it)  # Y^T = K' L_p^-T
+            syrk_tiled(False, ri, rp, -1.0, Wi, rp, 1.0, w.S, ri, 1, it)  # Lambda (lower)
+            trsm_tiled(False, True, False, False, ri, rp, 1.0, Lp, rp, Wi, rp, 1, it)  # W = Y^T L_p^-1
         symmetrize_from_lower(ri, w.S, ri)
         # M = I + Lambda Xi (LU: Lambda is singular whenever landmark sets overlap)
-        gemm(False, False, ri, ri, ri, 1.0, w.S, ri, xi, ri, 0.0, w.M, ri)
+        gemm_tiled(False, False, ri, ri, ri, 1.0, w.S, ri, xi, ri, 0.0, w.M, ri, 1, it)
+        if interrupted(it):
+            return FAIL_INTERRUPT
         for a in range(ri):
             w.M[a * ri + a] += 1.0
-        if getrf(ri, w.M, ri, w.ipiv) != 0:
+        if getrf_blocked(ri, w.M, ri, w.ipiv, it) != 0:
             return FAIL_LU
+        if interrupted(it):
+            return FAIL_INTERRUPT
         for a in range(ri):
             acc += log(fabs(w.M[a * ri + a]))
         _mutable(&self.logdet_parts[0])[i] = acc
         # Sigma~ = -M^{-1} Lambda, symmetrised (asymmetry is round-off, ~1e-15)
         memcpy(Sti, w.S, <Py_ssize_t>ri * ri * sizeof(double))
-        getrs(ri, ri, w.M, ri, w.ipiv, Sti, ri)
+        c0 = 0
+        while c0 < ri:      # column panels: each column of the solution is its own solve
+            if interrupted(it):
+                return FAIL_INTERRUPT
+            getrs(ri, min(GETRS_PANEL, ri - c0), w.M, ri, w.ipiv, Sti + c0, ri)
+            c0 = c0 + GETRS_PANEL
         for a in range(ri * ri):
             Sti[a] = -Sti[a]
         symmetrize(ri, Sti, ri)
         if i != 0:
             # T = Xi W;  W~ = W + Sigma~ T;  theta = W^T Xi W~ = T^T W~ (Xi is symmetric)
-            gemm(False, False, ri, rp, ri, 1.0, xi, ri, Wi, rp, 0.0, w.T, rp)
+            gemm_tiled(False, False, ri, rp, ri, 1.0, xi, ri, Wi, rp, 0.0, w.T, rp, 1, it)
             memcpy(Wti, Wi, <Py_ssize_t>ri * rp * sizeof(double))
-            gemm(False, False, ri, rp, ri, 1.0, Sti, ri, w.T, rp, 1.0, Wti, rp)
-            gemm(True, False, rp, rp, ri, 1.0, w.T, rp, Wti, rp, 0.0, theta, rp)
+            gemm_tiled(False, False, ri, rp, ri, 1.0, Sti, ri, w.T, rp, 1.0, Wti, rp, 1, it)
+            gemm_tiled(True, False, rp, rp, ri, 1.0, w.T, rp, Wti, rp, 0.0, theta, rp, 1, it)
+            if interrupted(it):
+                return FAIL_INTERRUPT
             symmetrize(rp, theta, rp)
         return 0
 
-    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level) noexcept nogil:
+    cdef int _up_subtree(self, Py_ssize_t i, double* theta, Work* w, int level,
+                         Interrupt* it) noexcept nogil:
         """Depth-first upward pass over the subtree of i (one thread)."""
         cdef int ri, status
         cdef Py_ssize_t a, r2
         cdef double* xi
         cdef double* th
+        if interrupted(it):
+            return FAIL_INTERRUPT
         if i >= self.first_leaf:
-            return self._leaf_up(i, theta, w)
+            return self._leaf_up(i, theta, w, it)
         ri = <int>self.rank[i]
         r2 = <Py_ssize_t>self.r_max * self.r_max
         xi = w.stack + 2 * level * r2
         th = xi + r2
-        status = self._up_subtree(2 * i + 1, th, w, level + 1)
+        status = self._up_subtree(2 * i + 1, th, w, level + 1, it)
         if status != 0:
             return status
         memcpy(xi, th, <Py_ssize_t>ri * ri * sizeof(double))
-        status = self._up_subtree(2 * i + 2, th, w, level + 1)
+        status = self._up_subtree(2 * i + 2, th, w, level + 1, it)
         if status != 0:
             return status
         for a in range(<Py_ssize_t>ri * ri):
             xi[a] += th[a]
-        return self._nonleaf_up(i, xi, theta, w)
+        return self._nonleaf_up(i, xi, theta, w, it)
 
     cdef int _factorize_below(self, int n_threads, int* failed_node, double* theta,
-                              int split) noexcept nogil:
+                              int split, Interrupt* it) noexcept nogil:
         """Every held node's kernel blocks and Sigma factor, then the upward pass over the
         held nodes of levels J .. L (L = self.levels; the whole tree for L = 0): subtrees
         rooted at level ``split`` (>= L) one thread each, depth first, the levels above them
         node by node.  theta holds r_max^2 numbers per node of levels <= split (slot i): the
-        Theta block a node hands to its parent."""
+        Theta block a node hands to its parent.  Every phase checks for an interrupt (it), node
+        by node and inside each node's arithmetic; FAIL_INTERRUPT once one came."""
         cdef int J = self.depth, status = 0, t, ri
         cdef Py_ssize_t i, a, b, r2 = <Py_ssize_t>self.r_max * self.r_max
         cdef Work* w
@@ -482,6 +521,8 @@ cdef class HCKOperator:
         for a in prange(<Py_ssize_t>self.level_off[J + 1], nogil=True, num_threads=n_threads,
                         schedule="dynamic"):
             i = self.level_nodes[a]
+            if interrupted(it):
+                continue
             w = work_alloc(self.r_max, self.d, 0, 0)
             if w == NULL:
                 node_status[i] = FAIL_MEMORY
@@ -489,13 +530,15 @@ cdef class HCKOperator:
                 self._instantiate(i, w)
                 work_free(w)
         status = _first_failure(node_status, self.n_nodes, failed_node)
+        if interrupted(it):
+            status = FAIL_INTERRUPT
         t1 = omp_get_wtime()
         # Phase 0: Cholesky factors of every Sigma_p (children need their parent's).
         if status == 0:
             for a in prange(<Py_ssize_t>self.level_off[J], nogil=True, num_threads=n_threads,
                             schedule="dynamic"):
                 i = self.level_nodes[a]
-                node_status[i] = self._sigma_factor(i)
+                node_status[i] = FAIL_INTERRUPT if interrupted(it) else self._sigma_factor(i, it)
             status = _first_failure(node_status, self.n_nodes, failed_node)
         # Phase 1: subtrees rooted at level `split`, one thread each, depth first.
         if status == 0:
@@ -507,20 +550,21 @@ cdef class HCKOperator:
                     node_status[i] = FAIL_MEMORY
                 else:
                     node_status[i] = self._up_subtree(i, theta + i * r2 if i > 0 else NULL,
-                                                      w, 0)
+                                                      w, 0, it)
                     work_free(w)
             status = _first_failure(node_status, self.n_nodes, failed_node)
         # Phase 2: the levels above, node by node, down to level L.
         t = split - 1
         while status == 0 and t >= self.levels:
-            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node)
+            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node, it)
             t = t - 1
         self.phase_seconds[0] = t1 - t0
         self.phase_seconds[1] = omp_get_wtime() - t1
         free(node_status)
         return status
 
-    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta) noexcept nogil:
+    cdef int _factorize_above(self, int n_threads, int* failed_node, double* theta,
+                              Interrupt* it) noexcept nogil:
         """The upward pass over the top levels L - 1 .. 0, node by node, from the Theta blocks
         of level L (every part's, filled in by the exchange)."""
         cdef int status = 0, t = self.levels - 1
@@ -529,14 +573,14 @@ cdef class HCKOperator:
         if node_status == NULL:
             return FAIL_MEMORY
         while status == 0 and t >= 0:
-            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node)
+            status = self._nonleaf_level(t, n_threads, theta, node_status, failed_node, it)
             t = t - 1
         self.phase_seconds[1] += omp_get_wtime() - t1
         free(node_status)
         return status
 
     cdef int _nonleaf_level(self, int t, int n_threads, double* theta, int* node_status,
-                            int* failed_node) noexcept nogil:
+                            int* failed_node, Interrupt* it) noexcept nogil:
         """_nonleaf_up of the held nodes of level t from their children's Theta blocks."""
         cdef Py_ssize_t i, a, b, r2 = <Py_ssize_t>self.r_max * self.r_max
         cdef int ri
@@ -552,7 +596,7 @@ cdef class HCKOperator:
                 for b in range(<Py_ssize_t>ri * ri):
                     w.stack[b] = theta[(2 * i + 1) * r2 + b] + theta[(2 * i + 2) * r2 + b]
                 node_status[i] = self._nonleaf_up(i, w.stack, theta + i * r2 if i > 0 else NULL,
-                                                  w)
+                                                  w, it)
                 work_free(w)
         return _first_failure(node_status, self.n_nodes, failed_node)
 

@@ -6,6 +6,8 @@
 #     s = ||x - y||_1   / sigma     for the Laplace kernel.
 # Everything else (pairs, blocks, tiles) computes s and calls that one definition.
 
+from hkern._linalg cimport Interrupt
+
 cdef enum KernelKind:
     GAUSSIAN = 0
     LAPLACE = 1
@@ -27,11 +29,12 @@ cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double*
                              const double* xsq, double* out, int ldo) noexcept nogil
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
-                       double* out, int ldo, int n_threads) noexcept nogil
+                       double* out, int ldo, int n_threads, Interrupt* it) noexcept nogil
 cdef int kernel_times(int kind, double sigma, int m, int n, int d,
                       const double* X, const double* xsq, const double* Y, const double* ysq,
-                      const double* V, int k, double* out, int n_threads) noexcept nogil
+                      const double* V, int k, double* out, int n_threads,
+                      Interrupt* it) noexcept nogil
 cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
                              const double* X, const double* xsq, const double* Z,
                              const double* zsq, const double* U, const double* V, int k,
-                             double* out, int n_threads) noexcept nogil
+                             double* out, int n_threads, Interrupt* it) noexcept nogil

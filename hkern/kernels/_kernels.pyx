@@ -4,7 +4,7 @@ from libc.math cimport exp, sqrt, fabs
 from libc.stdlib cimport malloc, calloc, free
 from openmp cimport omp_get_thread_num
 
-from hkern._linalg cimport gemm, syrk
+from hkern._linalg cimport Interrupt, gemm, interrupt_init, interrupted, reraise, syrk
 
 import numpy as np
 
@@ -164,12 +164,13 @@ cdef void kernel_block_lower(int kind, double sigma, int m, int d, const double*
 
 cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
                        const double* X, const double* xsq, const double* Y, const double* ysq,
-                       double* out, int ldo, int n_threads) noexcept nogil:
+                       double* out, int ldo, int n_threads, Interrupt* it) noexcept nogil:
     """Fill the m x n matrix out = K(X, Y) tile by tile, tiles spread over n_threads threads.
 
     The tile grid does not depend on n_threads, so every entry is computed by the same
     operations whatever the thread count: results are bitwise identical for any n_jobs
-    (BLAS must be limited to one thread by the caller while this runs in parallel).
+    (BLAS must be limited to one thread by the caller while this runs in parallel).  Checks
+    for an interrupt before each tile (it may be NULL; see hkern/_linalg.pxd).
     """
     cdef int tiles_c = (n + TILE_COLS - 1) // TILE_COLS
     cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
@@ -177,6 +178,8 @@ cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
     if m == 0 or n == 0:
         return
     for t in prange(tiles_r * tiles_c, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        if interrupted(it):
+            continue
         r0 = (t // tiles_c) * TILE_ROWS
         c0 = (t % tiles_c) * TILE_COLS
         tm = min(TILE_ROWS, m - r0)
@@ -189,14 +192,16 @@ cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
 
 cdef int kernel_times(int kind, double sigma, int m, int n, int d,
                       const double* X, const double* xsq, const double* Y, const double* ysq,
-                      const double* V, int k, double* out, int n_threads) noexcept nogil:
+                      const double* V, int k, double* out, int n_threads,
+                      Interrupt* it) noexcept nogil:
     """out (m x k) = K(X, Y) @ V (n x k) without storing K: each TILE_ROWS x TILE_COLS block is
     computed into a per-thread buffer that stays in cache and multiplied into its rows of out
     at once.
 
     Threads own row tiles, and each row tile adds its column tiles in order, so every entry of
     out is the same sum for any n_threads (BLAS limited to one thread by the caller).  Memory:
-    one tile per thread.  Returns -1 if that could not be allocated, else 0.
+    one tile per thread.  Returns -1 if that could not be allocated, else 0.  Checks for an
+    interrupt before each tile (it may be NULL).
     """
     cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
     cdef int t, r0, c0, tm, tn
@@ -217,6 +222,8 @@ cdef int kernel_times(int kind, double sigma, int m, int n, int d,
         tm = min(TILE_ROWS, m - r0)
         c0 = 0
         while c0 < n:
+            if interrupted(it):
+                break
             tn = min(TILE_COLS, n - c0)
             kernel_block(kind, sigma, tm, tn, d, X + <Py_ssize_t>r0 * d,
                          (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
@@ -245,7 +252,7 @@ cdef int normal_rows(int m) noexcept nogil:
 cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
                              const double* X, const double* xsq, const double* Z,
                              const double* zsq, const double* U, const double* V, int k,
-                             double* out, int n_threads) noexcept nogil:
+                             double* out, int n_threads, Interrupt* it) noexcept nogil:
     """out (m x k) = K(X, Z)^T (K(X, Z) U + V) in one pass over K, never stored.
 
     U (m x k) or V (n x k) may be NULL (zero).  Each block of normal_rows(m) rows of K(X, Z) is
@@ -272,7 +279,7 @@ cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
     if sums == NULL:
         return -1
     status = normal_times_blocks(kind, sigma, n, m, d, 0, n_blocks, X, xsq, Z, zsq, U, V, k,
-                                 sums, n_threads)
+                                 sums, n_threads, it)
     if status == 0:
         for s in range(slabs):
             for i in range(mk):
@@ -284,7 +291,7 @@ cdef int kernel_normal_times(int kind, double sigma, int n, int m, int d,
 cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d, int b_first,
                              int b_last, const double* X, const double* xsq, const double* Z,
                              const double* zsq, const double* U, const double* V, int k,
-                             double* sums, int n_threads) noexcept nogil:
+                             double* sums, int n_threads, Interrupt* it) noexcept nogil:
     """The blocks b_first <= b < b_last of kernel_normal_times on n rows in all, each block's
     product added into its slab's partial sum sums[slab] (m x k, as the caller left it).
 
@@ -292,6 +299,7 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
     these blocks.  Run over every block from zeroed sums, this is kernel_normal_times; an MPI
     rank runs the blocks that start in its rows, continuing a slab another rank began from that
     rank's partial sum, and gets the serial sums bit for bit (hkern/baselines/nystrom_sharded).
+    Checks for an interrupt before each block (it may be NULL).
     """
     cdef int rows = normal_rows(m)
     cdef int n_blocks = <int>((n + rows - 1) // rows)
@@ -316,6 +324,8 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
         acc = sums + s * mk
         for b in range(max(s * n_blocks // slabs, b_first),
                        min((s + 1) * n_blocks // slabs, b_last)):
+            if interrupted(it):
+                break
             r0 = <Py_ssize_t>b * rows - base
             rr = <int>min(<Py_ssize_t>rows, n - base - r0)
             kernel_block(kind, sigma, rr, m, d, X + r0 * d, (xsq + r0) if xsq != NULL else NULL,
@@ -353,10 +363,14 @@ def kernel_times_matrix(int kind, double sigma, const double[:, ::1] X, const do
         return
     cdef double[::1] xsq = _squared_norms(kind, X)
     cdef double[::1] ysq = _squared_norms(kind, Y)
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         status = kernel_times(kind, sigma, m, n, d, &X[0, 0], &xsq[0],
                               &Y[0, 0] if n > 0 else NULL, &ysq[0],
-                              &V[0, 0] if n > 0 else NULL, k, &out[0, 0], n_threads)
+                              &V[0, 0] if n > 0 else NULL, k, &out[0, 0], n_threads, &it)
+    if it.raised:
+        reraise()
     if status != 0:
         raise MemoryError("kernel_times: no memory for the per-thread tiles")
 
@@ -380,10 +394,14 @@ def kernel_normal_times_matrix(int kind, double sigma, const double[:, ::1] X,
         vp = &v[0, 0]
     cdef double[::1] xsq = _squared_norms(kind, X)
     cdef double[::1] zsq = _squared_norms(kind, Z)
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         status = kernel_normal_times(kind, sigma, n, m, d, &X[0, 0] if n > 0 else NULL,
                                      &xsq[0], &Z[0, 0], &zsq[0], up, vp, k, &out[0, 0],
-                                     n_threads)
+                                     n_threads, &it)
+    if it.raised:
+        reraise()
     if status != 0:
         raise MemoryError("kernel_normal_times: no memory for the per-thread blocks")
 
@@ -418,9 +436,14 @@ def kernel_normal_times_blocks(int kind, double sigma, Py_ssize_t n, int b_first
         vp = &v[0, 0]
     cdef double[::1] xsq = _squared_norms(kind, X)
     cdef double[::1] zsq = _squared_norms(kind, Z)
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         status = normal_times_blocks(kind, sigma, n, m, d, b_first, b_last, &X[0, 0], &xsq[0],
-                                     &Z[0, 0], &zsq[0], up, vp, k, &sums[0, 0, 0], n_threads)
+                                     &Z[0, 0], &zsq[0], up, vp, k, &sums[0, 0, 0], n_threads,
+                                     &it)
+    if it.raised:
+        reraise()
     if status != 0:
         raise MemoryError("kernel_normal_times: no memory for the per-thread blocks")
 
@@ -441,9 +464,13 @@ def fill_kernel_matrix(int kind, double sigma, const double[:, ::1] X, const dou
         return
     cdef double[::1] xsq = _squared_norms(kind, X)
     cdef double[::1] ysq = _squared_norms(kind, Y)
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         kernel_tiles(kind, sigma, m, n, d, &X[0, 0], &xsq[0], &Y[0, 0], &ysq[0],
-                     &out[0, 0], out.shape[1], n_threads)
+                     &out[0, 0], out.shape[1], n_threads, &it)
+    if it.raised:
+        reraise()
 
 
 def kernel_values(int kind, const double[::1] s):

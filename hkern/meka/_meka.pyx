@@ -20,7 +20,8 @@ from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
-from hkern._linalg cimport gemm, gemm_tiled, lstsq_svd
+from hkern._linalg cimport (Interrupt, gemm, gemm_tiled, interrupt_init, interrupted,
+                            lstsq_svd, reraise)
 from hkern.kernels._kernels cimport kernel_block, sqnorms
 
 import numpy as np
@@ -232,7 +233,11 @@ def apply(const double[::1] W, const Py_ssize_t[::1] w_off, const Py_ssize_t[::1
     if r == 0 or K == 0:
         return
     apply_basis(W, w_off, starts, k_starts, V, u, True, n_threads)
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         gemm_tiled(False, False, K, r, K, 1.0, &L[0, 0], K, &u[0, 0], r, 0.0, &y[0, 0], r,
-                   n_threads)
+                   n_threads, &it)
+    if it.raised:
+        reraise()
     apply_basis(W, w_off, starts, k_starts, y, out, False, n_threads)

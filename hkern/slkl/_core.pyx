@@ -118,14 +118,14 @@ cdef int solve_normal(int m, int n, const double* C, int ldc, const double* dinv
     > 0: not positive definite to working precision, B untouched).
     """
     cdef int i, info
-    syrk_tiled(False, m, n, 1.0 / lam, C, ldc, 0.0, work, ldw, n_threads)
+    syrk_tiled(False, m, n, 1.0 / lam, C, ldc, 0.0, work, ldw, n_threads, NULL)
     for i in range(m):
         work[<Py_ssize_t>i * ldw + i] += dinv[i]
-    info = potrf_tiled(m, work, ldw, n_threads)
+    info = potrf_tiled(m, work, ldw, n_threads, NULL)
     if info != 0:
         return info
-    trsm_tiled(True, True, False, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads)
-    trsm_tiled(True, True, True, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads)
+    trsm_tiled(True, True, False, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, NULL)
+    trsm_tiled(True, True, True, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, NULL)
     return 0
 
 
@@ -318,7 +318,7 @@ cdef class SlklCore:
             r = self.cand[m]
             kernel_tiles(self.kind, self.sigma, 1, <int>n, self.d, &self.X[r, 0], &self.xsq[r],
                          &self.X[0, 0], &self.xsq[0], &self.col[0], <int>n,
-                         self.n_threads if COLUMN_WORK * n >= parallel_work else 1)
+                         self.n_threads if COLUMN_WORK * n >= parallel_work else 1, NULL)
             if self.scale[m] != 1.0:
                 for i in range(n):
                     self.col[i] *= self.scale[m]

@@ -1,0 +1,126 @@
+"""Ctrl-C during a long compiled call (issue 31, item 2).
+
+A child interpreter starts a call that would take several seconds, the test sends it SIGINT
+1.5 s later, and the child must catch KeyboardInterrupt within 1 s of the signal (the compiled
+loops check for signals between units of work of well under 0.1 s), then run a smaller call of
+the same kind that must give the same bits as in this process, which was never interrupted
+(no thread of the interrupted call is left running or has left state behind).
+
+The only timed assertion is that 1 s bound, measured from the signal, with the child's clock
+(the same machine's) read when the exception arrives.
+"""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import hkern
+from hkern.datasets import load_uci, standardize
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Seconds from the signal to the child's KeyboardInterrupt: the bound of issue 31 (1 s).
+BOUND = 1.0
+WAIT = 1.5
+
+PRELUDE = """
+import hashlib, sys, time
+import numpy as np
+import hkern
+from hkern.datasets import load_uci, standardize
+
+def digest(a):
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.float64).tobytes()).hexdigest()
+"""
+
+# Each case: (long call, small call returning an array), run with n_jobs=2; sized for a few
+# seconds or more on this project's 2-core machines (a Gaussian kernel entry takes ~1.7 ns).
+CASES = {
+    # 6000 x 6000 entries at d = 4000: 2.9e11 flops of GEMM in the kernel tiles.
+    "kernel_matrix": (
+        "rng = np.random.default_rng(0); X = rng.standard_normal((6000, 4000))\n"
+        "long = lambda: hkern.kernel_matrix(X, sigma=60.0, n_jobs=2)",
+        "hkern.kernel_matrix(X[:300, :50], X[:200, :50], sigma=3.0, n_jobs=2)"),
+    # 10^10 entries never stored: one fused K u pass.
+    "kernel_matvec": (
+        "rng = np.random.default_rng(0); X = rng.standard_normal((100000, 8))\n"
+        "long = lambda: hkern.kernel_matvec(X, X, np.ones(100000), sigma=2.0, n_jobs=2)",
+        "hkern.kernel_matvec(X[:2000], X[:3000], np.ones(3000), sigma=2.0, n_jobs=2)"),
+    # The HCK factorisation (one compiled call) on 20 000 kin40k points.
+    "fit_hierarchical": (
+        "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
+        "long = lambda: hkern.fit_hierarchical(X[:20000], y[:20000], r=1024, seed=0, n_jobs=2)",
+        "hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0, n_jobs=2).predict(Xte[:200])"),
+    # The tiled Cholesky of a 12 000 x 12 000 kernel matrix (5.8e11 flops).
+    "fit_exact_cholesky": (
+        "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
+        "long = lambda: hkern.fit_exact(X[:12000], y[:12000], solver='cholesky', n_jobs=2)",
+        "hkern.fit_exact(X[:1500], y[:1500], solver='cholesky', n_jobs=2).predict(Xte[:200])"),
+    # PCG with its preconditioner on 20 000 points.
+    "fit_exact_pcg": (
+        "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
+        "long = lambda: hkern.fit_exact(X[:20000], y[:20000], solver='pcg', seed=0, n_jobs=2)",
+        "hkern.fit_exact(X[:2000], y[:2000], solver='pcg', seed=0, n_jobs=2)"
+        ".predict(Xte[:200])"),
+}
+
+
+def _child_code(setup, small):
+    return PRELUDE + setup + textwrap.dedent(f"""
+        print("start", flush=True)
+        try:
+            long()
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("caught", repr(time.time()), flush=True)
+        print("digest", digest({small}), flush=True)
+        """)
+
+
+def _digest(a):
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.float64).tobytes()).hexdigest()
+
+
+def _small_here(name):
+    """The small call of a case in this (never interrupted) process."""
+    rng = np.random.default_rng(0)
+    if name == "kernel_matrix":
+        X = rng.standard_normal((6000, 4000))
+        return hkern.kernel_matrix(X[:300, :50], X[:200, :50], sigma=3.0, n_jobs=2)
+    if name == "kernel_matvec":
+        X = rng.standard_normal((100000, 8))
+        return hkern.kernel_matvec(X[:2000], X[:3000], np.ones(3000), sigma=2.0, n_jobs=2)
+    X, y, Xte, _, _ = standardize(*load_uci("kin40k", split=0))
+    if name == "fit_hierarchical":
+        return hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0,
+                                      n_jobs=2).predict(Xte[:200])
+    if name == "fit_exact_cholesky":
+        return hkern.fit_exact(X[:1500], y[:1500], solver="cholesky", n_jobs=2).predict(Xte[:200])
+    return hkern.fit_exact(X[:2000], y[:2000], solver="pcg", seed=0, n_jobs=2).predict(Xte[:200])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ctrl_c_stops_the_call_and_the_next_call_works(name):
+    setup, small = CASES[name]
+    child = subprocess.Popen([sys.executable, "-c", _child_code(setup, small)], cwd=HERE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "start", child.stderr.read()
+        time.sleep(WAIT)
+        sent = time.time()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert "caught" in lines, f"the call was not interrupted: {out!r} {err[-2000:]!r}"
+    latency = float(lines["caught"]) - sent
+    assert latency < BOUND, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    assert lines["digest"] == _digest(_small_here(name))
