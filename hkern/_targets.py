@@ -11,7 +11,7 @@ import numpy as np
 
 from ._validation import check_choice, check_targets
 
-__all__ = ["TargetEncoding", "encode_targets"]
+__all__ = ["TargetEncoding", "encode_targets", "on_target_grid", "target_scale"]
 
 TASKS = ("regression", "classification")
 
@@ -84,3 +84,37 @@ def local_classes(y):
         kinds = sorted({type(v).__name__ for v in y})
         raise ValueError(f"y has class labels of types {kinds} that cannot be compared ({exc}); "
                          "give every label the same type, e.g. y.astype(str)") from None
+
+
+# A hyperparameter selection sees y / rms(y) rounded to a grid of 2^-30 (absolute: 1e-9 of y's
+# scale, far below what any criterion resolves).  For c * y the quotient differs from y's only
+# by rounding (c * y is itself rounded), which lands on the same grid point unless within a few
+# ulp of a grid boundary; so the selection runs on the same bits and chooses the same values.
+# Without the grid, rounding-level changes of y moved an L-BFGS or parabolic-search end point
+# by 1e-6 to 1e-4 (issue 31, item 3: a selection's y-scale law).
+TARGET_GRID = 2.0 ** -30
+
+
+def target_scale(Y, largest=None, sum_of_squares=None, count=None):
+    """The root mean square of Y (1.0 if Y is all zeros), without overflow at 1e200.
+
+    On shards, pass the global ``largest`` |Y| and the global ``sum_of_squares`` of
+    Y / largest and ``count`` of entries (:func:`scaled_squares` on each shard, reduced); Y is
+    then unused."""
+    if largest is None:
+        largest = float(np.max(np.abs(Y))) if np.size(Y) else 0.0
+        if largest > 0:
+            sum_of_squares, count = scaled_squares(Y, largest), np.size(Y)
+    if largest == 0:
+        return 1.0
+    return largest * float(np.sqrt(sum_of_squares / count))
+
+
+def scaled_squares(Y, largest):
+    """The sum of (Y / largest)^2 (0.0 for no entries)."""
+    return float(np.sum(np.square(np.asarray(Y) / largest))) if np.size(Y) else 0.0
+
+
+def on_target_grid(Y, scale):
+    """Y / scale rounded to TARGET_GRID: the targets a selection's criteria see."""
+    return np.round(np.asarray(Y, dtype=float) / scale / TARGET_GRID) * TARGET_GRID

@@ -177,6 +177,8 @@ def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
         view = _selection_problem(_problem_arguments(
             X, y, r=150, preconditioner="block_rpcholesky", solver="pcg"))
         value, stderr, alpha = view.likelihood(sigma, lam, None, 1e-8, 30, 0)
+    # The candidates see y / rms(y) on a grid (so that c * y makes the same choice).
+    value, alpha = view.to_user_units(value, "likelihood"), alpha * view.y_scale
     A = hkern.kernel_matrix(X / sigma, X / sigma, sigma=1.0) + lam * np.eye(len(X))
     dense = float(profiled_gaussian_lml(np.array([y @ np.linalg.solve(A, y)]),
                                         np.linalg.slogdet(A)[1], len(X)))
@@ -193,6 +195,7 @@ def test_falkon_likelihood_is_the_nystrom_gp_likelihood(problem):
         view = _selection_problem(_problem_arguments(
             X, y, r=60, landmarks="uniform", rcond=1e-12, solver="pcg"))
         value, stderr, _ = view.likelihood(sigma, lam, None, 1e-10, 30, 0)
+    value = view.to_user_units(value, "likelihood")         # of y, not of y / rms(y)
     # The direct solver's likelihood of the same centres, from its eigendecomposition of W.
     direct = hkern.fit_nystrom(X, y, 60, sigma=sigma, lam=lam, landmarks=view._indices)
     dense = direct._evidence.profiled_lml()

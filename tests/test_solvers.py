@@ -444,8 +444,8 @@ def test_nystrom_pcg_selects_sigma_auto(rng):
 def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     """Without r, the Nystrom factor stops growing once the residual K - F F^T has a mean
     diagonal of at most lam / 50 (ADAPTIVE_RESIDUAL): a smooth kernel on 2000 points needs 160
-    columns of the default's 500 (and 2 iterations).  The residual at the rank used meets the rule, the
-    solution is Cholesky's to the tolerance, and a given r is used as it is."""
+    columns of the default's 500 (and 2 iterations).  The residual at the rank used meets the
+    rule, the solution is Cholesky's to the tolerance, and a given r is used as it is."""
     from hkern.baselines.exact_pcg import ADAPTIVE_RESIDUAL, default_rank
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 2))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._model import prepare_fit
-from .._targets import encode_targets
+from .._targets import encode_targets, on_target_grid, target_scale
 from .._validation import check_array, check_int, check_positive, check_targets, scale_inputs
 from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import ConvergenceWarning, block_pcg
@@ -214,13 +214,38 @@ class SelectionProblem:
         self.a, self.X, self.tol, self.max_iter = arguments, X, tol, max_iter
         self.y = np.asarray(arguments["y"])
         self.classes = encoding.classes
+        self.set_target_scale(target_scale(self.y) if self.classes is None else 1.0)
 
-    def _inputs(self, rows, sigma, lam):
-        """The fit's checked inputs on ``rows`` (None: all) at (sigma, lam)."""
-        X, y = (self.X, self.y) if rows is None else (self.X[rows], self.y[rows])
+    def set_target_scale(self, scale):
+        """The candidates fit y / ``scale`` on a grid (hkern._targets.on_target_grid: c * y
+        then gives the same candidates, so the same choice); the final fit fits y, its warm
+        start times ``scale``.  Classification: labels, scale 1."""
+        self.y_scale = scale
+        self.y_candidates = self.y if self.classes is not None else on_target_grid(self.y, scale)
+
+    def to_user_units(self, value, criterion):
+        """A candidate's criterion value (of the candidates' targets) for the user's y: minus a
+        mean squared error times scale^2; a log likelihood of k outputs at n rows minus
+        n k log(scale)."""
+        if not np.isfinite(value) or self.y_scale == 1.0:
+            return value
+        if criterion == "holdout":
+            return value * self.y_scale ** 2
+        k = 1 if self.y.ndim == 1 else self.y.shape[1]
+        return value - self.X.shape[0] * k * float(np.log(self.y_scale))
+
+    def _inputs(self, rows, sigma, lam, final=False):
+        """The fit's checked inputs on ``rows`` (None: all) at (sigma, lam): of the candidates'
+        targets, or with ``final`` of the user's."""
+        y = self.y if final else self.y_candidates
+        X, y = (self.X, y) if rows is None else (self.X[rows], y[rows])
         return prepare_fit(X, y, kernel=self.a["kernel"], sigma=sigma, lam=lam,
                            task=self.a["task"], max_memory=self.a["max_memory"],
                            classes=self.classes)
+
+    def final_start(self, x0):
+        """A candidate's state as the final fit's warm start (in the user's units of y)."""
+        return None if x0 is None else x0 * self.y_scale
 
     def losing_stopper(self, inputs, held, centres, best_mse, n_threads):
         """An ``error`` for :func:`traced_pcg` that raises :class:`LosingCandidate` once a
@@ -259,5 +284,6 @@ class SelectionProblem:
             X_held = scale_inputs(X_held, inputs.lengthscales)
         scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
                                         n_threads)
-        target, _ = encode_targets(self.y[held], len(held), self.a["task"], self.classes)
+        target, _ = encode_targets(self.y_candidates[held], len(held), self.a["task"],
+                                   self.classes)
         return float(np.sum((scores - target) ** 2)), scores.size

@@ -283,7 +283,7 @@ class ExactPCGProblem(SelectionProblem):
         return estimate.profiled_lml, estimate.lml_stderr, estimate.alpha
 
     def final(self, sigma, lam, x0):
-        inputs = self._inputs(None, sigma, lam)
+        inputs = self._inputs(None, sigma, lam, final=True)
         validation = check_validation(self.a["validation"], inputs)
         t0 = time.perf_counter()
         apply_m = self._preconditioner(inputs, None, sigma)   # the likelihood's, if kept
@@ -292,7 +292,7 @@ class ExactPCGProblem(SelectionProblem):
             inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
-            n_threads=budget_threads(), x0=x0, apply_m=apply_m,
+            n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
             preconditioner_seconds=time.perf_counter() - t0)
         del apply_m
         return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,

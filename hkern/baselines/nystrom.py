@@ -298,10 +298,10 @@ class NystromPCGProblem(SelectionProblem):
         return float(value), 0.5 * k * estimate.logdet_stderr, estimate.alpha
 
     def final(self, sigma, lam, x0):
-        inputs = self._inputs(None, sigma, lam)
+        inputs = self._inputs(None, sigma, lam, final=True)
         validation = check_validation(self.a["validation"], inputs)
         indices, Z, coef, trace, n_iter, _ = self._solve(
-            inputs, sigma, self.tol, x0, validation=validation,
+            inputs, sigma, self.tol, self.final_start(x0), validation=validation,
             verbose=check_bool(self.a["verbose"], "verbose"))
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                           evidence=None, **inputs.model_params(self.a["n_jobs"]))

@@ -173,6 +173,9 @@ class ShardedNystromProblem(SelectionProblem):
         The call's arguments, ``seed`` the selection's int.
     sharded_fit : callable
         :func:`fit_nystrom_sharded`, for the final fit.
+
+    The candidates' target scale is this shard's until the caller sets the global one
+    (``set_target_scale``; :func:`hkern.hyperparameters.sharded.select_nystrom_on_shards`).
     """
 
     label = "fit_nystrom(solver='pcg')"
@@ -227,7 +230,7 @@ class ShardedNystromProblem(SelectionProblem):
         out = state.run(local)
         reports = state.agree(None if out is None else (len(train), out[1]))
         counts, largest = zip(*reports)
-        inputs = state.run(prepare_fit, out[0], self.y[train], kernel=self.a["kernel"],
+        inputs = state.run(prepare_fit, out[0], self.y_candidates[train], kernel=self.a["kernel"],
                            sigma=sigma, lam=lam, task=self.a["task"],
                            max_memory=self.a["max_memory"], classes=self.classes, min_samples=0,
                            largest=max(largest))
@@ -272,4 +275,4 @@ class ShardedNystromProblem(SelectionProblem):
 
     def final(self, sigma, lam, x0):
         return self.sharded_fit(RankState(self.state.comm, self.state.label),
-                                **dict(self.a, sigma=sigma, lam=lam), x0=x0)
+                                **dict(self.a, sigma=sigma, lam=lam), x0=self.final_start(x0))

@@ -79,6 +79,10 @@ class IterativeProblem:
         The profiled log marginal likelihood of all rows, estimated.
     final(sigma, lam, x0) -> model
         The fit on all rows at the user's tolerance, from ``x0`` (a state on all rows).
+        The candidates fit y / rms(y) on a grid (:func:`hkern._targets.on_target_grid`), so
+        that c * y makes the same choice; the final fit fits y.
+    to_user_units(value, criterion) -> float
+        A candidate's criterion value in the units of the user's y, for the record.
     extend(state, rows) -> state
         A state on ``rows`` as a warm start on all rows.
     """
@@ -126,6 +130,9 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     log_lam0 = math.log(lam0)
     best = {"value": -math.inf, "state": None, "index": None, "sigma": None}
     index = {}
+    # The criterion of each candidate, of the candidates' targets (the search compares these;
+    # the record holds them in the user's units: IterativeProblem.to_user_units).
+    values = []
 
     def evaluate(point):
         log_g, log_lam = point
@@ -134,7 +141,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         earlier = repeated_candidate(record.candidates, sigma, lam)
         if earlier is not None:     # the bounds moved this point onto one already fitted
             index[point] = earlier
-            return record.candidates[earlier].value
+            return values[earlier]
         t0 = time.perf_counter()
         note = ""
         try:
@@ -160,8 +167,10 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         if value > best["value"]:
             best.update(value=value, state=state, index=len(record.candidates), sigma=sigma)
         index[point] = len(record.candidates)
-        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
-        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g}{note} "
+        values.append(value)
+        shown = problem.to_user_units(value, criterion)
+        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=shown, seconds=seconds))
+        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={shown:.6g}{note} "
             f"({seconds:.2f} s)")
         return value
 

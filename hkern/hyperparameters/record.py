@@ -64,8 +64,10 @@ class HyperparameterSelection:
     seconds : float
         Wall time of the whole selection, the final fit included.
     refit_seconds : float
-        Of that, the final fit on all the data (0 for a likelihood criterion: the best evaluation
-        is the fitted model).
+        Of that, the final fit on all the data: the chosen values fitted to y (the candidates
+        fit y / rms(y) on a grid, so that c * y makes the same choice; their ``value`` is put
+        back in y's units).  0 for classification by likelihood: the best evaluation is the
+        fitted model.
     lam_profiled : bool
         Each candidate's lam was chosen by its fit, the best for its sigma (Nystrom and random
         features with ``lam="auto"``: their Gram matrix gives the likelihood of every lam).

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._targets import encode_targets, scaled_squares, target_scale
+from .._validation import check_array
 from .robust import check_targets_vary, feature_scales, statistics_rows
 
 __all__ = ["SelectionRows", "LocalRows", "ShardedRows"]
@@ -32,6 +34,8 @@ class SelectionRows:
     scales() -> hkern.hyperparameters.robust.FeatureScales
     check_targets(task)
         :func:`hkern.hyperparameters.robust.check_targets_vary` on all the targets.
+    target_scale() -> float
+        The root mean square of all the encoded targets (:func:`hkern._targets.target_scale`).
     """
 
 
@@ -45,8 +49,6 @@ class LocalRows(SelectionRows):
     @classmethod
     def of(cls, arguments):
         """The checked X and encoded y of a fit's ``arguments``."""
-        from .._targets import encode_targets
-        from .._validation import check_array
         X = check_array(arguments["X"], "X")
         Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"])
         return cls(X, Y)
@@ -59,6 +61,9 @@ class LocalRows(SelectionRows):
 
     def check_targets(self, task):
         check_targets_vary(self.Y, task)
+
+    def target_scale(self):
+        return target_scale(self.Y)
 
 
 class ShardedRows(SelectionRows):
@@ -101,3 +106,12 @@ class ShardedRows(SelectionRows):
         nonzero = sum_over_ranks(self.state, lambda: np.any(self.Y != 0.0, axis=0)
                                  .astype(float))
         check_targets_vary(nonzero[None, :], task)
+
+    def target_scale(self):
+        from .._sharded import sum_over_ranks
+        largest = max(self.state.agree(float(np.max(np.abs(self.Y))) if self.Y.size else 0.0))
+        if largest == 0:
+            return 1.0
+        total, count = sum_over_ranks(self.state, lambda: np.array(
+            [scaled_squares(self.Y, largest), self.Y.size], dtype=float))
+        return target_scale(None, largest, total, count)

@@ -54,6 +54,7 @@ import numpy as np
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma
+from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
 from .._validation import check_bool, check_positive, check_seed, check_sigma
 from ..kernels import kernel_kind
@@ -178,7 +179,7 @@ def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     spread = scales.spread if mode == "ard" else np.full(d, scales.common)
     # The rows of the largest stage, read once: each stage's are its first m.
     X, Y = data.rows(order[:sizes[-1]])
-    y_scale = np.sqrt(np.mean(Y ** 2)) or 1.0
+    Y = on_target_grid(Y, target_scale(Y))    # the same bits for c * y (_targets.py)
     fixed = None
     if mode == "fixed":
         bandwidth, lengthscales = given_sigma
@@ -189,7 +190,7 @@ def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_me
     starts = None if mode == "ard" else (0.5 * np.log(d),)
     for m in sizes:
         Xm = np.ascontiguousarray((X[:m] - centre) / spread)
-        Ym = Y[:m] / y_scale
+        Ym = Y[:m]
         theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
                                      lengthscales=fixed, theta0=theta, starts=starts,
                                      ftol=_SUBSAMPLE_FTOL, n_threads=n_threads)
@@ -284,21 +285,39 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         sigma0, lam0 = start_from_subsample(record, say, data, sigma0, lam0, given_sigma, kind,
                                             rng, a["max_memory"], scales)
 
+    # The candidates fit y / rms(y) on a grid (hkern._targets.on_target_grid), so that c * y
+    # compares the same numbers and makes the same choice; the chosen values are then fitted
+    # to y.  Class labels are fitted as they are.
+    regression = a["task"] != "classification"
+    y_scale = data.target_scale() if regression else 1.0
+    y_all = np.asarray(a["y"])
+    if regression:
+        y_all = on_target_grid(data.Y, y_scale).reshape(np.shape(y_all))
     holdout = None
-    y_all = None
     if criterion == "holdout":
-        y_all = np.asarray(a["y"])
-        holdout = _Holdout(data.X, y_all if a["task"] == "classification" else data.Y,
-                           a["task"], rng)
-    def fit_at(sigma, lam, rows=None):
-        """The fit at numbers sigma and lam, with the selection's seed, on all rows or some."""
+        holdout = _Holdout(data.X, y_all, a["task"], rng)
+
+    def fit_at(sigma, lam, rows=None, final=False):
+        """The fit at numbers sigma and lam, with the selection's seed, on all rows or some:
+        of the candidates' targets, or with ``final`` of the user's."""
         arguments = dict(a, sigma=sigma, lam=lam, verbose=False)
         if "seed" in arguments:
             arguments["seed"] = seed
+        if not final:
+            arguments["y"] = y_all
         if rows is not None:
             arguments.update(X=data.X[rows], y=y_all[rows])
             arguments = holdout_arguments(fit, arguments, n, rows)
         return call(arguments)
+
+    def in_user_units(value):
+        """A candidate's criterion for the user's y: minus a mean squared error times scale^2;
+        a log likelihood of k outputs at n rows minus n k log(scale)."""
+        if not math.isfinite(value) or y_scale == 1.0:
+            return value
+        if criterion == "holdout":
+            return value * y_scale ** 2
+        return value - n * data.Y.shape[1] * math.log(y_scale)
 
     # With a fit that chooses its own ridge (profiles_ridge), lam="auto" costs nothing more
     # per bandwidth: the search is over g alone, and each candidate records the lam it chose.
@@ -307,6 +326,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     log_lam0 = None if profiled else math.log(lam0)
     kept = {}                   # the best model so far, by point (likelihood criterion only)
     index = {}                  # each point's position in record.candidates
+    values = []                 # each candidate's criterion, of the candidates' targets
 
     def evaluate(point):
         log_g = point[0]
@@ -319,7 +339,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         earlier = repeated_candidate(record.candidates, sigma, None if profiled else lam)
         if earlier is not None:     # the bounds moved this point onto one already fitted
             index[point] = earlier
-            return record.candidates[earlier].value
+            return values[earlier]
         t0 = time.perf_counter()
         try:
             model = fit_at(sigma, request, None if holdout is None else holdout.train)
@@ -340,8 +360,10 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         if holdout is None and model is not None and value > kept.get("value", -math.inf):
             kept.update(value=value, point=point, model=model)   # the previous best is freed
         index[point] = len(record.candidates)
-        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=value, seconds=seconds))
-        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={value:.6g} ({seconds:.2f} s)")
+        values.append(value)
+        shown = in_user_units(value)
+        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=shown, seconds=seconds))
+        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={shown:.6g} ({seconds:.2f} s)")
         return value
 
     plan = []                   # the bandwidth first (module docstring)
@@ -352,14 +374,13 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     best, _ = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0), plan)
     record.best = index[best]
     chosen = record.candidates[record.best]
-    if holdout is not None:
-        t0 = time.perf_counter()
-        model = fit_at(chosen.sigma, chosen.lam)
-        record.refit_seconds = time.perf_counter() - t0
-    elif index[kept["point"]] == record.best:
+    if holdout is None and index[kept["point"]] == record.best and not regression:
         model = kept["model"]       # the best evaluation is the model
-    else:                           # an exact tie the search broke the other way
-        model = fit_at(chosen.sigma, chosen.lam)
+    else:   # a fit to all of the user's y (or an exact tie the search broke the other way)
+        kept.clear()                # its memory first
+        t0 = time.perf_counter()
+        model = fit_at(chosen.sigma, chosen.lam, final=True)
+        record.refit_seconds = time.perf_counter() - t0
     record.seconds = time.perf_counter() - started
     model.selection_ = record
     say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g}")
@@ -380,7 +401,9 @@ VERBOSE_DOC = """verbose : bool, default=False
 
 _CRITERION_DOC = {
     "likelihood": "Candidates are compared by the profiled log marginal likelihood of this "
-                  "method's own kernel matrix, and the best candidate is the returned model.",
+                  "method's own kernel matrix; the candidates fit y / rms(y), so that c * y "
+                  "makes the same choice, and the chosen values are then fitted to y "
+                  "(classification: the best candidate is the returned model).",
     "holdout": "Candidates are compared by the mean squared error on a random fifth of the "
                "data held out of their fit; the chosen values are then fitted on all of it.  "
                "A size that counts rows (``r``) is checked against all the data, and the fits "

@@ -136,6 +136,8 @@ def select_nystrom_on_shards(state, fit, sharded_fit, arguments):
     problem = ShardedNystromProblem(state, shards, a, sharded_fit)
     inputs = shards.inputs
     rows = ShardedRows(state, shards.offsets, inputs.X, inputs.Y)
+    if problem.classes is None:         # the serial problem's scale: of all the targets
+        problem.set_target_scale(rows.target_scale())
     verbose = arguments["verbose"] and state.rank == 0
     with in_budget(arguments["n_jobs"]):
         return _agreed(lambda: select_iterative(problem, a, sigma_mode, lam_mode, criterion,
