@@ -6,7 +6,8 @@
   prediction.  GP-GRIEF standardises y before choosing its hyperparameters, so it holds there
   too, for the posterior standard deviation as well.  SLKL's l1 penalty is nu mean(y^2)
   ||mu||_1 (issue 31: with nu in units of y^2, y * 1e-12 kept no landmark), so it holds there
-  as well, with the same landmarks.
+  as well, with the same landmarks: its descent runs on y / rms(y) on a grid of 2^-30, the
+  same bits for c * y, and its coefficients are solved for y at the weights found.
 * In X and sigma together: every hkern kernel depends on X / sigma only, so fitting a * X with
   a * sigma gives the model of X with sigma, evaluated at a * X_new, for a from 1e-12 to 1e12
   (inputs up to 1e150 in magnitude are accepted; the data here reach 2e12).  The random parts
@@ -61,6 +62,10 @@ FITS = {
     "meka_cg": lambda X, y, s: hkern.fit_meka(X, y, 8, n_clusters=4, sigma=s, seed=0,
                                               solver="cg"),
     "slkl": lambda X, y, s: hkern.fit_slkl(X, y, r=80, nu=1e-3, sigma=s, seed=0),
+    # lam 1e-2: the descent stops on a relative decrease of F, and for 3.7 y on y / s it
+    # stopped elsewhere (predictions 1.8e-3 apart) before it ran on y / rms(y) on a grid.
+    "slkl_small_lam": lambda X, y, s: hkern.fit_slkl(X, y, r=80, nu=1e-3, lam=1e-2, sigma=s,
+                                                     seed=0),
     "slkl_on_the_fly": lambda X, y, s: hkern.fit_slkl(X, y, r=80, nu=1e-3, sigma=s, seed=0,
                                                       precompute_columns=False),
     "slkl_unif": lambda X, y, s: hkern.fit_slkl_unif(X, y, r=60, sigma=s, seed=0),
@@ -95,7 +100,13 @@ def test_fits_in_y(name, c, data, references):
     assert_scaled(FITS[name](X, c * y, 1.0).predict(X_new), ref, c)
 
 
-@pytest.mark.parametrize("name", sorted(FITS))
+# In X the kernel columns of a * X with a * sigma differ from X's by rounding, and SLKL's descent
+# at lam 1e-2 stops on a relative decrease of F (1.2e-8 apart at a = 1e-12; at its default lam
+# 1 it takes the same steps): that fit's X law is to its stopping rule, not to rounding.
+X_LAW_TO_ROUNDING = sorted(set(FITS) - {"slkl_small_lam"})
+
+
+@pytest.mark.parametrize("name", X_LAW_TO_ROUNDING)
 @pytest.mark.parametrize("a", X_SCALES)
 def test_fits_in_x_and_sigma(name, a, data, references):
     X, y, X_new = data
@@ -167,23 +178,14 @@ def selected_at_scale_1(selected, name, data):
 @pytest.mark.parametrize("name", sorted(SELECTING))
 @pytest.mark.parametrize("c", Y_SCALES)
 def test_selection_in_y(name, c, data, selected):
-    """The same choice for c * y, bit for bit, and c times the predictions.
-
-    SLKL's own fit is equivariant to rounding only at lam near its default 1 and for c a power
-    of two (its descent runs on y over a power of two): at the lam this selection chooses,
-    1.1e-7, its landmarks differ for 3.7 y and the predictions by 1.1e-2 (1.8e-3 at lam 1e-2),
-    its descent stopping on a relative decrease of F at tol.  Open; the choice is checked for
-    every c, the predictions at 2^40."""
+    """The same choice for c * y, bit for bit, and c times the predictions (SLKL at the lam it
+    chooses, 1.1e-7: before its descent ran on y / s too, 3.7 y kept other landmarks and
+    predicted 1.1e-2 apart)."""
     X, y, X_new = data
     ref, predicted = selected_at_scale_1(selected, name, data)
-    if name == "slkl":
-        c_exact = 2.0 ** 40
-        model = SELECTING[name](X, c_exact * y)
-        assert rel_max(model.predict(X_new), c_exact * predicted) <= 1e-8
     model = SELECTING[name](X, c * y)
     assert np.array_equal(model.sigma_, ref.sigma_) and model.lam_ == ref.lam_
-    if name != "slkl":
-        assert rel_max(model.predict(X_new), c * predicted) <= 1e-8
+    assert rel_max(model.predict(X_new), c * predicted) <= 1e-8
 
 
 @pytest.mark.parametrize("name", ["nystrom", "hierarchical"])

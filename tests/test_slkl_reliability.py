@@ -16,6 +16,7 @@ from reliability_helpers import record_thread_budgets
 
 import hkern
 from hkern._memory import MemoryLimitError
+from hkern._targets import on_target_grid, target_scale
 
 EPS = np.finfo(float).eps
 
@@ -138,7 +139,10 @@ def test_identity_kernel_has_the_closed_form(c, nu):
     model = hkern.fit_slkl(X, y, r=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
                            tol=None, kkt_tol=1e-12, max_iter=100_000)
     S = model.candidates_
-    mu = lam * np.maximum(np.abs(y[S]) / np.sqrt(lam * nu * np.mean(y ** 2)) - 1.0, 0.0)
+    # The descent's target is y / rms(y) on a grid of 2^-30 (the same bits for c * y); the
+    # weights are the optimum for it, the predictions those of y at these weights.
+    y_s = on_target_grid(y, target_scale(y))
+    mu = lam * np.maximum(np.abs(y_s[S]) / np.sqrt(lam * nu * np.mean(y_s ** 2)) - 1.0, 0.0)
     assert np.allclose(model.weights_[:, 0], mu, rtol=1e-12, atol=0)
     pred = model.predict(X[S])
     assert np.allclose(pred, mu * y[S] / (lam + mu), rtol=1e-12, atol=1e-300)
@@ -228,8 +232,9 @@ def test_targets_near_the_bound(scale_problem):
         assert np.array_equal(model.active_, ref.active_)
         assert np.abs(model.predict(X) / c - ref.predict(X)).max() <= 1e-9
     big = y0 / np.abs(y0).max() * 1e150
-    with pytest.raises(ValueError, match="nu=1e-300 is too small"):
-        hkern.fit_slkl(X, big, r=50, nu=1e-300, seed=0)
+    # y's scale no longer enters the bound (the descent's target has rms 1): lam / nu > 1e300
+    with pytest.raises(ValueError, match="nu=1e-301 is too small"):
+        hkern.fit_slkl(X, big, r=50, nu=1e-301, seed=0)
     model = hkern.fit_slkl(X, big, r=50, nu=1e290, seed=0)
     # the penalty dominates: every weight is 0 (the exact optimum)
     assert model.m0_ == 0 and np.all(model.predict(X) == 0)

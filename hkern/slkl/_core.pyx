@@ -712,13 +712,14 @@ cdef class SlklCore:
             return self.yy + self.nu * l1
         return self.yy - dot(m0, &self.q[0], 1, &self.w[0], 1) / self.lam + self.nu * l1
 
-    def coefficients(self):
+    def coefficients(self, y=None):
         """(active candidate indices, beta): f(x) = sum_p beta_p k(x_{cand[act[p]]}, x).
 
         beta = D C^T K~_{lam,mu}^{-1} y scaled by 1 / sqrt(k(x_m, x_m)), which equals
         G q / lam (push-through identity).  G q is solved here from a fresh Cholesky
         factorisation of D^{-1} + C^T C / lam at the current weights, so neither the drift of
-        the rank-1 updates of G nor cancellation enters the result.
+        the rank-1 updates of G nor cancellation enters the result.  ``y`` (n,): the predictor
+        of this target at the current weights (q = C^T y) instead of the descent's.
 
         Raises
         ------
@@ -734,6 +735,14 @@ cdef class SlklCore:
             return act, np.zeros(0)
         x_arr = np.asarray(self.q)[:m0].copy()
         cdef double[::1] x = x_arr
+        cdef const double[::1] target
+        if y is not None:
+            target = np.ascontiguousarray(y, dtype=np.float64)
+            if target.shape[0] != self.n:
+                raise ValueError(f"y has {target.shape[0]} entries; the core has n={self.n}")
+            with nogil:
+                rows_times(m0, <int>self.n, &self.Ct[0, 0], <int>self.n, &target[0], &x[0],
+                           self.n_threads)
         with nogil:
             for i in range(m0):
                 self.g[i] = 1.0 / self.mu[self.act[i]]

@@ -7,6 +7,8 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._targets import on_target_grid
+from .._targets import target_scale as rms_scale
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_bool,
@@ -123,13 +125,15 @@ def _candidate_scale(S):
 # c * y with nu is c^2 F(mu) for y with nu / c^2, so the same nu keeps more landmarks for large
 # targets and none at all for tiny ones (issue 31: y * 1e-12 kept no landmark and predicted 0).
 # hkern therefore reads nu relative to mean(y^2): the penalty is nu * mean(y^2) * ||mu||_1, and
-# c * y gives the weights of y and c times its predictor for every c.  Internally y is divided by
-# a power of two s near max|y|: powers of two scale exactly, so the weights and the predictor are
-# bitwise those of the unscaled problem, while a, b, F and q stay in range for any |y| <= 1e150.
+# c * y gives the weights of y and c times its predictor for every c.  The descent runs on
+# y / rms(y) on a grid (descent_target: the same bits for c * y, so the same steps), and the
+# predictor at the weights found is of y / rms(y) itself; a, b, F and q stay in range for any
+# |y| <= 1e150.  The baselines' direct solves divide by a power of two near max|y|
+# (target_scale), which scales exactly.
 # ------------------------------------------------------------------------------------------------
 
 # Scaled penalties above this keep every weight at 0 for any n and lam >= n^2 / _NU_CAP: F's
-# partial derivative at mu = 0 is nu - (y^T c_m)^2 / lam with |y_i| / s < 1 and |c_m| <= 1.
+# partial derivative at mu = 0 is nu - (y^T c_m)^2 / lam with |y_i| / s <= sqrt(n), |c_m| <= 1.
 _NU_CAP = 1e300
 # lam / nu (scaled) above this: the exact step's sqrt(lam / nu) and the weights leave the range.
 _LAM_OVER_NU_MAX = 1e300
@@ -144,7 +148,8 @@ def target_scale(y):
 def penalty_unit(y_s):
     """mean(y_s^2), the unit nu and kkt_tol are given in, for the scaled target y_s = y / s.
 
-    In [0.25 / n, 1) since max|y_s| is in [0.5, 1); 1 for y = 0 (every a_m is 0 then, so every
+    1 to the grid's rounding for the descent's target (:func:`descent_target`), in [0.25 / n, 1)
+    for the baselines' (max|y_s| in [0.5, 1)); 1 for y = 0 (every a_m is 0 then, so every
     weight stays 0 whatever the penalty).
     """
     ms = float(np.dot(y_s, y_s)) / len(y_s) if len(y_s) else 0.0
@@ -293,14 +298,25 @@ _NUMERICAL_HINT = ("the weights grew so large that the active columns are linear
                    "in double precision; increase nu (fewer, smaller weights) or lam")
 
 
+def descent_target(y):
+    """(s, y_s): the descent runs on y_s = y / rms(y) on a grid of 2^-30
+    (hkern._targets.on_target_grid), which is the same bits for c * y (unless a value is within
+    rounding of a grid boundary), so c * y takes the same steps and keeps the same landmarks and
+    weights for any c, not only for powers of two: the descent stops on a relative decrease of
+    F, and from slightly different bits it stopped elsewhere (3.7 y at lam 1e-2: predictions
+    1.8e-3 apart, other landmarks).  |y_s| <= sqrt(n) keeps a, b, F and q in range."""
+    s = rms_scale(y)
+    return s, np.ascontiguousarray(on_target_grid(y, s))
+
+
 def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_threads):
-    """Fit one target vector: the core on y / s with nu / s^2, then beta and F in y's units.
+    """Fit one target vector: the core on :func:`descent_target` with nu in its unit, then beta
+    for y itself (at the weights found) and F in y's units.
 
     params = (lam, nu, step rule, refresh).  The core is released on return.
     """
     lam, nu, step_rule, refresh = params
-    s = target_scale(y)
-    y_s = np.ascontiguousarray(y / s)
+    s, y_s = descent_target(y)
     nu_s = scaled_penalty(nu, lam, y_s)
     s2 = s * s
     core = SlklCore(y_s, lam, nu_s, step_rule, _candidate_scale(S), S,
@@ -311,7 +327,8 @@ def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_thread
                                          None if kkt_tol is None
                                          else kkt_tol * penalty_unit(y_s), grow)
     try:
-        active, beta = core.coefficients()
+        # The predictor of y / s itself, not of the grid's y_s: the fit stays linear in y.
+        active, beta = core.coefficients(np.ascontiguousarray(y / s))
     except ValueError as exc:              # numpy.linalg.LinAlgError included
         raise SlklNumericalError(f"{exc}: {_NUMERICAL_HINT}") from None
     return OutputFit(core.weights, active, beta * s, history * s2, n_iter, converged)
@@ -430,7 +447,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     ValueError
         For nu <= 0, lam <= 0, M > n, an unknown step, and the other invalid inputs; when nu is
         so small that the weights leave double precision (:math:`\lambda / (\nu\,
-        \overline{y^2})` above 1e300 with y scaled to max|y| in [0.5, 1)); when a step or the
+        \overline{y^2})` above 1e300 with y scaled to rms 1); when a step or the
         final solve fails in floating point (the active columns linearly dependent at the
         weights reached: increase nu or lam).
     hkern.MemoryLimitError
@@ -450,9 +467,11 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     :math:`F_{c y, \nu}(\mu) = c^2 F_{y, \nu/c^2}(\mu)`; the penalty :math:`\nu\,\overline{y^2}`
     scales with y, so fitting c y selects the same landmarks and weights and predicts c times
     as much, for any c (issue 31; an absolute nu kept no landmark at all for y of size 1e-12).
-    y is not centred or standardised.  Internally y is divided by the smallest power of two s
-    above :math:`\max|y|`, which changes no result (powers of two scale exactly) but keeps a, b
-    and F in range for any accepted :math:`|y|` (up to 1e150).
+    y is not centred or standardised.  Internally the descent runs on y / rms(y) rounded to a
+    grid of 2^-30, the same bits for c y, so that c y takes the same steps for any c (its
+    stopping rule is relative, and from other bits it stopped elsewhere: 1.8e-3 apart at lam
+    1e-2); the coefficients are then solved for y itself at the weights found.  This keeps
+    a, b and F in range for any accepted :math:`|y|` (up to 1e150).
 
     References
     ----------
@@ -489,7 +508,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     M = len(S)
     max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
     for j in range(k):                        # refuse a hopeless nu before any work
-        scaled_penalty(nu, inputs.lam, Y[:, j] / target_scale(Y[:, j]))
+        scaled_penalty(nu, inputs.lam, descent_target(Y[:, j])[1])
     cap = min(_INITIAL_CAPACITY, M)
     base = (_fit_bytes(n, d, M, k, precompute_columns, cap) - _active_bytes(n, cap)
             + inputs.scaled_bytes)
