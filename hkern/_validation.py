@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import numbers
 import operator
+import warnings
 
 import numpy as np
 
@@ -307,12 +308,18 @@ def check_int(value, name, *, low=None, high=None, hint=""):
     return value
 
 
-def check_rank(r, n_samples, name="r"):
-    """A rank / number of landmarks / features: 1 <= r <= n_samples."""
+def check_rank(r, n_samples, name="r", *, largest=None, what=None):
+    """A rank / number of landmarks / features: an integer >= 1, reduced with a warning to
+    ``largest`` (default ``n_samples``) when above it, as scikit-learn's ``Nystroem`` reduces
+    ``n_components`` (a default r of 256 or 1024 then works on a small data set, and in
+    scikit-learn's checks).  ``what`` names the bound in the warning."""
     r = check_int(r, name, low=1)
-    if r > n_samples:
-        raise ValueError(f"{name}={r} is larger than the number of training samples "
-                         f"n={n_samples}; choose {name} <= {n_samples}")
+    largest = n_samples if largest is None else largest
+    if r > largest:
+        bound = what or f"the number of training samples n={n_samples}"
+        warnings.warn(f"{name}={r} is larger than {bound}; using {name}={largest}",
+                      UserWarning, stacklevel=3)
+        return largest
     return r
 
 

@@ -676,8 +676,6 @@ def small():
 
 @pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(r=60), "r=60 must be smaller than the number of training samples"),
-    (dict(r=100), "must be smaller than the number of training samples"),
     (dict(r=0), "r must be >= 1"),
     (dict(r=-3), "r must be >= 1"),
     (dict(r=8, leaf_size=0), "leaf_size must be >= 1"),
@@ -691,6 +689,27 @@ def test_bad_arguments(small, fit, kwargs, match):
     X, y = small
     with pytest.raises(ValueError, match=match):
         fit(X, y, **kwargs)
+
+
+@pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])
+@pytest.mark.parametrize("r", [59, 60, 100])
+def test_r_not_below_n_is_reduced_to_one_leaf(small, fit, r):
+    """r >= n - 1 gives depth 0: one leaf, the exact kernel matrix plus the jitter.  Above
+    n - 1 it is reduced with a warning (as scikit-learn's Nystroem reduces n_components)."""
+    X, y = small
+    n, lam = len(X), 1e-2
+    if r > n - 1:
+        with pytest.warns(UserWarning, match=rf"r={r} is larger than n - 1 = {n - 1} for "
+                                             rf"n={n} training samples"):
+            model = fit(X, y, r=r, lam=lam)
+    else:
+        model = fit(X, y, r=r, lam=lam)
+    assert model.depth_ == 0 and getattr(model, "r", n - 1) == n - 1
+    jitter = getattr(model, "jitter", 0.0)          # HCK's base kernel; none in K_ind
+    K = hkern.kernel_matrix(X, sigma=1.0) + jitter * np.eye(n)
+    alpha = np.linalg.solve(K + (lam - jitter) * np.eye(n), y)
+    np.testing.assert_allclose(model.predict(X), K @ alpha - jitter * alpha,
+                               rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("kwargs,match", [

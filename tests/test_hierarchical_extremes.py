@@ -242,12 +242,22 @@ def test_lam_below_the_rounding_of_the_kernel_is_a_clear_value_error():
 # Tiny n, r against n, leaf sizes, partitions and repeated rows: right answer or clear error.
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])
-@pytest.mark.parametrize("n,r", [(1, 1), (2, 2), (2, 3), (5, 5), (5, 9)])
-def test_r_not_below_n_is_refused(fit, n, r):
+@pytest.mark.parametrize("n,r", [(2, 2), (2, 3), (5, 5), (5, 9)])
+def test_r_not_below_n_is_reduced(fit, n, r):
     X, y = _base(n)
-    with pytest.raises(ValueError, match=rf"r={r} must be smaller than the number of training "
-                       rf"samples n={n}"):
-        fit(X, y, r=r)
+    with pytest.warns(UserWarning, match=rf"r={r} is larger than n - 1 = {n - 1} for n={n} "
+                      "training samples"):
+        model = fit(X, y, r=r)
+    # depth floor(log2(n / (n - 1))): 1 for n = 2 (leaves of one point), else 0
+    assert model.depth_ == (1 if n == 2 else 0) and np.all(np.isfinite(model.predict(X)))
+    assert getattr(model, "r", n - 1) == n - 1          # IndependentKRR keeps no r
+
+
+@pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])
+def test_one_sample_is_refused(fit):
+    X, y = _base(1)
+    with pytest.raises(ValueError, match="needs at least 2 training samples; got 1 sample"):
+        fit(X, y, r=1)
 
 
 @pytest.mark.parametrize("partition", ["random", "pca"])

@@ -262,9 +262,23 @@ def test_any_r_valid_for_the_data_is_valid_with_selection(name):
     assert rmse(model, TEST, np.sin(TEST[:, 0])) < 0.2
 
 
-@pytest.mark.parametrize("name,change", [(name, {"r": r}) for name in HOLDOUT for r in (101, 0)]
+@pytest.mark.parametrize("name", HOLDOUT)
+def test_r_above_n_is_reduced_against_the_n_the_user_passed(name):
+    """r = 101 on 100 rows: reduced to 100 with the fit's own warning, naming the user's n (not
+    the 80 rows of the hold-out fits), with or without selection."""
+    fit = FITS[name][0]
+    kw = dict(HOLDOUT_SIZES[name], seed=0, r=101)
+    X, y = sine(100)
+    for sigma, lam in [(1.0, 1e-2), ("auto", "auto")]:
+        with pytest.warns(UserWarning, match="r=101 is larger than the number of training "
+                                             "samples n=100; using r=100"):
+            model = fit(X, y, sigma=sigma, lam=lam, **kw)
+        assert np.all(np.isfinite(model.predict(TEST[:20])))
+
+
+@pytest.mark.parametrize("name,change", [(name, {"r": 0}) for name in HOLDOUT]
                          + [("meka", {"n_clusters": 101})])
-def test_r_above_n_is_refused_with_the_message_of_the_fit_alone(name, change):
+def test_bad_r_is_refused_with_the_message_of_the_fit_alone(name, change):
     fit = FITS[name][0]
     kw = dict(HOLDOUT_SIZES[name], seed=0, **change)
     X, y = sine(100)
@@ -282,9 +296,9 @@ def test_given_candidates_are_renumbered_for_the_holdout_fits():
     out = holdout_rows({"r": 3, "candidates": [9, 7, 5, 0]}, 10, rows)
     assert out["candidates"].tolist() == [1, 3]         # rows 5 and 7 of X are X[rows][1, 3]
     assert holdout_rows({"r": 9, "candidates": None}, 10, rows)["r"] == 5
-    with pytest.raises(ValueError, match="r=11 is larger than the number of training samples "
-                                         "n=10"):
-        holdout_rows({"r": 11, "candidates": None}, 10, rows)
+    with pytest.warns(UserWarning, match="r=11 is larger than the number of training samples "
+                                         "n=10; using r=10"):
+        assert holdout_rows({"r": 11, "candidates": None}, 10, rows)["r"] == 5
     with pytest.raises(ValueError, match="all 2 given rows fell in the fifth"):
         holdout_rows({"r": 3, "candidates": [0, 9]}, 10, rows)
     # End to end: candidates among the last 20 rows were indices out of range for the 80 rows

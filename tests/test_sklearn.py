@@ -132,8 +132,10 @@ def test_multi_output_regression_is_one_fit(cls, data):
 
 def test_hkern_errors_reach_the_user(data):
     X, y, _, _ = data
-    with pytest.raises(ValueError, match="r=50 must be smaller than the number of training"):
-        hs.HierarchicalRegressor(r=50).fit(X[:20], y[:20])
+    with pytest.raises(ValueError, match="r must be >= 1"):
+        hs.HierarchicalRegressor(r=0).fit(X[:20], y[:20])
+    with pytest.warns(UserWarning, match="r=50 is larger than n - 1 = 19"):
+        assert hs.HierarchicalRegressor(r=50).fit(X[:20], y[:20]).model_.r == 19
     with pytest.raises(ValueError, match="sigma must be > 0"):
         hs.NystromRegressor(r=10, sigma=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="random_state|RandomState"):

@@ -283,7 +283,6 @@ X_BAD, Y_BAD = sinc_problem(20, 16)
     ({"nu": -1.0}, "nu must be > 0"),
     ({"lam": 0.0}, "lam must be > 0"),
     ({"lam": -0.5}, "lam must be > 0"),
-    ({"r": 21}, "r=21 is larger than the number of training samples"),
     ({"r": 0}, "r must be >= 1"),
     ({"step": "gradient"}, "step must be one of"),
     ({"tol": -1e-4}, "tol must be > 0"),
@@ -304,8 +303,9 @@ def test_bad_input(kwargs, message):
 def test_bad_input_baselines(fit):
     with pytest.raises(ValueError, match="lam must be > 0"):
         fit(X_BAD, Y_BAD, r=5, lam=0.0)
-    with pytest.raises(ValueError, match="r=30 is larger"):
-        fit(X_BAD, Y_BAD, r=30)
+    with pytest.warns(UserWarning, match="r=30 is larger than the number of training samples "
+                                         "n=20; using r=20"):
+        assert len(fit(X_BAD, Y_BAD, r=30).candidates_) == 20
     with pytest.raises(ValueError, match="y has 19 rows"):
         fit(X_BAD, Y_BAD[:19], r=5)
 

@@ -147,11 +147,12 @@ def test_bad_r(data, name):
         f(X, y, r=2.5)
 
 
-def test_r_larger_than_n(data):
+def test_r_larger_than_n_is_reduced(data):
     X, y = data
-    with pytest.raises(ValueError, match=r"r=21 is larger than the number of training samples "
-                                         r"n=20; choose r <= 20"):
-        hkern.fit_nystrom(X, y, r=21)
+    with pytest.warns(UserWarning, match=r"r=21 is larger than the number of training samples "
+                                         r"n=20; using r=20"):
+        model = hkern.fit_nystrom(X, y, r=21)
+    assert len(model.landmarks_) == 20
 
 
 def test_rff_accepts_r_above_n(data):
@@ -227,8 +228,9 @@ class TestScalarChecks:
 
     def test_rank(self):
         assert check_rank(5, 5) == 5
-        with pytest.raises(ValueError, match="r=6 is larger than the number of training samples"):
-            check_rank(6, 5)
+        with pytest.warns(UserWarning, match="r=6 is larger than the number of training samples "
+                                             "n=5; using r=5"):
+            assert check_rank(6, 5) == 5
 
     def test_n_features(self, rng):
         with pytest.raises(ValueError, match="X has 4 features, but the model was fitted with 3"):

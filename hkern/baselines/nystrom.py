@@ -335,7 +335,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"``.
     r : int
-        Number of landmarks, 1 <= r <= n.
+        Number of landmarks, 1 <= r <= n (above n it is reduced to n with a warning).
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}

@@ -14,6 +14,7 @@ from .._validation import (
     check_choice,
     check_int,
     check_nonnegative,
+    check_rank,
     check_rhs,
     check_seed,
     check_targets,
@@ -614,10 +615,12 @@ def default_jitter(lam):
 
 
 def _check_tree_args(n, r, leaf_size, partition):
-    r = check_int(r, "r", low=1)
-    if r >= n:
-        raise ValueError(f"r={r} must be smaller than the number of training samples n={n}; "
-                         "with r >= n use fit_exact")
+    if n < 2:
+        raise ValueError(f"the hierarchical kernel needs at least 2 training samples; got {n} "
+                         "sample")
+    # r >= n: one leaf, the exact kernel (r = n - 1 gives depth 0).
+    r = check_rank(r, n, "r", largest=n - 1,
+                   what=f"n - 1 = {n - 1} for n={n} training samples (one leaf: the exact kernel)")
     if leaf_size is not None:
         leaf_size = check_int(leaf_size, "leaf_size", low=1)
     check_choice(partition, "partition", tuple(_tree.PARTITIONS))
@@ -644,7 +647,8 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest, one solve).
     r : int
-        Landmarks per non-leaf node (1 <= r < n); also sets the leaf size (below).
+        Landmarks per non-leaf node (1 <= r < n; above n - 1 it is reduced to n - 1 with a
+        warning: one leaf, the exact kernel); also sets the leaf size (below).
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}

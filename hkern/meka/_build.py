@@ -17,6 +17,7 @@ from .._validation import (
     check_int,
     check_nonnegative,
     check_positive,
+    check_rank,
 )
 from ..kernels._api import _centred_for_accuracy, kernel_kind
 from . import _meka
@@ -41,8 +42,7 @@ def check_status(status, what):
 
 def check_sizes(rank, n_clusters, n):
     """(rank, n_clusters) checked against the n points: each an integer in [1, n]."""
-    rank = check_int(rank, "r", low=1, high=n,
-                     hint="r is the per-cluster rank k, at least 1 and at most n")
+    rank = check_rank(rank, n, "r")
     n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
                            hint=f"the number of clusters cannot exceed the n={n} points")
     return rank, n_clusters

@@ -47,7 +47,7 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
     X : array_like (n, d)
     r : int
         k, the rank of each cluster's basis (total rank about ``r * n_clusters``), as in
-        the paper; see ``rank_policy``.
+        the paper; see ``rank_policy``.  Above n it is reduced to n with a warning.
     n_clusters : int
         c, 1 <= c <= n (and c <= ``kmeans_sample``).
     kernel : str

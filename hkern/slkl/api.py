@@ -384,8 +384,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         Targets, or class labels for ``task="classification"`` (one-vs-rest: one SLKL problem
         per class on the same candidates, prediction by argmax).
     r : int
-        M, the number of candidate landmarks, 1 <= M <= n (ignored when ``candidates`` is
-        given).
+        M, the number of candidate landmarks, 1 <= M <= n (above n it is reduced to n with a
+        warning; ignored when ``candidates`` is given).
     nu : float
         l1 penalty, > 0; larger gives fewer active landmarks.  Only lam * nu matters
         (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is relative to mean(y^2)
