@@ -140,7 +140,7 @@ def test_a_bad_criterion_is_refused(problem):
      "Nystrom preconditioners"),
     (lambda X, y: hkern.fit_exact(X, y, solver="pcg", sigma="auto",
                                   validation=(X[:5, :2], y[:5])), "validation X"),
-    (lambda X, y: hkern.fit_nystrom(X, y, len(y) + 1, solver="pcg", sigma="auto"), "r="),
+    (lambda X, y: hkern.fit_nystrom(X, y, 0, solver="pcg", sigma="auto"), "r must be >= 1"),
     (lambda X, y: hkern.fit_nystrom(X, y, 10, solver="pcg", lam="auto", tol=-1), "tol"),
     (lambda X, y: hkern.fit_nystrom(X, y, 10, solver="pcg", sigma="ard",
                                     validation=(X[:5], y[:4])), "4 rows"),

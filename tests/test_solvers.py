@@ -422,7 +422,7 @@ def test_nystrom_pcg_validation_verbose_and_warning(rng, capsys):
     (dict(solver="pcg", tol=0.0), "tol"),
     (dict(solver="pcg", tol=np.nan), "tol"),
     (dict(solver="pcg", max_iter=0), "max_iter"),
-    (dict(solver="pcg", r=301), "r"),
+    (dict(solver="pcg", r=0), "r"),             # above n: reduced with a warning
     (dict(solver="pcg", landmarks="jacobi"), "landmarks"),
     (dict(solver="pcg", validation=(np.ones((4, 2)), np.ones(4))), "features"),
     (dict(solver="pcg", max_memory=10**4), "smaller r"),
