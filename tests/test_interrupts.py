@@ -149,3 +149,57 @@ def test_ctrl_c_stops_the_call_and_the_next_call_works(name):
     latency = float(lines["caught"]) - sent
     assert latency < BOUND, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
     assert lines["digest"] == _digest(_small_here(name))
+
+
+def _running(pid):
+    """True while process pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return f.read().split("State:")[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+# Seconds within which SIGINT must end mpiexec and every rank.
+MPI_BOUND = 5.0
+
+
+@pytest.mark.parametrize("target", ["every rank", "rank 1"])
+def test_ctrl_c_ends_every_mpi_rank(target, tmp_path):
+    """SIGINT to mpiexec's process group (Ctrl-C in a terminal: every rank and mpiexec get it),
+    or to one rank while the other works on or waits in a collective: the interrupted rank
+    reports and calls comm.Abort (hkern._mpi.every_rank_stops), and no process is left."""
+    pytest.importorskip("mpi4py", reason="needs the optional extra hkern[mpi]")
+    from mpi_records import ENV, MPIEXEC
+    if MPIEXEC is None:
+        pytest.skip("mpiexec not found (install hkern[mpi])")
+    child = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable,
+                              os.path.join(HERE, "mpi_interrupt_run.py"), str(tmp_path)],
+                             cwd=HERE, env=ENV, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    starts = [tmp_path / f"start-{rank}" for rank in (0, 1)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(f.exists() and f.read_text() for f in starts):
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+            time.sleep(0.05)
+        pids = [int(f.read_text()) for f in starts]
+        time.sleep(WAIT)
+        sent = time.monotonic()
+        if target == "every rank":
+            os.killpg(child.pid, signal.SIGINT)
+        else:
+            os.kill(pids[1], signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        while any(_running(pid) for pid in pids) and time.monotonic() - sent < 30:
+            time.sleep(0.05)
+        ended = time.monotonic() - sent
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert not list(tmp_path.glob("finished-*")), "the fit was not interrupted"
+    assert child.returncode != 0
+    assert not any(_running(pid) for pid in pids), "a rank is still running"
+    assert ended < MPI_BOUND, f"the ranks ended {ended:.2f} s after SIGINT"
