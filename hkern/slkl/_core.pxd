@@ -1,6 +1,8 @@
 # Compiled core of SLKL (stochastic low-rank kernel learning; spec doc/specs/slkl.md).
 # cimport hkern.slkl._core to drive the coordinate descent from other Cython code.
 
+from hkern._linalg cimport Interrupt
+
 cdef enum StepRule:
     STEP_EXACT = 0     # exact coordinate minimisation (doc/specs/slkl.md, 5 A), monotone
     STEP_NEWTON = 1    # Newton step with Prop. 2's second derivative h = 2 lam a^2 b
@@ -18,6 +20,7 @@ cdef enum StepError:
     ERR_NONFINITE = -2  # a, b, the new weight, F or G is not finite
     ERR_CAPACITY = -3  # a column would be appended with m0 == cap (no room: grow first)
     ERR_INDEX = -4     # a candidate index outside [0, M)
+    ERR_INTERRUPTED = -5  # a signal handler raised (Ctrl-C); failed only if G was unfinished
 
 
 cdef class SlklCore:
@@ -45,6 +48,9 @@ cdef class SlklCore:
     cdef double[::1] u
     cdef double[::1] g
     cdef double[::1] col
+    # The Interrupt of the Python entry point running (NULL outside one): every nogil method
+    # checks it between units of work (a step, a kernel column, a tiled BLAS call).
+    cdef Interrupt* it
 
     cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil
     cdef void _ab(self, Py_ssize_t m, const double* c, double yc, double cc, double* a,

@@ -45,7 +45,8 @@ from libc.math cimport INFINITY, fabs, isfinite, sqrt
 from libc.string cimport memcpy
 from cython.parallel cimport prange
 
-from hkern._linalg cimport dot, gemv, ger, potrf_tiled, syrk_tiled, trsm_tiled
+from hkern._linalg cimport (Interrupt, dot, gemv, ger, interrupt_init, interrupted, potrf_tiled,
+                            reraise, syrk_tiled, trsm_tiled)
 from hkern.kernels._kernels cimport kernel_tiles
 
 import numpy as np
@@ -111,21 +112,22 @@ cdef void row_sqnorms(int m, int n, const double* A, int lda, double* out,
 
 cdef int solve_normal(int m, int n, const double* C, int ldc, const double* dinv, double lam,
                       double* work, int ldw, int nrhs, double* B, int ldb,
-                      int n_threads) noexcept nogil:
+                      int n_threads, Interrupt* it) noexcept nogil:
     """B <- (diag(dinv) + C C^T / lam)^{-1} B by Cholesky; C holds m rows of length n.
 
     work (m x m, leading dimension ldw) receives the factor.  Returns potrf's info (0: solved;
-    > 0: not positive definite to working precision, B untouched).
+    > 0: not positive definite to working precision, B untouched).  When interrupted (it.raised)
+    work and B are unfinished.
     """
     cdef int i, info
-    syrk_tiled(False, m, n, 1.0 / lam, C, ldc, 0.0, work, ldw, n_threads, NULL)
+    syrk_tiled(False, m, n, 1.0 / lam, C, ldc, 0.0, work, ldw, n_threads, it)
     for i in range(m):
         work[<Py_ssize_t>i * ldw + i] += dinv[i]
-    info = potrf_tiled(m, work, ldw, n_threads, NULL)
+    info = potrf_tiled(m, work, ldw, n_threads, it)
     if info != 0:
         return info
-    trsm_tiled(True, True, False, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, NULL)
-    trsm_tiled(True, True, True, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, NULL)
+    trsm_tiled(True, True, False, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, it)
+    trsm_tiled(True, True, True, False, m, nrhs, 1.0, work, ldw, B, ldb, n_threads, it)
     return 0
 
 
@@ -159,9 +161,13 @@ def solve_fixed_weights(const double[:, ::1] cols, const double[::1] mu, const d
         rows_times(M, n, &cols[0, 0], n, &y[0], &q[0], n_threads)
     x_arr = np.array(q, copy=True)
     cdef double[::1] x = x_arr
+    cdef Interrupt it
+    interrupt_init(&it)
     with nogil:
         info = solve_normal(M, n, &cols[0, 0], n, &dinv[0], lam, &work[0, 0], M, 1, &x[0], 1,
-                            n_threads)
+                            n_threads, &it)
+    if it.raised:
+        reraise()
     return x_arr, np.asarray(q), info
 
 
@@ -318,7 +324,7 @@ cdef class SlklCore:
             r = self.cand[m]
             kernel_tiles(self.kind, self.sigma, 1, <int>n, self.d, &self.X[r, 0], &self.xsq[r],
                          &self.X[0, 0], &self.xsq[0], &self.col[0], <int>n,
-                         self.n_threads if COLUMN_WORK * n >= parallel_work else 1, NULL)
+                         self.n_threads if COLUMN_WORK * n >= parallel_work else 1, self.it)
             if self.scale[m] != 1.0:
                 for i in range(n):
                     self.col[i] *= self.scale[m]
@@ -483,7 +489,12 @@ cdef class SlklCore:
         cdef int rc
         if m < 0 or m >= self.M:
             return self._fail(ERR_INDEX)
+        # Before the column and after it (unfinished when interrupted): no state has changed.
+        if interrupted(self.it):
+            return ERR_INTERRUPTED
         c = self._column(m, &yc, &cc)
+        if interrupted(self.it):
+            return ERR_INTERRUPTED
         self._ab(m, c, yc, cc, &a, &b)
         if not (isfinite(a) and isfinite(b)):
             return self._fail(ERR_NONFINITE)
@@ -496,7 +507,8 @@ cdef class SlklCore:
     cdef int _refresh(self) noexcept nogil:
         """G = (D^{-1} + C^T C / lam)^{-1} by Cholesky; w and F recomputed from definitions.
 
-        Returns 0, or ERR_CHOLESKY (info in last_info) or ERR_NONFINITE; either fails the core.
+        Returns 0, or ERR_CHOLESKY (info in last_info), ERR_NONFINITE or ERR_INTERRUPTED (G
+        unfinished); each fails the core.
         """
         cdef int m0 = <int>self.m0, cap = <int>self.cap, info
         cdef Py_ssize_t i, j
@@ -512,7 +524,10 @@ cdef class SlklCore:
             for j in range(m0):
                 self.G[i, j] = 1.0 if i == j else 0.0
         info = solve_normal(m0, <int>self.n, &self.Ct[0, 0], <int>self.n, &self.g[0], self.lam,
-                            &self.work[0, 0], cap, m0, &self.G[0, 0], cap, self.n_threads)
+                            &self.work[0, 0], cap, m0, &self.G[0, 0], cap, self.n_threads,
+                            self.it)
+        if interrupted(self.it):
+            return self._fail(ERR_INTERRUPTED)
         if info != 0:
             self.last_info = info
             return self._fail(ERR_CHOLESKY)
@@ -533,6 +548,8 @@ cdef class SlklCore:
         cdef double yc, cc, a, b, v, worst = 0.0
         cdef const double* c
         for m in range(self.M):
+            if interrupted(self.it):
+                return INFINITY         # the caller raises the signal handler's exception
             c = self._column(m, &yc, &cc)
             self._ab(m, c, yc, cc, &a, &b)
             v = self.lam * a * a - self.nu
@@ -563,6 +580,8 @@ cdef class SlklCore:
             return f"no room for a new active column (m0={self.m0}, capacity {self.cap})"
         if code == ERR_INDEX:
             return f"a candidate index outside [0, {self.M})"
+        if code == ERR_INTERRUPTED:
+            return "interrupted while G was recomputed (its state is unfinished)"
         return f"failure code {code}"
 
     def _raise_failure(self):
@@ -596,6 +615,9 @@ cdef class SlklCore:
                              f"(has {hist.shape[0]}), k0 >= 0 and window >= 1")
         if self.last_error != 0:
             return 0, RUN_FAILED
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             while i < nd:
                 if self.m0 == self.cap and self.cap < self.M:
@@ -612,6 +634,9 @@ cdef class SlklCore:
                     if rule == 2 or hist[k - window] - hist[k] < tol * hist[k - window]:
                         status = RUN_STOPPED
                         break
+        self.it = NULL
+        if it.raised:
+            reraise()
         return i, status
 
     def step(self, Py_ssize_t m):
@@ -621,8 +646,14 @@ cdef class SlklCore:
         self._check_usable()
         if self.m0 == self.cap:
             self.grow(2 * self.cap)
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             rc = self._step(m)
+        self.it = NULL
+        if it.raised:
+            reraise()
         if rc < 0:
             self._raise_failure()
         return rc
@@ -638,10 +669,19 @@ cdef class SlklCore:
         self._check_usable()
         if self.m0 == self.cap:
             self.grow(2 * self.cap)
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             c = self._column(m, &yc, &cc)
-            self._ab(m, c, yc, cc, &a, &b)
-            rc = self._set(m, c, yc, a, b, mu_new)
+            if interrupted(self.it):
+                rc = ERR_INTERRUPTED            # the column is unfinished: no state changed
+            else:
+                self._ab(m, c, yc, cc, &a, &b)
+                rc = self._set(m, c, yc, a, b, mu_new)
+        self.it = NULL
+        if it.raised:
+            reraise()
         if rc < 0:
             self._raise_failure()
         return rc
@@ -654,7 +694,7 @@ cdef class SlklCore:
         cdef Py_ssize_t m, p
         cdef double yc, cc
         cdef const double* c
-        cdef int rc
+        cdef int rc = 0
         if self.m0 != 0:
             raise RuntimeError("set_all needs an empty active set")
         if mu.shape[0] != self.M or not np.all(np.isfinite(np.asarray(mu))) or \
@@ -662,18 +702,28 @@ cdef class SlklCore:
             raise ValueError(f"mu must hold M={self.M} finite weights >= 0")
         self._check_usable()
         self.grow(max(1, int(np.count_nonzero(mu))))
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         for m in range(self.M):
             if mu[m] > 0.0:
                 p = self.m0
                 c = self._column(m, &yc, &cc)
+                if interrupted(self.it):
+                    break
                 memcpy(&self.Ct[p, 0], c, self.n * sizeof(double))
                 self.q[p] = yc
                 self.act[p] = m
                 self.pos[m] = p
                 self.mu[m] = mu[m]
                 self.m0 = p + 1
-        with nogil:
-            rc = self._refresh()
+        if not it.raised:
+            with nogil:
+                rc = self._refresh()
+        self.it = NULL
+        if it.raised:
+            self._fail(ERR_INTERRUPTED)         # the active set is incomplete
+            reraise()
         if rc == ERR_NONFINITE:
             self._raise_failure()
         return self.last_info if rc == ERR_CHOLESKY else 0
@@ -681,8 +731,14 @@ cdef class SlklCore:
     def refresh(self):
         """Recompute G, w and F from their definitions; returns LAPACK info (0 = success)."""
         cdef int rc
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             rc = self._refresh()
+        self.it = NULL
+        if it.raised:
+            reraise()
         if rc == ERR_NONFINITE:
             self._raise_failure()
         return self.last_info if rc == ERR_CHOLESKY else 0
@@ -692,16 +748,28 @@ cdef class SlklCore:
         cdef double yc, cc, a, b
         cdef const double* c
         self._check_index(m)
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             c = self._column(m, &yc, &cc)
             self._ab(m, c, yc, cc, &a, &b)
+        self.it = NULL
+        if it.raised:
+            reraise()
         return a, b
 
     def kkt_violation(self):
         """max_m |lam a_m^2 - nu| on active, max(0, lam a_m^2 - nu) on inactive candidates."""
         cdef double v
+        cdef Interrupt it
+        interrupt_init(&it)
+        self.it = &it
         with nogil:
             v = self._kkt()
+        self.it = NULL
+        if it.raised:
+            reraise()
         return v
 
     def objective_direct(self):
@@ -736,6 +804,8 @@ cdef class SlklCore:
         x_arr = np.asarray(self.q)[:m0].copy()
         cdef double[::1] x = x_arr
         cdef const double[::1] target
+        cdef Interrupt it
+        interrupt_init(&it)
         if y is not None:
             target = np.ascontiguousarray(y, dtype=np.float64)
             if target.shape[0] != self.n:
@@ -748,7 +818,9 @@ cdef class SlklCore:
                 self.g[i] = 1.0 / self.mu[self.act[i]]
             info = solve_normal(m0, <int>self.n, &self.Ct[0, 0], <int>self.n, &self.g[0],
                                 self.lam, &self.work[0, 0], <int>self.cap, 1, &x[0], 1,
-                                self.n_threads)
+                                self.n_threads, &it)
+        if it.raised:
+            reraise()
         if info != 0:
             self.last_info = info
             raise np.linalg.LinAlgError(
