@@ -36,7 +36,7 @@ from hkern.hierarchical._hck import HCKOperator
 import hkern
 from hkern.datasets import make_regression
 from hkern.hierarchical import _tree
-from hkern.hierarchical.api import _build_tree
+from hkern.hierarchical.factor import build_tree
 
 # ---------------------------------------------------------------------------------------------
 # 1. Accuracy on kin40k
@@ -101,7 +101,7 @@ def gflops(quick):
     n = 100_000 if quick else 200_000
     X, _ = make_regression(n, d=8, seed=1)
     for r in (64, 128, 256, 512):
-        X_tree, tree = _build_tree(X, r, None, "random", np.random.default_rng(0), n_threads)
+        X_tree, tree = build_tree(X, r, None, "random", np.random.default_rng(0), n_threads)
         depth = tree["depth"]
         uniforms = np.random.default_rng(1).random(((1 << depth) - 1, r))
         lm_off, lm = _tree.select_landmarks(tree["start"], tree["count"], depth, r, uniforms,

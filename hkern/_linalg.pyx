@@ -9,7 +9,7 @@ from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from cython.parallel cimport prange
-from openmp cimport omp_get_max_threads, omp_get_thread_num, omp_get_wtime
+from openmp cimport omp_get_thread_num, omp_get_wtime
 from scipy.linalg cimport cython_blas as blas
 from scipy.linalg cimport cython_lapack as lapack
 
@@ -41,15 +41,6 @@ TILE_SIZE = TILE
 CHOLESKY_BLOCK_SIZE = CHOL_BLOCK
 INVERSE_TILE_SIZE = INV_TILE
 SOLVE_BLOCK_SIZE = SOLVE_BLOCK
-
-
-def openmp_max_threads():
-    """omp_get_max_threads() of the OpenMP runtime hkern's cores run on.
-
-    It honours OMP_NUM_THREADS, the CPU affinity mask and a threadpoolctl limit on OpenMP
-    (hkern._threads.resolve_n_jobs reads it for ``n_jobs=None``).
-    """
-    return omp_get_max_threads()
 
 
 

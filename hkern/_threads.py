@@ -25,6 +25,8 @@ import math
 import operator
 import os
 
+from ._openmp import openmp_max_threads
+
 __all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "budgeted", "budget_threads",
            "available_cpus"]
 
@@ -84,7 +86,6 @@ def resolve_n_jobs(n_jobs=None) -> int:
         For 0, a non-integer or a bool.
     """
     if n_jobs is None:
-        from ._linalg import openmp_max_threads
         limit = min(available_cpus(), openmp_max_threads())
         blas = _blas_limit()
         return max(1, min(limit, blas) if blas is not None else limit)

@@ -6,7 +6,7 @@ import numpy as np
 from oracles import dense_kernel
 
 from hkern.hierarchical import _tree
-from hkern.hierarchical import api as hapi
+from hkern.hierarchical import factor as hfactor
 
 
 def make_kern(kernel, sigma):
@@ -23,11 +23,11 @@ def reconstruct(X, r, seed, leaf_size=None, partition="random"):
     fit_hierarchical(X, ..., r=r, seed=seed, leaf_size=leaf_size, partition=partition).
 
     api.fit_hierarchical draws from one Generator: first the (2^J - 1, d) start vectors inside
-    _build_tree, then the (2^J - 1, r) landmark uniforms for _tree.select_landmarks.
+    build_tree, then the (2^J - 1, r) landmark uniforms for _tree.select_landmarks.
     """
     rng = np.random.default_rng(seed)
     X = np.ascontiguousarray(X, dtype=np.float64)
-    X_tree, tree = hapi._build_tree(X, r, leaf_size, partition, rng, 1)
+    X_tree, tree = hfactor.build_tree(X, r, leaf_size, partition, rng, 1)
     depth = tree["depth"]
     n_nonleaf = (1 << depth) - 1
     uniforms = np.ascontiguousarray(rng.random((n_nonleaf, r)))

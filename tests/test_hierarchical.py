@@ -37,7 +37,7 @@ from oracles import (
 )
 
 import hkern
-from hkern.hierarchical import api as hapi
+from hkern.hierarchical import plan as hplan
 
 LAM = 1e-2
 D = 3
@@ -568,7 +568,7 @@ def test_leaf_size_and_n_not_power_of_two():
     kernel, sigma, jitter, r, seed = "laplace", 1.0, 1e-3, 8, 9
     m = hkern.fit_hierarchical(X, y, r=r, kernel=kernel, sigma=sigma, lam=LAM, jitter=jitter,
                                leaf_size=30, seed=seed, n_jobs=1)
-    assert m.depth_ == 4 == hapi.tree_depth(301, r, 30)
+    assert m.depth_ == 4 == hplan.tree_depth(301, r, 30)
     counts = np.diff([s for s, _ in node_ranges(301, 4)[15:]] + [301])
     assert counts.max() <= 30 and set(counts) == {18, 19}
     X_tree, tree, lms = reconstruct(X, r, seed, leaf_size=30)

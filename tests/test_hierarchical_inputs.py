@@ -206,7 +206,8 @@ def test_kernel_pca_runs_arpack_with_one_blas_thread(fitted, monkeypatch, n_jobs
 
 def test_public_calls_run_inside_their_thread_budget(fitted, monkeypatch):
     # Every public computation enters one thread budget with the model's (or the call's)
-    # n_jobs: the fits and operators in hierarchical/api.py, predictions in the shared model base.
+    # n_jobs: the fits and operators in hierarchical/ (api.py, models.py), predictions in the
+    # shared model base.
     X, y, _ = fitted
     calls = record_thread_budgets(monkeypatch)
     m = hkern.fit_hierarchical(X, y, r=16, seed=0, n_jobs=2)

@@ -13,7 +13,7 @@ from memory_probe import assert_estimate_close
 
 import hkern
 from hkern._memory import MemoryLimitError, recorded_estimates
-from hkern.hierarchical import api as hapi
+from hkern.hierarchical import plan as hplan
 
 
 @pytest.mark.parametrize("n,r,leaf_size", [(2, 1, None), (3, 1, None), (13, 2, 1), (100, 7, None),
@@ -24,7 +24,7 @@ def test_tree_sizes_are_the_operators(n, r, leaf_size):
     X = np.random.default_rng(n).normal(size=(n, 2))
     m = hkern.fit_hierarchical(X, np.ones(n), r=r, leaf_size=leaf_size, seed=0, n_jobs=1)
     f = m._op.factors()
-    s = hapi._tree_sizes(n, r, m.depth_)
+    s = hplan.tree_sizes(n, r, m.depth_)
     assert s["sq"] == f["sq_off"][-1] and s["w"] == f["w_off"][-1]
     assert s["u"] == f["u_off"][-1] and s["b"] == f["b_off"][-1]
     assert s["ranks"] == f["rank"].sum() and s["r_max"] == m._op.r_max

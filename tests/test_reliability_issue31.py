@@ -252,7 +252,7 @@ def test_kernel_pca_dense_path_equals_the_dense_reference(pca_model, monkeypatch
     """k >= n / 8 takes the dense eigensolver (Lanczos took 182 s for k = 1000 at n = 3000):
     the eigenpairs of C K_hier C from numpy's eigh of the n x n matrix."""
     model, ref_values, ref_vectors = pca_model
-    from hkern.hierarchical.api import HierarchicalKRR
+    from hkern.hierarchical.models import HierarchicalKRR
     monkeypatch.setattr(HierarchicalKRR, "_pca_lanczos", _refuse("Lanczos"))
     k = 100                                                     # n / 8 = 50
     values, vectors = model.kernel_pca(k)
@@ -274,7 +274,7 @@ def test_kernel_pca_lanczos_below_the_crossover(pca_model, monkeypatch):
     """Below n / 8 components Lanczos runs (on one thread for this small n r) and agrees with
     the dense reference."""
     model, ref_values, _ = pca_model
-    from hkern.hierarchical.api import HierarchicalKRR
+    from hkern.hierarchical.models import HierarchicalKRR
     monkeypatch.setattr(HierarchicalKRR, "_pca_dense", _refuse("the dense eigensolver"))
     values, _ = model.kernel_pca(49)
     assert np.abs(values - ref_values[:49]).max() <= 1e-10 * ref_values[0]
@@ -283,7 +283,7 @@ def test_kernel_pca_lanczos_below_the_crossover(pca_model, monkeypatch):
 def test_kernel_pca_falls_back_to_lanczos_without_memory(pca_model, monkeypatch):
     """When the n x n matrix does not fit in the memory available, Lanczos instead."""
     model, ref_values, _ = pca_model
-    import hkern.hierarchical.api as api
+    import hkern.hierarchical.models as api
     monkeypatch.setattr(api, "resolve_max_memory", lambda max_memory: 1 << 20)
     monkeypatch.setattr(api.HierarchicalKRR, "_pca_dense", _refuse("the dense eigensolver"))
     values, _ = model.kernel_pca(60)

@@ -9,7 +9,7 @@ from numpy.linalg import LinAlgError
 from oracles import hck_system, rel_norm
 
 import hkern
-from hkern.hierarchical.api import default_jitter
+from hkern.hierarchical.plan import default_jitter
 from hkern.hierarchical.preconditioner import HCKPreconditioner
 from hkern.kernels import kernel_kind
 from hkern.solvers import KernelSystem, NystromPreconditioner, block_pcg

@@ -13,7 +13,7 @@ import hkern
 from hkern._threads import blas_threads, resolve_n_jobs
 from hkern.datasets import make_regression
 from hkern.hierarchical import _tree
-from hkern.hierarchical.api import _build_tree
+from hkern.hierarchical.factor import build_tree
 
 from .common import SlowFit, kin40k, model_rmse
 
@@ -113,7 +113,7 @@ class InversionRate(_SlowFit):
     def setup(self, r):
         X, _ = make_regression(200_000, d=8, seed=1)
         self.n_threads = resolve_n_jobs(None)
-        self.X_tree, self.tree = _build_tree(X, r, None, "random", np.random.default_rng(0),
+        self.X_tree, self.tree = build_tree(X, r, None, "random", np.random.default_rng(0),
                                              self.n_threads)
         depth = self.tree["depth"]
         uniforms = np.random.default_rng(1).random(((1 << depth) - 1, r))

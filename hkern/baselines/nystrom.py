@@ -1,6 +1,7 @@
 """Nystrom kernel ridge regression with uniformly sampled landmarks."""
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -9,7 +10,7 @@ import numpy as np
 from .. import _linalg
 from .._gp import ProfiledRidge, profiled_gaussian_lml
 from .._memory import check_memory
-from .._model import KernelRidgeModel, prepare_fit
+from .._model import prepare_fit
 from .._sharded import runs_on_shards
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
@@ -18,14 +19,14 @@ from .._validation import (
     check_bool,
     check_choice,
     check_nonnegative,
-    check_rank,
-    check_row_indices,
     check_seed,
     scale_inputs,
 )
 from ..hyperparameters import selects_hyperparameters
 from ..hyperparameters.sharded import select_nystrom_on_shards
-from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
+from ..kernels._api import _kernel_matrix_trusted
+from ..oasis import select_columns
+from ..oasis.api import selection_peak_bytes
 from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
@@ -37,62 +38,12 @@ from ._iterative import (
     check_validation,
 )
 from ._ridge import block_rows, ridge_on_features
+from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
 from .nystrom_pcg import solve_nystrom_pcg
-from .nystrom_sharded import fit_nystrom_sharded
+from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 
-__all__ = ["fit_nystrom", "NystromKRR", "nystrom_feature_map", "nystrom_peak_bytes",
-           "check_landmarks", "check_rcond", "draw_landmarks", "NYSTROM_SOLVERS"]
-
-NYSTROM_SOLVERS = ("direct", "pcg")
-
-
-class NystromKRR(KernelRidgeModel):
-    """Nystrom KRR: f(x) = k(x, Z) beta for landmarks Z.
-
-    Attributes
-    ----------
-    landmarks_ : ndarray (r, d)
-        The landmark points Z.
-    landmark_indices_ : ndarray (r,)
-        Their row indices in the training X.
-    coef_ : ndarray (r, k)
-        beta.
-    rank_ : int
-        Numerical rank kept of K(Z, Z) (the direct solver), or the number of centres (PCG).
-    n_iter_ : int or None
-        Conjugate-gradient iterations (``solver="pcg"``); None for the direct solver.
-    solver_trace_ : hkern.baselines.SolverTrace or None
-        Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
-
-    Examples
-    --------
-    Returned by :func:`fit_nystrom`; predictions are k(x, Z) beta:
-
-    >>> import numpy as np
-    >>> import hkern
-    >>> rng = np.random.default_rng(0)
-    >>> X, y = rng.normal(size=(500, 3)), rng.normal(size=500)
-    >>> model = hkern.fit_nystrom(X, y, r=50, sigma=1.0, lam=1e-2, seed=0)
-    >>> model.landmarks_.shape
-    (50, 3)
-    >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
-    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
-    True
-    """
-
-    def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None, **kw):
-        super().__init__(**kw)
-        self.landmarks_ = landmarks
-        self.landmark_indices_ = indices
-        self.coef_ = coef
-        self.rank_ = rank
-        self.n_iter_ = n_iter
-        self.solver_trace_ = solver_trace
-
-    def _scores(self, X):
-        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
-                                      budget_threads())
-
+__all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond",
+           "draw_landmarks"]
 
 def nystrom_feature_map(W, rcond):
     """M (r, p) with M M^T = W^+ restricted to W's numerically non-zero spectrum.
@@ -115,20 +66,6 @@ def check_rcond(rcond):
     return rcond
 
 
-def check_landmarks(landmarks, r, n):
-    """(landmarks, r) checked for n training points: a selector name and 1 <= r <= n, or
-    validated row indices (sorted), whose number is then r."""
-    if isinstance(landmarks, str):
-        from ..oasis import SELECTORS
-        if landmarks not in SELECTORS:
-            raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
-                             f"got {landmarks!r}")
-    else:
-        landmarks = check_row_indices(landmarks, n, "landmarks")
-        r = len(landmarks)                       # the given landmarks decide r
-    return landmarks, check_rank(r, n, "r")
-
-
 def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
     """Sorted landmark rows of X for checked ``landmarks`` and ``r`` (:func:`check_landmarks`):
     the given rows, r drawn uniformly without replacement, or r chosen by an adaptive selector
@@ -138,16 +75,9 @@ def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
         return landmarks
     if landmarks == "uniform":
         return uniform_landmarks(X.shape[0], r, rng)
-    from ..oasis import select_columns
     selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
                                n_jobs=n_jobs, max_memory=max_memory)
     return np.sort(selection.indices)
-
-
-def uniform_landmarks(n, r, rng):
-    """r of the n row indices drawn uniformly without replacement by ``rng``, sorted (also
-    the draw of the sharded fit, from the global index range)."""
-    return np.sort(rng.choice(n, size=r, replace=False))
 
 
 def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
@@ -170,7 +100,6 @@ def with_selection_bytes(fit_bytes, n, r, landmarks):
     (oASIS, greedy, RP-Cholesky) frees its n x r factors before the fit, so the larger of the
     two phases."""
     if isinstance(landmarks, str) and landmarks != "uniform":
-        from ..oasis.api import selection_peak_bytes
         return max(fit_bytes, selection_peak_bytes(n, r, landmarks))
     return fit_bytes
 
@@ -307,7 +236,8 @@ class NystromPCGProblem(SelectionProblem):
                           evidence=None, **inputs.model_params(self.a["n_jobs"]))
 
 
-@runs_on_shards("fit_nystrom", fit_nystrom_sharded, select_nystrom_on_shards)
+@runs_on_shards("fit_nystrom", fit_nystrom_sharded,
+                functools.partial(select_nystrom_on_shards, problem_class=ShardedNystromProblem))
 @selects_hyperparameters("likelihood", profiles_ridge=True, iterative=_selection_problem)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",

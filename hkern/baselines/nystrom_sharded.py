@@ -35,6 +35,7 @@ from ._iterative import (
     error_from_sums,
     validation_sums,
 )
+from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
 from .nystrom_pcg import solve_nystrom_pcg
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
@@ -49,8 +50,6 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     rank's rows, ``validation`` this rank's validation rows (or None on every rank).  ``x0``:
     FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
     start)."""
-    from .nystrom import NYSTROM_SOLVERS, NystromKRR
-
     def check_arguments():
         check_choice(solver, "solver", NYSTROM_SOLVERS)
         if solver == "direct":
@@ -80,7 +79,6 @@ def _centres(fit, r, landmarks, rng):
     """Sorted global row indices of the centres: given, r drawn uniformly without replacement
     from the n global rows exactly as the serial fit draws them, or None for "oasis" (chosen
     collectively by :func:`_oasis_centres`)."""
-    from .nystrom import check_landmarks, uniform_landmarks
     landmarks, r = check_landmarks(landmarks, r, fit.n)
     if not isinstance(landmarks, str):
         return landmarks
@@ -181,7 +179,6 @@ class ShardedNystromProblem(SelectionProblem):
     label = "fit_nystrom(solver='pcg')"
 
     def __init__(self, state, shards, arguments, sharded_fit):
-        from .nystrom import NYSTROM_SOLVERS
         a = arguments
         inputs = shards.inputs
         super().__init__(a, inputs.X, inputs.encoding, None, None)

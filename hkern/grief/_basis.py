@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _linalg
 from ..kernels import kernel_matrix
 from . import _core
 
@@ -138,7 +139,6 @@ class GriefBasis:
     def gram(self, X, y, n_threads=1):
         """A = Phi' Phi (p, p) and r = Phi' y (p,), accumulated over row blocks (Phi is never
         whole)."""
-        from .. import _linalg
         A = np.zeros((self.p, self.p))
         r = np.zeros(self.p)
         for start, Phi in self.phi_blocks(X, n_threads):

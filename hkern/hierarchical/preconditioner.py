@@ -13,14 +13,15 @@ import numpy as np
 
 from .._threads import blas_threads
 from .._validation import check_seed
-from .api import _hck_fit_bytes, default_jitter, factorize_hck, tree_depth
+from .factor import factorize_hck
+from .plan import default_jitter, hck_fit_bytes, tree_depth
 
 __all__ = ["HCKPreconditioner", "hck_preconditioner_bytes"]
 
 
 def hck_preconditioner_bytes(n, d, k, r, n_threads):
     """Peak bytes of building an HCKPreconditioner of X (n x d) and applying it to k columns."""
-    return _hck_fit_bytes(n, d, k, r, tree_depth(n, r), n_threads)
+    return hck_fit_bytes(n, d, k, r, tree_depth(n, r), n_threads)
 
 
 class HCKPreconditioner:

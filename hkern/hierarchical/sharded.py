@@ -33,6 +33,7 @@ from .._threads import blas_threads, budget_threads, budgeted, in_budget
 from .._validation import check_array, check_bool, check_choice, check_nonnegative, check_rhs
 from . import _posterior, _tree
 from ._hck import HCKOperator
+from .plan import check_tree_args, default_jitter, hck_fit_bytes, tree_depth
 from .sharded_tree import build_sharded_tree, rank_levels, subtree_owner
 
 __all__ = ["ShardedHierarchicalKRR", "fit_hierarchical_sharded"]
@@ -423,8 +424,7 @@ def _sharded_fit_bytes(rows, n_local, d, k, r, sub_depth, n_threads):
     """Estimated peak bytes of one rank: the serial fit's estimate for the tree positions it
     holds (its subtrees), beside its shard's rows on their way (sent and received: 2 n_local
     (d + k + 1) numbers)."""
-    from .api import _hck_fit_bytes
-    return (_hck_fit_bytes(max(rows, 1), d, k, r, sub_depth, n_threads)
+    return (hck_fit_bytes(max(rows, 1), d, k, r, sub_depth, n_threads)
             + 16 * n_local * (d + k + 1))
 
 
@@ -433,7 +433,6 @@ def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, 
                              max_memory):
     """The sharded fit_hierarchical (module docstring); arguments as fit_hierarchical's, X and
     y this rank's rows."""
-    from .api import _check_tree_args, default_jitter, tree_depth
     arguments = dict(r=r, kernel=kernel, sigma=np.asarray(sigma).tolist()
                      if not isinstance(sigma, str) else sigma, lam=lam, task=task,
                      seed=seed if seed is None or np.isscalar(seed) else "generator",
@@ -443,7 +442,7 @@ def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, 
                               n_jobs=n_jobs, max_memory=max_memory, arguments=arguments)
     inputs, n, size = fit.inputs, fit.n, state.size
     try:       # the same checks with the same (agreed) values on every rank
-        r, leaf_size = _check_tree_args(n, r, leaf_size, partition)
+        r, leaf_size = check_tree_args(n, r, leaf_size, partition)
         jit = default_jitter(inputs.lam) if jitter is None else check_nonnegative(jitter,
                                                                                   "jitter")
         if jit >= inputs.lam:

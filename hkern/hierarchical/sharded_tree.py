@@ -29,6 +29,7 @@ import numpy as np
 
 from .._mpi import Agreed, get_mpi
 from . import _tree
+from .plan import PCA_ITERATIONS, tree_centre
 
 __all__ = ["ShardedTree", "build_sharded_tree", "distributed_kth", "rank_levels",
            "subtree_owner"]
@@ -150,7 +151,6 @@ def build_sharded_tree(state, X_local, Y_local, offsets, r, depth, partition, rn
         raise Agreed(ValueError("partition='pca' needs the scatter matrix of every node's points "
                                 "summed in the serial order, which a sharded fit does not do "
                                 "at the levels split over ranks: use partition='random'"))
-    from .api import PCA_ITERATIONS, tree_centre  # (api imports this module)
     MPI = get_mpi()
     upper = np.full(d, -np.inf) if len(X_local) == 0 else X_local.max(axis=0)
     lower = np.full(d, np.inf) if len(X_local) == 0 else X_local.min(axis=0)

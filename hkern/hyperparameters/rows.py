@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._sharded import gather_rows, sum_over_ranks
 from .._targets import encode_targets, scaled_squares, target_scale
 from .._validation import check_array
 from .robust import check_targets_vary, feature_scales, statistics_rows
@@ -84,7 +85,6 @@ class ShardedRows(SelectionRows):
         self.n, self.d = int(offsets[-1]), X.shape[1]
 
     def rows(self, indices):
-        from .._sharded import gather_rows
         indices = np.asarray(indices, dtype=np.int64)
         order = np.argsort(indices, kind="stable")
         both = gather_rows(self.state, self.offsets, np.hstack([self.X, self.Y]),
@@ -102,13 +102,11 @@ class ShardedRows(SelectionRows):
     def check_targets(self, task):
         # A column is zero everywhere when it is zero on every rank: the check on one row per
         # column, 1 where any rank has a nonzero value, is the check on all the targets.
-        from .._sharded import sum_over_ranks
         nonzero = sum_over_ranks(self.state, lambda: np.any(self.Y != 0.0, axis=0)
                                  .astype(float))
         check_targets_vary(nonzero[None, :], task)
 
     def target_scale(self):
-        from .._sharded import sum_over_ranks
         largest = max(self.state.agree(float(np.max(np.abs(self.Y))) if self.Y.size else 0.0))
         if largest == 0:
             return 1.0

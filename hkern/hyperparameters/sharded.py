@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._mpi import Agreed
+from .._mpi import Agreed, RankState
 from .._sharded import digest, prepare_sharded_fit
 from .._threads import in_budget
 from .._validation import check_bool
+from .iterative import select_iterative
 from .rows import ShardedRows
 from .select import _fit_seed, _select, check_criterion, selection_modes, start_from_subsample
 
@@ -85,8 +86,6 @@ def _candidate(state, sharded_fit):
     """The sharded fit as the selection calls it: ``call(arguments)``.  An error every rank
     agreed on is raised as itself, on every rank at the same candidate, so the selection
     treats it as the serial selection does (a failed later candidate is skipped)."""
-    from .._mpi import RankState
-
     def call(arguments):
         try:
             return sharded_fit(RankState(state.comm, state.label), **arguments)
@@ -122,18 +121,18 @@ def select_hierarchical_on_shards(state, fit, sharded_fit, arguments):
                                        call=_candidate(state, sharded_fit)))
 
 
-def select_nystrom_on_shards(state, fit, sharded_fit, arguments):
+def select_nystrom_on_shards(state, fit, sharded_fit, arguments, *, problem_class):
     """fit_nystrom(..., solver="pcg", sigma="auto"|"ard" or lam="auto", comm=comm) on every
-    rank (module docstring)."""
-    from ..baselines.nystrom_sharded import ShardedNystromProblem
-    from .iterative import select_iterative
+    rank (module docstring).  ``problem_class``: the sharded fit's selection problem
+    (:class:`hkern.baselines.nystrom_sharded.ShardedNystromProblem`), given by the fit that
+    this package serves (it imports nothing from the fits)."""
     label = fit.__name__
     shards, sigma_mode, lam_mode, criterion, seed = _prepare(
         state, arguments, "holdout", label, {"likelihood": (
             f"{label} on sharded data (comm=...) compares the candidates of its hyperparameter "
             "selection on held-out rows: pass criterion='auto' or 'holdout'")})
     a = dict(arguments, seed=seed)
-    problem = ShardedNystromProblem(state, shards, a, sharded_fit)
+    problem = problem_class(state, shards, a, sharded_fit)
     inputs = shards.inputs
     rows = ShardedRows(state, shards.offsets, inputs.X, inputs.Y)
     if problem.classes is None:         # the serial problem's scale: of all the targets

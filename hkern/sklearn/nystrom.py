@@ -7,7 +7,8 @@ import hkern
 
 from .. import _linalg
 from .._validation import check_seed
-from ..baselines.nystrom import check_landmarks, check_rcond, draw_landmarks, nystrom_feature_map
+from ..baselines.nystrom import check_rcond, draw_landmarks, nystrom_feature_map
+from ..baselines.nystrom_model import check_landmarks
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 

@@ -36,7 +36,10 @@ from scipy.linalg import eigh_tridiagonal
 
 from .._gp import Evidence, column_quads
 from ..kernels._api import _kernel_matvec_trusted
+from ..oasis.api import nystrom_factor
 from .cg import ConvergenceWarning, block_pcg, lanczos_tridiagonal
+from .operators import KernelSystem
+from .preconditioners import NystromPreconditioner
 
 __all__ = ["StochasticEvidence", "StochasticGradient", "gaussian_stochastic_lml",
            "lengthscale_quads", "stochastic_lml", "stochastic_lml_gradient"]
@@ -405,10 +408,6 @@ def gaussian_stochastic_lml(X, Y, lengthscales, lam, *, rank=100, n_probes=30, s
     >>> bool(abs(est.profiled_lml - exact.profiled_lml()) < 4 * est.lml_stderr)
     True
     """
-    from ..oasis.api import nystrom_factor  # oasis imports the solvers: import late
-    from .operators import KernelSystem
-    from .preconditioners import NystromPreconditioner
-
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     ls = np.asarray(lengthscales, dtype=np.float64)
     # Centred for the same reason as in the gradient; the kernel depends on differences only.
