@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 import hkern
-from hkern.oasis.parallel import oasis_mpi
+from hkern.oasis.sharded import oasis_mpi
 
 # function: its positional parameters, in order (everything else keyword-only)
 POSITIONAL = {

@@ -19,27 +19,26 @@ from .._validation import (
     check_int,
     check_rhs,
 )
+from ..hierarchical.preconditioner import HCK_PRECONDITIONER
 from ..hyperparameters import selects_hyperparameters
+from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ..solvers import ConvergenceWarning, KernelSystem
-from ..solvers.slq import stochastic_lml
-from ._iterative import (
-    LosingCandidate,
-    SelectionProblem,
-    check_early_validation,
-    check_stopping,
-    check_validation,
-)
-from ._ridge import block_rows
-from .exact_pcg import (
-    PRECONDITIONERS,
+from ..solvers.exact_pcg import (
+    NYSTROM_PRECONDITIONERS,
     default_rank,
     kernel_storage,
     preconditioner_for,
     solve_pcg,
 )
+from ..solvers.slq import stochastic_lml
+from ..solvers.trace import check_early_validation, check_stopping, check_validation
+from ._ridge import block_rows
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
+
+# fit_exact(solver="pcg")'s preconditioners by name: the Nystrom ones and HCK.
+PRECONDITIONERS = {**NYSTROM_PRECONDITIONERS, "hck": HCK_PRECONDITIONER}
 
 SOLVERS = ("auto", "cholesky", "pcg")
 # solver="auto" factorises up to this many points (and when 8 n^2 bytes fit max_memory), and
@@ -74,7 +73,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         alpha, in training order.
     n_iter_ : int or None
         Conjugate-gradient iterations (``solver="pcg"``); None for the Cholesky solver.
-    solver_trace_ : hkern.baselines.SolverTrace or None
+    solver_trace_ : hkern.solvers.SolverTrace or None
         Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples
@@ -194,7 +193,7 @@ def _selection_problem(arguments):
     here, before any work."""
     a = arguments
     check_choice(a["solver"], "solver", SOLVERS)
-    check_choice(a["preconditioner"], "preconditioner", PRECONDITIONERS)
+    check_choice(a["preconditioner"], "preconditioner", tuple(PRECONDITIONERS))
     X = check_array(a["X"], "X")
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
     if _solver_of(a["solver"], X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
@@ -224,6 +223,7 @@ class ExactPCGProblem(SelectionProblem):
     def __init__(self, arguments, X, encoding, rank, tol, max_iter):
         super().__init__(arguments, X, encoding, tol, max_iter)
         self.rank = rank
+        self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
         self._factor_key, self._factor = None, None
 
     def _preconditioner(self, inputs, rows, sigma):
@@ -232,7 +232,7 @@ class ExactPCGProblem(SelectionProblem):
                np.asarray(sigma, dtype=float).tobytes())
         factor = self._factor if self._factor_key == key else None
         self._factor_key, self._factor = None, None            # free the old factor first
-        apply_m = preconditioner_for(inputs, self.a["preconditioner"], self.rank,
+        apply_m = preconditioner_for(inputs, self.preconditioner, self.rank,
                                      seed=self.a["seed"], n_threads=budget_threads(),
                                      max_memory=self.a["max_memory"], factor=factor,
                                      adaptive=self.a["r"] is None)
@@ -249,7 +249,7 @@ class ExactPCGProblem(SelectionProblem):
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 alpha, _, _ = solve_pcg(
-                    inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=tol,
+                    inputs, preconditioner=self.preconditioner, rank=self.rank, tol=tol,
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
                     x0=x0, apply_m=apply_m,
@@ -271,7 +271,7 @@ class ExactPCGProblem(SelectionProblem):
         inputs = self._inputs(None, sigma, lam)
         n_threads = budget_threads()
         stored = kernel_storage(inputs, inputs.Y.shape[1] + n_probes, self.rank,
-                                self.a["preconditioner"], self.a["max_memory"], n_threads)
+                                self.preconditioner, self.a["max_memory"], n_threads)
         apply_m = self._preconditioner(inputs, None, sigma)
         apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.X, inputs.lam,
                                stored=stored, n_threads=n_threads)
@@ -289,7 +289,7 @@ class ExactPCGProblem(SelectionProblem):
         apply_m = self._preconditioner(inputs, None, sigma)   # the likelihood's, if kept
         self._factor_key, self._factor = None, None
         alpha, trace, n_iter = solve_pcg(
-            inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=self.tol,
+            inputs, preconditioner=self.preconditioner, rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
             n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
@@ -396,7 +396,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     True
     """
     check_choice(solver, "solver", SOLVERS)
-    check_choice(preconditioner, "preconditioner", PRECONDITIONERS)
+    check_choice(preconditioner, "preconditioner", tuple(PRECONDITIONERS))
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
@@ -423,11 +423,12 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
 
 def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,
              max_memory):
-    """fit_exact(solver="pcg") after its arguments are checked (hkern.baselines.exact_pcg)."""
+    """fit_exact(solver="pcg") after its arguments are checked (hkern.solvers.exact_pcg)."""
     rank, tol, max_iter = _check_pcg_arguments(inputs.X.shape[0], r, tol, max_iter)
     validation = check_validation(validation, inputs)
     alpha, trace, n_iter = solve_pcg(
-        inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,
+        inputs, preconditioner=PRECONDITIONERS[preconditioner], rank=rank, tol=tol,
+        max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
         n_threads=budget_threads(), adaptive=r is None)
     return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
