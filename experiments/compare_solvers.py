@@ -4,7 +4,7 @@ One process on this machine; every time is the median of ``--repeats`` whole fit
 peak resident set above the start.  Sections (``--sections``, all by default):
 
 ``exact``
-    kin40k split 0, sigma 1.41, lam 1e-2: ``fit_exact(solver="cholesky")`` against
+    kin40k split 0, sigma 1.41, lam 1e-2: ``fit_exact(solver="direct")`` against
     ``fit_exact(solver="pcg")`` with the kernel recomputed at every iteration (``max_memory``
     2 GB, so K is not stored) and stored, for each preconditioner rank in ``--ranks``; and
     with the HCK preconditioner (K_hier + lam I) for each ``--hck-ranks``.
@@ -191,7 +191,7 @@ def section_crossover(table, args):
     for n in args.crossover_n:
         idx = np.sort(np.random.default_rng(SEED).choice(X.shape[0], n, replace=False))
         Xn, yn = X[idx], y[idx]
-        for solver in ("cholesky", "pcg"):
+        for solver in ("direct", "pcg"):
             table.time("crossover", f"{solver} n={n}", lambda: hkern.fit_exact(
                 Xn, yn, sigma=EXACT_SIGMA, lam=EXACT_LAM, solver=solver, seed=SEED),
                 predict_model, Xt, yt, n=n, solver=solver)

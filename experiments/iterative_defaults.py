@@ -85,7 +85,7 @@ if "grid" in parts or "exactgrid" in parts:
         for lm in lams:
             if exact:
                 t = time.time()
-                m = hkern.fit_exact(Xtr, ytr, solver="cholesky", sigma=float(sg), lam=lm)
+                m = hkern.fit_exact(Xtr, ytr, solver="direct", sigma=float(sg), lam=lm)
                 grid.append(dict(sigma=float(sg), lam=lm, seconds=time.time() - t, rmse=rmse(m),
                                  solver="cholesky"))
             else:

@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hkern.datasets import make_regression
-from hkern.oasis.parallel import block_layout, oasis_mpi
+from hkern.oasis.sharded import block_layout, oasis_mpi
 
 n, ell = int(sys.argv[1]), int(sys.argv[2])
 comm = MPI.COMM_WORLD

@@ -367,6 +367,24 @@ def check_choice(value, name, choices):
     return value
 
 
+# One set of solver names for every fit: "direct" factorises, "pcg" iterates (conjugate
+# gradients, preconditioned where the method has a preconditioner), "auto" lets the fit
+# choose.  fit_exact called "direct" "cholesky" and fit_meka called "pcg" "cg": those former
+# names are still accepted by those fits, with a FutureWarning.
+
+
+def check_solver(solver, choices, former=None):
+    """``solver`` checked against the fit's ``choices``; a ``former`` name ({old: new}) is
+    replaced by today's with a FutureWarning."""
+    if former and isinstance(solver, str) and solver in former:
+        new = former[solver]
+        warnings.warn(f"solver={solver!r} is now called solver={new!r} (one set of solver names "
+                      "for every fit: 'direct', 'pcg', 'auto'); the old name will be removed",
+                      FutureWarning, stacklevel=4)
+        return new
+    return check_choice(solver, "solver", choices)
+
+
 def read_csv(path):
     """A comma-separated numeric file (``.gz`` read through gzip) as a 2-D float array, or a
     ValueError naming the file and the first bad line.

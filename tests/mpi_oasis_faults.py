@@ -8,7 +8,7 @@ the case says otherwise.  Each JSON line: {"case", "rank", "size", "time", "outc
 "error" | "injected", "type", "message"} and, for "ok" on rank 0, the selection ("indices",
 "scores", "W_inv", "C", "F" as float hex strings).  "time" is time.time() when the line was
 written; an "injected" line marks the moment a fault fired.  Faults are injected on one rank
-by replacing hkern.oasis.parallel.OasisCore with a subclass that raises at a chosen point;
+by replacing hkern.oasis.sharded.OasisCore with a subclass that raises at a chosen point;
 nothing in hkern itself is a test hook.
 """
 import json

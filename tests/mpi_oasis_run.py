@@ -53,7 +53,7 @@ def main(argv):
     from mpi4py import MPI
 
     from hkern.datasets import make_regression
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

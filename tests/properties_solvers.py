@@ -47,7 +47,7 @@ def problems(draw, min_n=12, max_n=60, max_d=4):
 
 
 FITS = {
-    "exact_cholesky": lambda X, y, **kw: hkern.fit_exact(X, y, solver="cholesky", **kw),
+    "exact_cholesky": lambda X, y, **kw: hkern.fit_exact(X, y, solver="direct", **kw),
     "exact_pcg": lambda X, y, **kw: hkern.fit_exact(X, y, solver="pcg", r=min(8, len(X) - 1),
                                                     **kw),
     "nystrom": lambda X, y, **kw: hkern.fit_nystrom(X, y, r=min(10, len(X)), **kw),

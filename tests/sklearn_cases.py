@@ -73,5 +73,5 @@ def check_instances():
     """The instances scikit-learn's checks run on: every estimator, and MEKA with both
     solvers (the direct one has no iterations to report)."""
     instances = [small(cls) for cls in ESTIMATORS]
-    instances += [small(hs.MekaRegressor, solver="cg"), small(hs.MekaClassifier, solver="cg")]
+    instances += [small(hs.MekaRegressor, solver="pcg"), small(hs.MekaClassifier, solver="pcg")]
     return instances

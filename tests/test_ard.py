@@ -147,7 +147,7 @@ def test_select_columns_equals_scalar_on_scaled_inputs(method):
 
 def test_oasis_mpi_single_rank_equals_serial():
     pytest.importorskip("mpi4py")
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     X, _, _ = data()
     got = oasis_mpi(X, 30, sigma=L, seed=4)
     ref = hkern.oasis(X / L, 30, sigma=1.0, seed=4)

@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 import hkern
-from hkern.oasis.parallel import oasis_mpi
+from hkern.oasis.sharded import oasis_mpi
 
 # function: its positional parameters, in order (everything else keyword-only)
 POSITIONAL = {
@@ -126,7 +126,7 @@ MULTI_OUTPUT_FITS = {
     "fit_slkl_unif": (hkern.fit_slkl_unif, {"r": 20}),
     "fit_slkl_krrm": (hkern.fit_slkl_krrm, {"r": 20}),
     "fit_meka": (hkern.fit_meka, {"r": 5, "n_clusters": 3}),
-    "fit_meka-cg": (hkern.fit_meka, {"r": 5, "n_clusters": 3, "solver": "cg"}),
+    "fit_meka-pcg": (hkern.fit_meka, {"r": 5, "n_clusters": 3, "solver": "pcg"}),
 }
 # GP-GRIEF fits one output only.
 ALL_FITS = {**MULTI_OUTPUT_FITS, "fit_grief": (hkern.fit_grief, {"r": 20})}
@@ -189,3 +189,29 @@ def test_per_output_values_of_a_classifier_have_one_entry_per_class(two_outputs)
     assert found == ["coef_", "weights_", "objective_", "n_iter_", "converged_"]
     for name in found:
         assert getattr(model, name).shape[-1] == 3, name
+
+
+@pytest.mark.parametrize("fit, former, new, kw", [
+    (hkern.fit_exact, "cholesky", "direct", {}),
+    (hkern.fit_meka, "cg", "pcg", {"r": 5, "n_clusters": 3}),
+])
+def test_former_solver_names_warn_and_give_the_same_model(fit, former, new, kw):
+    """One set of solver names ("direct", "pcg", "auto"): the names fit_exact and fit_meka used
+    before still work, with a FutureWarning naming today's, and fit the same model."""
+    X, y = hkern.datasets.make_regression(80, 3, seed=2)
+    with pytest.warns(FutureWarning, match=f"solver='{former}' is now called solver='{new}'"):
+        old = fit(X, y, solver=former, seed=0, **kw)
+    today = fit(X, y, solver=new, seed=0, **kw)
+    assert np.array_equal(old.predict(X), today.predict(X))
+
+
+@pytest.mark.parametrize("fit, kw", [(hkern.fit_nystrom, {"r": 10}),
+                                     (hkern.fit_exact, {}), (hkern.fit_meka, {"r": 5,
+                                                                            "n_clusters": 3})])
+def test_solver_names_are_one_set(fit, kw):
+    """Every fit's solver names are among "direct", "pcg" and "auto"; an unknown one is an error
+    listing the fit's own."""
+    X, y = hkern.datasets.make_regression(40, 2, seed=2)
+    with pytest.raises(ValueError, match="solver must be one of 'direct', 'pcg'|solver must be "
+                                         "one of 'auto', 'direct', 'pcg'"):
+        fit(X, y, solver="lsqr", **kw)

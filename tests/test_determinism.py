@@ -39,7 +39,7 @@ FITS = {
     "meka_direct": lambda X, y, j, t: hkern.fit_meka(X, y, 16, n_clusters=4, sigma=1.0, seed=1,
                                                      task=t, n_jobs=j),
     "meka_cg": lambda X, y, j, t: hkern.fit_meka(X, y, 16, n_clusters=4, sigma=1.0, seed=1, task=t,
-                                                 solver="cg", n_jobs=j),
+                                                 solver="pcg", n_jobs=j),
     "slkl": lambda X, y, j, t: hkern.fit_slkl(X, y, r=120, nu=1e-3, sigma=1.0,
                                               seed=1, task=t, n_jobs=j),
     "slkl_lazy_columns": lambda X, y, j, t: hkern.fit_slkl(

@@ -59,8 +59,8 @@ CASES = {
     # The tiled Cholesky of a 12 000 x 12 000 kernel matrix (5.8e11 flops).
     "fit_exact_cholesky": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
-        "long = lambda: hkern.fit_exact(X[:12000], y[:12000], solver='cholesky', n_jobs=2)",
-        "hkern.fit_exact(X[:1500], y[:1500], solver='cholesky', n_jobs=2).predict(Xte[:200])"),
+        "long = lambda: hkern.fit_exact(X[:12000], y[:12000], solver='direct', n_jobs=2)",
+        "hkern.fit_exact(X[:1500], y[:1500], solver='direct', n_jobs=2).predict(Xte[:200])"),
     # PCG with its preconditioner on 20 000 points.
     "fit_exact_pcg": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
@@ -127,7 +127,7 @@ def _small_here(name):
         return hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0,
                               n_jobs=2).predict(Xte[:200])
     if name == "fit_exact_cholesky":
-        return hkern.fit_exact(X[:1500], y[:1500], solver="cholesky", n_jobs=2).predict(Xte[:200])
+        return hkern.fit_exact(X[:1500], y[:1500], solver="direct", n_jobs=2).predict(Xte[:200])
     return hkern.fit_exact(X[:2000], y[:2000], solver="pcg", seed=0, n_jobs=2).predict(Xte[:200])
 
 

@@ -338,7 +338,7 @@ def test_krr_cg_matches_direct():
     Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])
     kw = {"r": 10, "n_clusters": 4, "lam": 1e-2, "sigma": SIGMA, "seed": 0, "psd": True}
     direct = hkern.fit_meka(X, Y, **kw)
-    cg = hkern.fit_meka(X, Y, solver="cg", tol=1e-12, max_iter=2000, **kw)
+    cg = hkern.fit_meka(X, Y, solver="pcg", tol=1e-12, max_iter=2000, **kw)
     assert direct.n_iter_ is None
     assert cg.n_iter_.shape == (2,) and cg.n_iter_.dtype.kind == "i" and cg.n_iter_.min() > 1
     # Each output's count is its own recursion's: an all-zero column needs none, an eigenvector
@@ -346,15 +346,15 @@ def test_krr_cg_matches_direct():
     # the fewest iterations that solve every column.
     _, v = direct.approximation_.eigh(1)
     per_column = hkern.fit_meka(X, np.column_stack([Y[:, 0], 0 * v[:, 0], v[:, 0]]),
-                                solver="cg", tol=1e-12, max_iter=2000, **kw)
+                                solver="pcg", tol=1e-12, max_iter=2000, **kw)
     assert list(per_column.n_iter_[1:]) == [0, 1] and per_column.n_iter_[0] > 1
     with pytest.raises(np.linalg.LinAlgError, match="did not reach tol"):
-        hkern.fit_meka(X, Y, solver="cg", tol=1e-12, max_iter=cg.n_iter_.max() - 1, **kw)
+        hkern.fit_meka(X, Y, solver="pcg", tol=1e-12, max_iter=cg.n_iter_.max() - 1, **kw)
     scale = np.abs(direct.dual_coef_).max()
     assert np.abs(cg.dual_coef_ - direct.dual_coef_).max() <= 1e-8 * scale
 
 
-@pytest.mark.parametrize("solver", ["direct", "cg"])
+@pytest.mark.parametrize("solver", ["direct", "pcg"])
 def test_indefinite_system_is_rejected_not_solved(solver):
     """psd=False with G~ + lam I indefinite: a clear error, never a silently wrong solution."""
     X = blobs(n=600, d=3, spread=1.5)

@@ -87,7 +87,7 @@ def test_duplicates_constant_columns_and_few_distinct_points(scale):
 
 
 @pytest.mark.parametrize("sigma, K_ref", [(1e-300, np.eye), (1e300, np.ones)])
-@pytest.mark.parametrize("solver", ["direct", "cg"])
+@pytest.mark.parametrize("solver", ["direct", "pcg"])
 def test_fit_meka_at_extreme_sigma_equals_dense_krr(sigma, K_ref, solver):
     # sigma -> 0: K = I (distinct points); sigma -> infinity: K = all ones (rank 1).  A
     # full-rank MEKA is then exactly K, and KRR on it is the dense solve.
@@ -105,7 +105,7 @@ def test_fit_meka_at_extreme_sigma_equals_dense_krr(sigma, K_ref, solver):
 
 
 @pytest.mark.parametrize("scale", [1e149, 1e-150])
-@pytest.mark.parametrize("solver", ["direct", "cg"])
+@pytest.mark.parametrize("solver", ["direct", "pcg"])
 def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver):
     # The kernel depends on X / sigma only: fitting c X with c sigma predicts at c X what the
     # fit of X with sigma = 1 predicts at X (up to the rounding of the products c x).
@@ -207,7 +207,7 @@ def test_n_jobs_bounds_blas_threads_in_every_method(monkeypatch):
         (approximation.MekaApproximation, "_orthonormal_form"),
         (approximation.MekaApproximation, "_rows_sorted")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        for solver in ("direct", "cg"):
+        for solver in ("direct", "pcg"):
             model = hkern.fit_meka(X, y, r=8, n_clusters=3, seed=0, solver=solver, n_jobs=1)
         model.predict(X)
         G = hkern.meka(X, r=8, n_clusters=3, seed=0, n_jobs=1)
@@ -218,7 +218,7 @@ def test_n_jobs_bounds_blas_threads_in_every_method(monkeypatch):
 # ------------------------------------------------------------------ determinism
 
 
-@pytest.mark.parametrize("solver", ["direct", "cg"])
+@pytest.mark.parametrize("solver", ["direct", "pcg"])
 def test_fit_meka_is_bitwise_identical_for_any_n_jobs(solver):
     rng = np.random.default_rng(3)
     X = rng.uniform(-2, 2, (3000, 3))
@@ -271,7 +271,7 @@ def test_too_small_max_memory_is_refused_before_any_work():
 @settings(max_examples=40, deadline=None)
 @given(data=hostile_data(), sigma_exp=st.integers(-300, 300), lam_exp=st.integers(-8, 1),
        kernel=st.sampled_from(["gaussian", "laplace", "matern32", "imq"]),
-       solver=st.sampled_from(["direct", "cg"]), policy=st.sampled_from(
+       solver=st.sampled_from(["direct", "pcg"]), policy=st.sampled_from(
            ["uniform", "proportional", "spectral"]))
 def test_fit_meka_gives_finite_results_or_a_value_error(data, sigma_exp, lam_exp, kernel,
                                                         solver, policy):

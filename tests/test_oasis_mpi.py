@@ -118,7 +118,7 @@ def test_each_rank_keeps_its_rows_without_gather(selections, serial, ranks, layo
 
 @pytest.mark.parametrize("fmt,ranks", [("npy", 2), ("csv", 3)])
 def test_command_line_entry(tmp_path, fmt, ranks):
-    """mpiexec -n P python -m hkern.oasis.parallel DATA ... (each rank reading its block of
+    """mpiexec -n P python -m hkern.oasis DATA ... (each rank reading its block of
     rows of a .npy or CSV file) writes the serial selection."""
     X, _ = make_regression(1200, d=4, seed=3)
     path = tmp_path / f"data.{fmt}"
@@ -127,7 +127,7 @@ def test_command_line_entry(tmp_path, fmt, ranks):
     else:
         np.savetxt(path, X, delimiter=",", fmt="%.17g")     # round-trips every double
     out = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m",
-                          "hkern.oasis.parallel", str(path), "--r", "30", "--sigma", "0.7",
+                          "hkern.oasis", str(path), "--r", "30", "--sigma", "0.7",
                           "--seed", "2", "--out", str(tmp_path / "sel.npz")],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -139,7 +139,7 @@ def test_command_line_entry(tmp_path, fmt, ranks):
 
 
 def test_precomputed_is_refused():
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     with pytest.raises(ValueError, match="kernel='precomputed' is serial only"):
         oasis_mpi(np.eye(5), 2, kernel="precomputed")
 
@@ -388,14 +388,14 @@ def test_interrupt_on_one_rank_aborts_every_rank(tmp_path):
     (["--r", "2", "--data-is-missing"], "No such file"),
 ])
 def test_command_line_bad_arguments(tmp_path, args, message):
-    """python -m hkern.oasis.parallel with bad arguments: every rank exits non-zero within
+    """python -m hkern.oasis with bad arguments: every rank exits non-zero within
     seconds, the message on stderr, no traceback for a bad value."""
     np.save(tmp_path / "data.npy", data(2))
     path = str(tmp_path / ("missing.npy" if "--data-is-missing" in args else "data.npy"))
     args = [a for a in args if a != "--data-is-missing"]
     start = time.monotonic()
     out = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m",
-                          "hkern.oasis.parallel", path, *args], capture_output=True, text=True,
+                          "hkern.oasis.sharded", path, *args], capture_output=True, text=True,
                          timeout=TIMEOUT, cwd=tmp_path, env=ENV)
     assert time.monotonic() - start < QUICK
     assert out.returncode != 0
@@ -406,7 +406,7 @@ def test_command_line_bad_arguments(tmp_path, args, message):
 def test_command_line_fewer_rows_than_ranks(tmp_path):
     np.save(tmp_path / "data.npy", data(2))
     out = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m",
-                          "hkern.oasis.parallel", str(tmp_path / "data.npy"), "--r", "2",
+                          "hkern.oasis.sharded", str(tmp_path / "data.npy"), "--r", "2",
                           "--n-jobs", "-1", "--out", str(tmp_path / "sel.npz")],
                          capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -420,14 +420,14 @@ def test_command_line_fewer_rows_than_ranks(tmp_path):
 
 @pytest.mark.parametrize("n_jobs", [0, 1.5, "x", True])
 def test_bad_n_jobs_in_one_process(n_jobs):
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
         oasis_mpi(data(50), 5, n_jobs=n_jobs)
 
 
 @pytest.mark.parametrize("n_jobs", [None, -1, 1, 2])
 def test_n_jobs_in_one_process(n_jobs):
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     got = oasis_mpi(data(300), 15, sigma=0.5, seed=4, n_jobs=n_jobs)
     ref = hkern.oasis(data(300), 15, sigma=0.5, seed=4, n_jobs=1)
     for attr in ("indices", "C", "F", "W_inv", "scores"):
@@ -437,9 +437,37 @@ def test_n_jobs_in_one_process(n_jobs):
 def test_memory_limit_in_one_process():
     """A huge n_columns fails before allocating, naming the argument to change."""
     from hkern._memory import MemoryLimitError
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     X = np.zeros((3_000_000, 1))           # 24 MB; selection of 2e6 columns: ~ 1e14 bytes
     start = time.monotonic()
     with pytest.raises(MemoryLimitError, match="choose a smaller r"):
         oasis_mpi(X, 2_000_000)
     assert time.monotonic() - start < 5
+
+
+def test_oasis_with_comm_is_oasis_p():
+    """hkern.oasis takes comm= as the fits do: oASIS-P over the communicator, the serial
+    selection bit for bit (here on one rank, in this process)."""
+    from mpi4py import MPI
+
+    from hkern.oasis.sharded import oasis_mpi
+    X = np.random.default_rng(4).normal(size=(300, 3))
+    sharded = hkern.oasis(X, 30, sigma=0.8, seed=3, comm=MPI.COMM_SELF)
+    serial = hkern.oasis(X, 30, sigma=0.8, seed=3)
+    direct = oasis_mpi(X, 30, sigma=0.8, seed=3, comm=MPI.COMM_SELF)
+    assert sharded.size == 1 and sharded.rank == 0
+    for a in ("indices", "C", "W_inv", "scores", "F"):
+        assert np.array_equal(getattr(sharded, a), getattr(serial, a)), a
+        assert np.array_equal(getattr(sharded, a), getattr(direct, a)), a
+
+
+def test_the_former_module_name_warns_and_still_works():
+    """hkern.oasis.parallel, oASIS-P's former name, warns and gives the same functions."""
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "import hkern.oasis.parallel as old\n"
+            "from hkern.oasis.sharded import oasis_mpi\n"
+            "assert old.oasis_mpi is oasis_mpi\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "DeprecationWarning: hkern.oasis.parallel is renamed hkern.oasis.sharded" in out.stderr

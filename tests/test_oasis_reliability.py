@@ -82,7 +82,7 @@ def test_read_only_non_contiguous_and_float32(points):
 def test_read_only_points_in_oasis_mpi(points):
     """oASIS-P in one process (no mpiexec) reads its block of rows through the same core."""
     pytest.importorskip("mpi4py", reason="oASIS-P needs the optional extra hkern[mpi]")
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     assert_same(oasis_mpi(read_only(points), 20, sigma=0.7, seed=2),
                 hkern.oasis(points, 20, sigma=0.7, seed=2))
 
@@ -218,7 +218,7 @@ def test_memory_estimate_oasis_mpi_one_process():
     """oASIS-P on one rank with gather: its rows' C and F plus the gathered C and F
     (observed ratio 0.92)."""
     pytest.importorskip("mpi4py", reason="oASIS-P needs the optional extra hkern[mpi]")
-    assert_estimate_close("import numpy as np\nfrom hkern.oasis.parallel import oasis_mpi\n"
+    assert_estimate_close("import numpy as np\nfrom hkern.oasis.sharded import oasis_mpi\n"
                           "X = np.random.default_rng(0).normal(size=(100_000, 3))",
                           "oasis_mpi(X, 64, sigma=0.3, seed=0, n_jobs=1)")
 

@@ -32,7 +32,7 @@ def test_comm_must_be_a_communicator(issue_data, fit, comm):
     attribute 'Get_size'.  Every comm that is not an mpi4py communicator (nor None) is a
     ValueError naming comm."""
     pytest.importorskip("mpi4py")
-    from hkern.oasis.parallel import oasis_mpi
+    from hkern.oasis.sharded import oasis_mpi
     X, y = issue_data
     calls = {
         "hierarchical": lambda: hkern.fit_hierarchical(X, y, 8, comm=comm),
@@ -211,13 +211,13 @@ def test_read_csv_reads_what_loadtxt_reads(tmp_path):
 
 
 def test_oasis_command_line_ragged_csv(tmp_path):
-    """python -m hkern.oasis.parallel on a ragged CSV: the usage error names the file and line."""
+    """python -m hkern.oasis on a ragged CSV: the usage error names the file and line."""
     pytest.importorskip("mpi4py")
     import subprocess
     import sys
     path = tmp_path / "X.csv"
     path.write_text("1,2,3\n4,5,6\n7,8\n")
-    out = subprocess.run([sys.executable, "-m", "hkern.oasis.parallel", str(path), "--r", "2"],
+    out = subprocess.run([sys.executable, "-m", "hkern.oasis", str(path), "--r", "2"],
                          capture_output=True, text=True, timeout=120,
                          cwd=os.path.dirname(__file__))
     assert out.returncode == 2

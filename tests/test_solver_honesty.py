@@ -112,7 +112,7 @@ def test_tol_outside_zero_one_is_refused(fit, tol):
             hkern.fit_nystrom(X60, Y60, r=20, solver="pcg", tol=tol)
 
 
-@pytest.mark.parametrize("solver", ["cholesky", "auto"])
+@pytest.mark.parametrize("solver", ["direct", "auto"])
 @pytest.mark.parametrize("changes,text", [
     ({"tol": -1}, "tol must be > 0"),
     ({"tol": 2.0}, "tol must be < 1"),
@@ -122,7 +122,7 @@ def test_tol_outside_zero_one_is_refused(fit, tol):
     ({"validation": (X60[:5], Y60[:4])}, "validation y has 4 rows but validation X has 5"),
 ])
 def test_pcg_arguments_are_checked_whatever_the_solver(solver, changes, text):
-    """Under solver="cholesky" tol=-1, max_iter=0 and a NaN validation set were accepted
+    """Under solver="direct" tol=-1, max_iter=0 and a NaN validation set were accepted
     silently.  With or without a selection (which must refuse them before its subsample)."""
     for sigma in (1.0, "auto"):
         with pytest.raises(ValueError, match=text):
@@ -131,9 +131,9 @@ def test_pcg_arguments_are_checked_whatever_the_solver(solver, changes, text):
 
 @pytest.mark.parametrize("changes", [{"r": 1000}, {"validation": (X60[:5], Y60[:5])}])
 def test_cholesky_refuses_what_only_pcg_uses(changes):
-    """r=1000 with solver="cholesky" was accepted and did nothing."""
+    """r=1000 with solver="direct" was accepted and did nothing."""
     with pytest.raises(ValueError, match="used by solver='pcg' only"):
-        hkern.fit_exact(X60, Y60, solver="cholesky", **changes)
+        hkern.fit_exact(X60, Y60, solver="direct", **changes)
     if "validation" in changes:
         with pytest.raises(ValueError, match="used by solver='pcg' only"):
             hkern.fit_nystrom(X60, Y60, r=20, **changes)

@@ -446,7 +446,7 @@ def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     diagonal of at most lam / 50 (ADAPTIVE_RESIDUAL): a smooth kernel on 2000 points needs 160
     columns of the default's 500 (and 2 iterations).  The residual at the rank used meets the
     rule, the solution is Cholesky's to the tolerance, and a given r is used as it is."""
-    from hkern.baselines.exact_pcg import ADAPTIVE_RESIDUAL, default_rank
+    from hkern.solvers.exact_pcg import ADAPTIVE_RESIDUAL, default_rank
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 2))
     y = np.sin(X[:, 0]) + 0.05 * rng.normal(size=2000)
@@ -463,3 +463,33 @@ def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     assert np.linalg.norm(model.dual_coef_[:, 0] - exact) <= 1e-5 * np.linalg.norm(exact)
     given = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, r=400, seed=0)
     assert given.solver_trace_.rank == 400
+
+
+def test_every_preconditioner_offers_the_declared_interface(rng):
+    """Each preconditioner kind fit_exact names builds a Preconditioner (M^{-1} and its rank):
+    the Nystrom kinds invert F F^T + lam I (checked against the dense matrix here; HCK's
+    against the dense K_hier + lam I in test_hck_preconditioner_is_the_dense_inverse), and
+    also offer what stochastic Lanczos quadrature needs (log det M), as the identity does."""
+    from hkern._model import prepare_fit
+    from hkern.baselines.exact import PRECONDITIONERS
+    from hkern.solvers.preconditioners import (
+        IdentityPreconditioner,
+        LikelihoodPreconditioner,
+        Preconditioner,
+    )
+    X, y = rng.normal(size=(120, 3)), rng.normal(size=120)
+    inputs = prepare_fit(X, y, kernel="gaussian", sigma=1.5, lam=0.1, task="regression")
+    R = rng.normal(size=(120, 2))
+    assert set(PRECONDITIONERS) == {"block_rpcholesky", "rpcholesky", "oasis", "greedy",
+                                    "uniform", "hck"}
+    for name, kind in PRECONDITIONERS.items():
+        assert kind.name == name
+        M = kind.build(inputs, 20, seed=0, n_threads=1, max_memory=None)
+        assert isinstance(M, Preconditioner) and M.rank == 20
+        assert kind.peak_bytes(120, 3, 2, 20, 1) > 0
+        if name != "hck":
+            assert isinstance(M, LikelihoodPreconditioner)
+            dense = M.F @ M.F.T + 0.1 * np.eye(120)
+            assert np.allclose(dense @ M(R), R, atol=1e-9)
+            assert np.isclose(M.logdet(), np.linalg.slogdet(dense)[1], rtol=1e-10)
+    assert isinstance(IdentityPreconditioner(5), LikelihoodPreconditioner)

@@ -171,7 +171,7 @@ def test_exact_refuses_above_memory_budget(data):
     X, y = data
     with pytest.raises(MemoryLimitError, match=r"fit_exact with n=20 \(the n x n kernel matrix\) "
                                                r"needs about .* more than max_memory="):
-        hkern.fit_exact(X, y, solver="cholesky", max_memory=1000)
+        hkern.fit_exact(X, y, solver="direct", max_memory=1000)
     # solver="auto" (the default) turns to PCG when the n x n matrix does not fit; nor does it
     with pytest.raises(MemoryLimitError, match=r"fit_exact\(solver='pcg'\) with n=20"):
         hkern.fit_exact(X, y, max_memory=1000)

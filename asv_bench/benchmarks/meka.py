@@ -69,7 +69,7 @@ class MekaMatvec(Quick):
 
 
 class MekaKRR(SlowFit):
-    params = (["direct", "cg"],)
+    params = (["direct", "pcg"],)
     param_names = ["solver"]
     timeout = 300
 

@@ -1,6 +1,6 @@
 """The iterative solvers and the kernel-product engine they run on (issue 19).
 
-* ``ExactPCG``: ``fit_exact(solver="pcg")`` against ``solver="cholesky"`` on a fixed
+* ``ExactPCG``: ``fit_exact(solver="pcg")`` against ``solver="direct"`` on a fixed
   12 000-point subsample of kin40k split 0 (sigma 1.41, lam 1e-2, rank-1000 block-RPCholesky
   preconditioner, tol 1e-3), the kernel recomputed at every iteration (``max_memory`` below
   the 1.15 GB of K).  The whole-set numbers are in experiments/compare_solvers.py.

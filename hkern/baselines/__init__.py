@@ -1,5 +1,7 @@
 """Baselines every method is measured against: exact KRR, Nystrom KRR, random Fourier features."""
-from ._iterative import SolverTrace
+# SolverTrace, the record of an iterative fit, lives with the solvers; kept here too, where
+# it was first exported.
+from ..solvers.trace import SolverTrace
 from .exact import ExactKRR, fit_exact
 from .nystrom import fit_nystrom
 from .nystrom_model import NystromKRR

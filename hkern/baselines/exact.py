@@ -18,30 +18,31 @@ from .._validation import (
     check_choice,
     check_int,
     check_rhs,
+    check_solver,
 )
+from ..hierarchical.preconditioner import HCK_PRECONDITIONER
 from ..hyperparameters import selects_hyperparameters
+from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ..solvers import ConvergenceWarning, KernelSystem
-from ..solvers.slq import stochastic_lml
-from ._iterative import (
-    LosingCandidate,
-    SelectionProblem,
-    check_early_validation,
-    check_stopping,
-    check_validation,
-)
-from ._ridge import block_rows
-from .exact_pcg import (
-    PRECONDITIONERS,
+from ..solvers.exact_pcg import (
+    NYSTROM_PRECONDITIONERS,
     default_rank,
     kernel_storage,
     preconditioner_for,
     solve_pcg,
 )
+from ..solvers.slq import stochastic_lml
+from ..solvers.trace import check_early_validation, check_stopping, check_validation
+from ._ridge import block_rows
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
 
-SOLVERS = ("auto", "cholesky", "pcg")
+# fit_exact(solver="pcg")'s preconditioners by name: the Nystrom ones and HCK.
+PRECONDITIONERS = {**NYSTROM_PRECONDITIONERS, "hck": HCK_PRECONDITIONER}
+
+SOLVERS = ("auto", "direct", "pcg")
+FORMER_SOLVERS = {"cholesky": "direct"}
 # solver="auto" factorises up to this many points (and when 8 n^2 bytes fit max_memory), and
 # runs preconditioned CG above.
 AUTO_CHOLESKY_MAX_N = 10_000
@@ -74,7 +75,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         alpha, in training order.
     n_iter_ : int or None
         Conjugate-gradient iterations (``solver="pcg"``); None for the Cholesky solver.
-    solver_trace_ : hkern.baselines.SolverTrace or None
+    solver_trace_ : hkern.solvers.SolverTrace or None
         Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples
@@ -152,7 +153,7 @@ def _solver_of(solver, n, k, scaled_bytes, max_memory):
     """The solver ``solver="auto"`` stands for at n points and k outputs."""
     if solver != "auto":
         return solver
-    return "cholesky" if n <= AUTO_CHOLESKY_MAX_N and 8 * n * n + 16 * n * k + scaled_bytes \
+    return "direct" if n <= AUTO_CHOLESKY_MAX_N and 8 * n * n + 16 * n * k + scaled_bytes \
         <= resolve_max_memory(max_memory) else "pcg"
 
 
@@ -160,31 +161,31 @@ def _check_pcg_arguments(n, r, tol, max_iter):
     """(rank, tol, max_iter) of solver="pcg" at n points, checked."""
     if n < 2:
         raise ValueError("solver='pcg' needs at least 2 training points (its preconditioner has "
-                         "rank < n); use solver='cholesky'")
+                         "rank < n); use solver='direct'")
     rank = default_rank(n) if r is None else check_int(
         r, "r", low=1, high=n - 1,
         hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
-             "solver='cholesky')")
+             "solver='direct')")
     tol, max_iter = check_stopping(tol, max_iter)
     return rank, tol, max_iter
 
 
 def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val):
     """The PCG solver's arguments checked when the Cholesky solver runs: a bad value is an error
-    whatever the solver, and one that only PCG uses, given with solver="cholesky", is refused
-    (it would do nothing).  ``solver``: the user's ("cholesky" or "auto"); ``check_val()``
+    whatever the solver, and one that only PCG uses, given with solver="direct", is refused
+    (it would do nothing).  ``solver``: the user's ("direct" or "auto"); ``check_val()``
     checks the validation set as the PCG fit would."""
     check_stopping(tol, max_iter)
     if r is not None:
         check_int(r, "r", low=1, hint="the rank of the PCG preconditioner")
     if validation is not None:
         check_val()
-    if solver == "cholesky":
+    if solver == "direct":
         unused = [name for name, value in (("r", r), ("validation", validation))
                   if value is not None]
         if unused:
             raise ValueError(f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} "
-                             "used by solver='pcg' only; solver='cholesky' solves directly: "
+                             "used by solver='pcg' only; solver='direct' solves directly: "
                              "drop it, or pass solver='pcg'")
 
 
@@ -193,13 +194,13 @@ def _selection_problem(arguments):
     None when the call runs the Cholesky solver; every argument of the PCG solver is checked
     here, before any work."""
     a = arguments
-    check_choice(a["solver"], "solver", SOLVERS)
-    check_choice(a["preconditioner"], "preconditioner", PRECONDITIONERS)
+    solver = check_solver(a["solver"], SOLVERS, FORMER_SOLVERS)
+    check_choice(a["preconditioner"], "preconditioner", tuple(PRECONDITIONERS))
     X = check_array(a["X"], "X")
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
-    if _solver_of(a["solver"], X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
+    if _solver_of(solver, X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
         # The direct selection's fits check these too, but only after its subsample's GP.
-        _check_unused_pcg_arguments(a["solver"], a["r"], a["tol"], a["max_iter"],
+        _check_unused_pcg_arguments(solver, a["r"], a["tol"], a["max_iter"],
                                     a["validation"], lambda: check_early_validation(a, X,
                                                                                     encoding))
         return None
@@ -224,6 +225,7 @@ class ExactPCGProblem(SelectionProblem):
     def __init__(self, arguments, X, encoding, rank, tol, max_iter):
         super().__init__(arguments, X, encoding, tol, max_iter)
         self.rank = rank
+        self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
         self._factor_key, self._factor = None, None
 
     def _preconditioner(self, inputs, rows, sigma):
@@ -232,7 +234,7 @@ class ExactPCGProblem(SelectionProblem):
                np.asarray(sigma, dtype=float).tobytes())
         factor = self._factor if self._factor_key == key else None
         self._factor_key, self._factor = None, None            # free the old factor first
-        apply_m = preconditioner_for(inputs, self.a["preconditioner"], self.rank,
+        apply_m = preconditioner_for(inputs, self.preconditioner, self.rank,
                                      seed=self.a["seed"], n_threads=budget_threads(),
                                      max_memory=self.a["max_memory"], factor=factor,
                                      adaptive=self.a["r"] is None)
@@ -249,7 +251,7 @@ class ExactPCGProblem(SelectionProblem):
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 alpha, _, _ = solve_pcg(
-                    inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=tol,
+                    inputs, preconditioner=self.preconditioner, rank=self.rank, tol=tol,
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
                     x0=x0, apply_m=apply_m,
@@ -271,7 +273,7 @@ class ExactPCGProblem(SelectionProblem):
         inputs = self._inputs(None, sigma, lam)
         n_threads = budget_threads()
         stored = kernel_storage(inputs, inputs.Y.shape[1] + n_probes, self.rank,
-                                self.a["preconditioner"], self.a["max_memory"], n_threads)
+                                self.preconditioner, self.a["max_memory"], n_threads)
         apply_m = self._preconditioner(inputs, None, sigma)
         apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.X, inputs.lam,
                                stored=stored, n_threads=n_threads)
@@ -289,7 +291,7 @@ class ExactPCGProblem(SelectionProblem):
         apply_m = self._preconditioner(inputs, None, sigma)   # the likelihood's, if kept
         self._factor_key, self._factor = None, None
         alpha, trace, n_iter = solve_pcg(
-            inputs, preconditioner=self.a["preconditioner"], rank=self.rank, tol=self.tol,
+            inputs, preconditioner=self.preconditioner, rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
             n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
@@ -321,8 +323,9 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     seed : None, int or numpy.random.Generator
         The subsample of a hyperparameter selection, and the preconditioner's column draw.
     task : {"regression", "classification"}
-    solver : {"auto", "cholesky", "pcg"}
-        ``"cholesky"``: factorise K + lam I (O(n^3 / 3) time, 8 n^2 bytes).  ``"pcg"``: block
+    solver : {"auto", "direct", "pcg"}
+        ``"direct"``: factorise K + lam I by Cholesky (O(n^3 / 3) time, 8 n^2 bytes; its
+        former name ``"cholesky"`` still works, with a FutureWarning).  ``"pcg"``: block
         conjugate gradients (every output and class in one pass over K per iteration)
         preconditioned by F F^T + lam I, F the Nystrom factor of ``r`` columns chosen by
         ``preconditioner``, applied by Woodbury; K is stored when its 8 n^2 bytes are at most
@@ -395,8 +398,8 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     >>> float(np.abs(model.predict(X) - y).max()) < 0.05
     True
     """
-    check_choice(solver, "solver", SOLVERS)
-    check_choice(preconditioner, "preconditioner", PRECONDITIONERS)
+    solver = check_solver(solver, SOLVERS, FORMER_SOLVERS)
+    check_choice(preconditioner, "preconditioner", tuple(PRECONDITIONERS))
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
@@ -423,11 +426,12 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
 
 def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,
              max_memory):
-    """fit_exact(solver="pcg") after its arguments are checked (hkern.baselines.exact_pcg)."""
+    """fit_exact(solver="pcg") after its arguments are checked (hkern.solvers.exact_pcg)."""
     rank, tol, max_iter = _check_pcg_arguments(inputs.X.shape[0], r, tol, max_iter)
     validation = check_validation(validation, inputs)
     alpha, trace, n_iter = solve_pcg(
-        inputs, preconditioner=preconditioner, rank=rank, tol=tol, max_iter=max_iter, seed=seed,
+        inputs, preconditioner=PRECONDITIONERS[preconditioner], rank=rank, tol=tol,
+        max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
         n_threads=budget_threads(), adaptive=r is None)
     return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,

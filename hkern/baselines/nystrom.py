@@ -23,23 +23,18 @@ from .._validation import (
     scale_inputs,
 )
 from ..hyperparameters import selects_hyperparameters
+from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..hyperparameters.sharded import select_nystrom_on_shards
 from ..kernels._api import _kernel_matrix_trusted
 from ..oasis import select_columns
 from ..oasis.api import selection_peak_bytes
 from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
+from ..solvers.falkon import solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
-from ._iterative import (
-    LosingCandidate,
-    SelectionProblem,
-    check_early_validation,
-    check_stopping,
-    check_validation,
-)
+from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
 from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
-from .nystrom_pcg import solve_nystrom_pcg
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond",
@@ -177,7 +172,7 @@ class NystromPCGProblem(SelectionProblem):
         indices, Z = self._scaled_centres(inputs, sigma, inputs.Y.shape[1])
         error = None if held is None else self.losing_stopper(inputs, held, Z, best_mse,
                                                               budget_threads())
-        coef, trace, n_iter, beta = solve_nystrom_pcg(
+        coef, trace, n_iter, beta = solve_falkon(
             inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
             validation=validation, verbose=verbose, n_threads=budget_threads(), x0=x0,
             return_beta=True, error=error)
@@ -373,7 +368,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
                              n_jobs=n_threads, max_memory=max_memory)
     Z = np.ascontiguousarray(X[indices])
     if solver == "pcg":
-        coef, trace, n_iter = solve_nystrom_pcg(
+        coef, trace, n_iter = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
             verbose=verbose, n_threads=n_threads)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,

@@ -32,7 +32,7 @@ class NystromKRR(KernelRidgeModel):
         Numerical rank kept of K(Z, Z) (the direct solver), or the number of centres (PCG).
     n_iter_ : int or None
         Conjugate-gradient iterations (``solver="pcg"``); None for the direct solver.
-    solver_trace_ : hkern.baselines.SolverTrace or None
+    solver_trace_ : hkern.solvers.SolverTrace or None
         Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
 
     Examples

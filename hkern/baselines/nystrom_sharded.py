@@ -24,19 +24,13 @@ from .._mpi import Agreed, RankState, offsets_of
 from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import budget_threads, in_budget
 from .._validation import check_bool, check_choice, check_seed, scale_inputs
+from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import ConvergenceWarning, falkon_bytes
-from ._iterative import (
-    LosingCandidate,
-    SelectionProblem,
-    check_stopping,
-    check_validation,
-    error_from_sums,
-    validation_sums,
-)
+from ..solvers.falkon import solve_falkon
+from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
 from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
-from .nystrom_pcg import solve_nystrom_pcg
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
@@ -90,7 +84,7 @@ def _centres(fit, r, landmarks, rng):
 def _oasis_centres(state, fit, r, rng, max_memory):
     """The centres oASIS selects, by oASIS-P on the shards: the serial selection (the same
     columns for the same generator), sorted as the serial fit sorts them."""
-    from ..oasis.parallel import oasis_mpi
+    from ..oasis.sharded import oasis_mpi
     inputs = fit.inputs
     try:
         selection = oasis_mpi(inputs.X, r, kernel=inputs.kernel, sigma=inputs.bandwidth,
@@ -131,7 +125,7 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
     if indices is None:
         indices = _oasis_centres(state, fit, r, rng, max_memory)
     Z = gather_rows(state, fit.offsets, inputs.X, indices)
-    coef, trace, n_iter = solve_nystrom_pcg(
+    coef, trace, n_iter = solve_falkon(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
         verbose=verbose and state.rank == 0, n_threads=n_threads, x0=x0,
         error=_validation_error(state, checked, inputs, Z, n_threads),
@@ -245,7 +239,7 @@ class ShardedNystromProblem(SelectionProblem):
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                coef, _, _, beta = solve_nystrom_pcg(
+                coef, _, _, beta = solve_falkon(
                     inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
                     validation=None, verbose=False, n_threads=n_threads, x0=x0,
                     return_beta=True, error=self.losing_stopper(inputs, mine, Z, best_mse,

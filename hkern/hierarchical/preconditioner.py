@@ -13,10 +13,11 @@ import numpy as np
 
 from .._threads import blas_threads
 from .._validation import check_seed
+from ..solvers.preconditioners import PreconditionerKind
 from .factor import factorize_hck
 from .plan import default_jitter, hck_fit_bytes, tree_depth
 
-__all__ = ["HCKPreconditioner", "hck_preconditioner_bytes"]
+__all__ = ["HCK_PRECONDITIONER", "HCKPreconditioner", "hck_preconditioner_bytes"]
 
 
 def hck_preconditioner_bytes(n, d, k, r, n_threads):
@@ -73,3 +74,14 @@ class HCKPreconditioner:
         out = np.empty_like(out_tree)
         out[self._perm] = out_tree
         return out
+
+
+def _build(inputs, rank, *, seed, n_threads, max_memory=None, factor=None, adaptive=False):
+    """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``factor`` and
+    ``adaptive`` do not apply)."""
+    return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
+                             lam=inputs.lam, seed=seed, n_threads=n_threads)
+
+
+# fit_exact(solver="pcg", preconditioner="hck").
+HCK_PRECONDITIONER = PreconditionerKind("hck", _build, hck_preconditioner_bytes)

@@ -352,8 +352,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
                 raise ValueError(f"{label} computes no log-determinant with these arguments (an "
                                  "iterative solver), and the likelihood criterion of sigma='auto',"
                                  " 'ard' and lam='auto' needs it; pass the direct solver "
-                                 "(solver='cholesky' for fit_exact, solver='direct' for "
-                                 "fit_nystrom), or numbers for sigma and lam")
+                                 "(solver='direct'), or numbers for sigma and lam")
             value = holdout(model) if holdout is not None else model._evidence.profiled_lml()
             lam = model.lam
         seconds = time.perf_counter() - t0

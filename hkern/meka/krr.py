@@ -6,7 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
-from .._validation import check_choice, check_int, check_positive, check_seed
+from .._validation import check_int, check_positive, check_seed, check_solver
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import block_pcg
@@ -16,7 +16,8 @@ from .api import meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
-SOLVERS = ("direct", "cg")
+SOLVERS = ("direct", "pcg")
+FORMER_SOLVERS = {"cg": "pcg"}
 
 
 class MekaKRR(KernelRidgeModel):
@@ -160,11 +161,12 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
         otherwise.
     kernel : see :func:`hkern.kernel_matrix`.
     {sigma}
-    solver : {"direct", "cg"}
+    solver : {"direct", "pcg"}
         ``"direct"``: with the blockwise orthonormal form G~ = Q L' Q^T (Q = W after the PSD
         fix), alpha = Q (L' + lam I)^-1 Q^T y + (y - Q Q^T y) / lam: one K x K Cholesky,
         O(n k K + K^3), accurate to about cond(G~ + lam I) eps.
-        ``"cg"``: conjugate gradients with the O(nk + K^2) matvec (as the paper).
+        ``"pcg"``: conjugate gradients with the O(nk + K^2) matvec, unpreconditioned (as the
+        paper; its former name ``"cg"`` still works, with a FutureWarning).
     tol, max_iter : float, int
         CG relative residual tolerance and iteration limit.
     task : {"regression", "classification"}
@@ -215,7 +217,7 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
-    solver = check_choice(solver, "solver", SOLVERS)
+    solver = check_solver(solver, SOLVERS, FORMER_SOLVERS)
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
     args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.bandwidth,

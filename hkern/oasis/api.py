@@ -18,104 +18,21 @@ from .._validation import (
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
 from ._oasis import OasisCore
 from .block_rpcholesky import BLOCK, block_rpcholesky
+from .selection import (
+    NEGATIVE_TOL,
+    NUMERICAL_FLOOR,
+    ColumnSelection,
+    _cholesky_of_w,
+    _w_inverse,
+    initial_columns_error,
+    selection_peak_bytes,
+)
+from .sharded import oasis_mpi
 
 __all__ = ["oasis", "select_columns", "ColumnSelection", "SELECTORS", "nystrom_factor"]
 
 SELECTORS = ("oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform")
 
-# Selection stops when the best score falls to this fraction of max diag(G) whatever tol says:
-# below it 1/Delta amplifies round-off (doc/specs/oasis.md, section 8, item 6).
-NUMERICAL_FLOOR = 1e-12
-# A score below -NEGATIVE_TOL * max diag(G) cannot be round-off: the matrix is not PSD.
-NEGATIVE_TOL = 1e-8
-
-
-class ColumnSelection:
-    """Selected columns of a PSD matrix G and its Nystrom approximation G~ = C W^{-1} C^T.
-
-    Attributes
-    ----------
-    indices : ndarray (k,)
-        Selected columns, in selection order.
-    C : ndarray (n, k)
-        G(:, indices).
-    W_inv : ndarray (k, k)
-        W^{-1}, W = G(indices, indices).
-    scores : ndarray (k,)
-        Delta_i = diag(G - G~)_i of each column when it was selected (NaN for the random
-        initial columns of oASIS and for uniform sampling).
-    F : ndarray (n, k)
-        Cholesky factor of the approximation, G~ = F F^T (the Nystrom features).
-    method : str
-        The selection rule that produced it.
-    n_jobs : int or None
-        The selection's ``n_jobs``: the thread budget of :attr:`R` and :meth:`approximation`.
-    row_offset : int
-        Row of the full data that the first row of ``C`` and ``F`` is: 0, except on the ranks of
-        :func:`hkern.oasis.parallel.oasis_mpi` that hold only their own block of rows.
-    rank, size : int
-        MPI rank that holds this result and the number of ranks (0 and 1 when serial).
-
-    Examples
-    --------
-    Returned by :func:`oasis` and :func:`select_columns`:
-
-    >>> import numpy as np
-    >>> import hkern
-    >>> X = np.random.default_rng(0).normal(size=(300, 2))
-    >>> sel = hkern.select_columns(X, 20, method="greedy", sigma=1.0)
-    >>> G_approx = sel.approximation()
-    >>> bool(np.allclose(G_approx, sel.F @ sel.F.T))
-    True
-    """
-
-    def __init__(self, indices, C, W_inv, scores, F, method, *, n_jobs=None, row_offset=0, rank=0,
-                 size=1):
-        self.indices = indices
-        self.C = C
-        self.W_inv = W_inv
-        self.scores = scores
-        self.F = F
-        self.method = method
-        self.n_jobs = n_jobs
-        self.row_offset = row_offset
-        self.rank = rank
-        self.size = size
-
-    @property
-    @budgeted
-    def R(self):
-        """R = W^{-1} C^T (k, n): G~ = C R."""
-        return self.W_inv @ self.C.T
-
-    @budgeted
-    def approximation(self, max_memory=None):
-        """The dense n x n matrix G~ = C W^{-1} C^T (small n only).
-
-        Parameters
-        ----------
-        max_memory : int or None
-            Most bytes it may allocate (8 n^2 for G~ and 8 n k for C W^{-1}); None (default):
-            the memory available when the call starts.
-        """
-        n, k = self.C.shape
-        check_memory(8 * n * n + 8 * n * k, max_memory,
-                     what=f"ColumnSelection.approximation with n={n} (the dense n x n matrix)",
-                     fix="use the factors C, W_inv or F instead of the dense matrix")
-        return self.C @ self.W_inv @ self.C.T
-
-    def nystrom(self):
-        """Nystrom features F (n, k) with F F^T = G~ (F = C L^{-T}, W = L L^T)."""
-        return self.F
-
-    def __len__(self):
-        return len(self.indices)
-
-    def __repr__(self):
-        return f"ColumnSelection(method={self.method!r}, k={len(self.indices)})"
-
-
-# Rows of G per block of the symmetry check: a (block x n) temporary of at most 32 MiB.
 _SYMMETRY_BLOCK_BYTES = 32 * 2**20
 
 
@@ -178,35 +95,6 @@ def _prepare(X, kernel, sigma, max_memory=None):
             scaled_copy_bytes(points, lengthscales))
 
 
-def _panel_columns(n_columns):
-    """Columns OasisCore allocates for F: n_columns rounded up to its 64-column panels."""
-    return 64 * ((max(n_columns, 1) + 63) // 64)
-
-
-def selection_peak_bytes(n_rows, n_columns, method="oasis", n_total=None):
-    """Estimated peak bytes a selection of ``n_columns`` = l columns allocates for ``n_rows``
-    = m rows of G (beyond its input), the figure passed to :func:`hkern._memory.check_memory`.
-
-    Adaptive methods, in doubles: the core's panels of F (m x l', l' = l rounded up to 64)
-    and the F copied out of them (m x l) live together; the panels are freed, then W^{-1}
-    needs F, L = F[idx], the identity and the solution (m l + 3 l^2), then C is formed next to
-    F and W^{-1} (2 m l + l^2).  Uniform: C, the transposed right-hand side of the triangular
-    solve and F (3 m l).  Plus the per-row vectors: the diagonal of all n_total rows, Delta
-    and the selection flags of the m rows.
-    """
-    n_total = n_rows if n_total is None else n_total
-    m, ell = n_rows, n_columns
-    if method == "uniform":
-        peak = 3 * m * ell + 2 * ell * ell
-    elif method == "block_rpcholesky":
-        # F and C, a block's columns, their update and its product, W^{-1} at the end.
-        peak = 2 * m * ell + 3 * m * BLOCK + 3 * ell * ell
-    else:
-        peak = max(m * (_panel_columns(ell) + ell), m * ell + 3 * ell * ell,
-                   2 * m * ell + ell * ell)
-    return 8 * (peak + n_total + 2 * m)
-
-
 def _check_selection_memory(n, n_columns, method, precomputed, max_memory, copy_bytes=0):
     """check_memory for select_columns, before the selection allocates anything large.
 
@@ -228,46 +116,6 @@ def _columns(points, G, kind, sigma, idx, n_threads):
         return np.take(G, idx, axis=1)      # C-ordered (G[:, idx] is not, and needed a copy)
     return _kernel_matrix_trusted(kind, sigma, points, np.ascontiguousarray(points[idx]),
                                   n_threads)
-
-
-# Why random columns give a singular W: duplicate points, or a bandwidth at which the kernel
-# cannot tell the points apart (sigma far above their spread: K = ones), or a zero matrix.
-_SINGULAR_CAUSES = ("duplicate or nearly identical points, a sigma far above the spread of the "
-                    "data, or a zero matrix")
-
-
-def _cholesky_of_w(W, max_d, what):
-    """Cholesky factor of W = G(idx, idx), or a ValueError saying why there is none."""
-    try:
-        return _linalg.cholesky(W)
-    except np.linalg.LinAlgError:
-        if np.linalg.eigvalsh(W).min() < -NEGATIVE_TOL * max(max_d, 1e-300):
-            raise ValueError(f"the matrix is not positive semidefinite: its block at the {what} "
-                             "has a negative eigenvalue") from None
-        raise ValueError(f"the {what} give a singular W = G(idx, idx) ({_SINGULAR_CAUSES}); use "
-                         "another seed, or an adaptive method") from None
-
-
-def initial_columns_error(value, max_d):
-    """The ValueError for initial columns whose W is singular or indefinite (score ``value``
-    of the column that failed; shared with oASIS-P, which raises it on every rank)."""
-    if value < -NEGATIVE_TOL * max_d:
-        return ValueError("the matrix is not positive semidefinite: its block at the initial "
-                          f"columns has a negative Schur complement ({value:.3g})")
-    return ValueError(f"the initial columns give a singular W = G(init, init) "
-                      f"({_SINGULAR_CAUSES}); use init=0 or another seed")
-
-
-def _w_inverse(L, max_d):
-    """W^{-1} = (L L^T)^{-1}, or a ValueError when it overflows (an explicit matrix with
-    entries near the smallest doubles: 1 / Delta exceeds the largest double)."""
-    with np.errstate(over="ignore"):
-        W_inv = _linalg.cho_solve(L, np.eye(L.shape[0]))
-    if not np.isfinite(W_inv).all():
-        raise ValueError(f"W^{{-1}} overflows double precision: the matrix's entries are too "
-                         f"small (largest diagonal entry {max_d:.3g}); multiply X by a common "
-                         "factor (the selection does not change)")
-    return W_inv
 
 
 # Probe vectors of the residual test on an explicit matrix (_check_residual): a fixed stream, so
@@ -515,7 +363,7 @@ def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, 
 
 
 def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
-          init=1, refresh=0, max_memory=None):
+          init=1, refresh=0, comm=None, max_memory=None):
     """oASIS: adaptive Nystrom column selection (Patel, Goldstein, Dyer, Mirhoseini, Baraniuk).
 
     Each step adds the column i maximising the Schur complement Delta_i = G_ii - b_i^T W^{-1}
@@ -524,7 +372,13 @@ def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0
     form G~ = F F^T (round-off does not grow with cond(W), unlike the paper's explicit W^{-1};
     see hkern/oasis/_oasis.pyx); C and W^{-1} are returned as the paper defines them.
 
-    Parameters and return value as :func:`select_columns` with ``method="oasis"``.
+    Parameters and return value as :func:`select_columns` with ``method="oasis"``, and
+
+    comm : mpi4py communicator or None
+        With a communicator, X is this rank's shard of the data and the call is oASIS-P on
+        every rank of ``comm`` (:func:`hkern.oasis.sharded.oasis_mpi`, ``gather=True``: the
+        same indices as the serial selection of the concatenated shards, C and F on rank 0),
+        as the fits take ``comm``.  None (default): serial.
 
     Examples
     --------
@@ -534,6 +388,10 @@ def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0
     >>> sel.C.shape, sel.W_inv.shape
     ((400, 40), (40, 40))
     """
+    if comm is not None:
+        return oasis_mpi(X, r, kernel=kernel, sigma=sigma, seed=seed, n_jobs=n_jobs, tol=tol,
+                         rtol=rtol, init=init, refresh=refresh, comm=comm,
+                         max_memory=max_memory)
     return select_columns(X, r, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
                           rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs,
                           max_memory=max_memory)

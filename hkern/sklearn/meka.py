@@ -63,7 +63,7 @@ class _MekaParameters:
         if self.solver == "direct":
             return {"check_non_transformer_estimators_n_iter":
                     "the direct solver does not iterate (n_iter_ is None, as for scikit-learn's "
-                    "Ridge with a direct solver); max_iter bounds solver='cg' only"}
+                    "Ridge with a direct solver); max_iter bounds solver='pcg' only"}
         return {}
 
 
@@ -79,7 +79,7 @@ class MekaRegressor(_MekaParameters, HkernRegressor):
     >>> import numpy as np
     >>> from hkern.sklearn import MekaRegressor
     >>> X = np.random.default_rng(0).normal(size=(2000, 3)); y = np.sin(X[:, 0])
-    >>> reg = MekaRegressor(r=30, n_clusters=5, lam=1e-3, solver="cg", random_state=0)
+    >>> reg = MekaRegressor(r=30, n_clusters=5, lam=1e-3, solver="pcg", random_state=0)
     >>> reg = reg.fit(X, y)
     >>> reg.n_iter_.shape, bool(reg.n_iter_[0] > 0), bool(reg.score(X, y) > 0.99)
     ((1,), True, True)

@@ -22,15 +22,21 @@ T and A share one m x m array (:func:`hkern._linalg.cholesky_pair`): T in the st
 triangle with its diagonal kept aside, A^T in the lower triangle.  When W is numerically
 singular (close centres), W + jitter I is factorised instead, the jitter growing from
 m * eps (FALKON's choice) by tenfold steps; the system solved is then H with W + jitter I.
+
+:func:`solve_falkon` runs CG on this system with an iterative fit's progress, warning and
+record (:mod:`hkern.solvers.trace`).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
 from .. import _linalg
 from ..kernels._api import _kernel_matrix_trusted, _kernel_normal_times_trusted, _normal_times_bytes
+from .trace import traced_pcg, validation_error
 
-__all__ = ["FalkonSystem", "falkon_bytes"]
+__all__ = ["FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
 
 # Tenfold jitter steps tried after m * eps before W is declared unfactorisable.
 _JITTER_STEPS = 10
@@ -163,3 +169,45 @@ class FalkonSystem:
     def coef(self, beta):
         """alpha = B beta = T^{-1} A^{-1} beta."""
         return self._solve_t(self._solve_a(beta, trans=False), trans=False)
+
+
+def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
+                error=None, x0=None, return_beta=False, **sharded):
+    """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z, by CG
+    on FALKON's preconditioned system (:class:`FalkonSystem`) as fit_nystrom(solver="pcg") runs
+    it; the arguments and the memory are checked by the caller.  Each iteration is one pass of
+    the kernel engine over C = K(X, Z) (computed in cache, never stored) and four triangular
+    solves with the m x m factors: memory O(m^2 + n d + n k) for any n, time O(m^3) for the
+    factors and O(n m d) per iteration.
+
+    ``x0``: a starting guess for FALKON's preconditioned variable beta (alpha = B beta), e.g. a
+    neighbouring candidate's in a hyperparameter selection; ``return_beta`` appends the final
+    beta to the returned tuple (the next candidate's warm start).
+
+    On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
+    ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
+    validation rows (``validation`` is then ignored)."""
+    X, Y = inputs.X, inputs.Y
+    t0 = time.perf_counter()
+    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads, **sharded)
+    pre_seconds = time.perf_counter() - t0
+    if verbose:
+        print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres in {pre_seconds:.1f} s "
+              f"(jitter {system.jitter:.1e})", flush=True)
+    beta, trace, n_iter = traced_pcg(
+        system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
+        error=error if sharded or error is not None
+        else validation_error(validation, inputs, Z, n_threads),
+        coef=system.coef,
+        label="fit_nystrom pcg", verbose=verbose, started=t0,
+        fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
+        preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
+        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0)
+    if return_beta:
+        return system.coef(beta), trace, n_iter, beta
+    return system.coef(beta), trace, n_iter
+
+
+def landmarks_name(landmarks):
+    """How the centres were chosen, for the trace: a selector's name or "given"."""
+    return landmarks if isinstance(landmarks, str) else "given"

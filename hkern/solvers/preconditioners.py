@@ -11,14 +11,73 @@ subtraction loses about log10(||F||^2 / lam) digits in the directions of F's lar
 values, where M^{-1} is of order 1 / ||F||^2 anyway (relative error ~ eps ||F||^2 / lam: 1e-9
 for ||F||^2 = 1e4 and lam = 1e-3).  The error is the same at every application, so CG sees a
 fixed symmetric operator.
+
+The interface every preconditioner of hkern offers is declared here (:class:`Preconditioner`,
+:class:`LikelihoodPreconditioner`), and so is how a fit names and builds one
+(:class:`PreconditionerKind`).  The Nystrom kinds are fed by :func:`hkern.select_columns`
+(:data:`hkern.solvers.exact_pcg.NYSTROM_PRECONDITIONERS`); the hierarchical package feeds the
+HCK kind (:data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from .. import _linalg
 
-__all__ = ["IdentityPreconditioner", "NystromPreconditioner"]
+__all__ = ["IdentityPreconditioner", "LikelihoodPreconditioner", "NystromPreconditioner",
+           "Preconditioner", "PreconditionerKind"]
+
+
+@runtime_checkable
+class Preconditioner(Protocol):
+    """M^{-1} for an M close to the system matrix, as block CG applies it.
+
+    ``M(R)`` returns M^{-1} R for R of shape (n, j), a new array; M is symmetric positive
+    definite and the same operator at every call.  ``rank`` is its size parameter (the Nystrom
+    factor's columns, the HCK landmarks per node), which the solver's record reports.
+    """
+
+    @property
+    def rank(self) -> int: ...
+
+    def __call__(self, R: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class LikelihoodPreconditioner(Protocol):
+    """What stochastic Lanczos quadrature needs of M beyond its solve
+    (:func:`hkern.solvers.slq.stochastic_lml`): log det M, and draws z ~ N(0, M)."""
+
+    def __call__(self, R: np.ndarray) -> np.ndarray: ...
+
+    def logdet(self) -> float: ...
+
+    def sample(self, rng: np.random.Generator, t: int) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class PreconditionerKind:
+    """A preconditioner as a fit names it (``fit_exact(preconditioner=name)``).
+
+    Attributes
+    ----------
+    name : str
+    build : callable
+        ``build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False)``:
+        a :class:`Preconditioner` for the prepared inputs (``hkern._model.FitInputs``) of
+        ``rank``.  ``factor`` (a Nystrom factor already computed) and ``adaptive`` (``rank``
+        is a most, not a number) concern the Nystrom kinds; others ignore them.
+    peak_bytes : callable
+        ``peak_bytes(n, d, k, rank, n_threads)``: bytes of building it for n points of d
+        features and applying it to k columns.
+    """
+
+    name: str
+    build: Callable
+    peak_bytes: Callable
 
 
 class NystromPreconditioner:

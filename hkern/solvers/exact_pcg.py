@@ -4,9 +4,10 @@
 with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
 :func:`hkern.select_columns` (randomly pivoted Cholesky by default, as Diaz, Epperly, Frangella,
 Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023, in its
-accelerated block form), or with M = K_hier + lam I, the hierarchically compositional kernel of
-r landmarks per node (``preconditioner="hck"``, :class:`hkern.hierarchical.preconditioner.
-HCKPreconditioner`).
+accelerated block form), or with any other preconditioner kind the caller hands in
+(:class:`hkern.solvers.preconditioners.PreconditionerKind`; fit_exact adds M = K_hier + lam I,
+the hierarchically compositional kernel of r landmarks per node, ``preconditioner="hck"``,
+:data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
 K + lam I, to the requested relative residual.
@@ -16,17 +17,15 @@ from __future__ import annotations
 import time
 
 from .._memory import check_memory, resolve_max_memory
-from ..hierarchical.preconditioner import HCKPreconditioner, hck_preconditioner_bytes
 from ..kernels._api import _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
-from ..solvers import KernelSystem, NystromPreconditioner
-from ._iterative import traced_pcg, validation_error
+from .operators import KernelSystem
+from .preconditioners import NystromPreconditioner, PreconditionerKind
+from .trace import traced_pcg, validation_error
 
-__all__ = ["PRECONDITIONERS", "default_rank", "kernel_storage", "pcg_bytes", "preconditioner_for",
-           "solve_pcg"]
-
-PRECONDITIONERS = ("block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform", "hck")
+__all__ = ["NYSTROM_PRECONDITIONERS", "default_rank", "kernel_storage", "pcg_bytes",
+           "preconditioner_for", "solve_pcg"]
 
 
 # The preconditioner's rank when none is given.  On kin40k (36 000 points, lam 0.0027, tol
@@ -57,25 +56,44 @@ def default_rank(n):
     return max(1, min(DEFAULT_RANK, n // 4, DEFAULT_RANK_BYTES // (8 * n)))
 
 
-def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner="block_rpcholesky"):
-    """Peak bytes of :func:`solve_pcg` beyond the inputs: the preconditioner (the Nystrom
-    factor, plus for all but block RPCholesky the selection's copy of the columns (16 n rank in
-    all), a block's columns and S; or the HCK factors and a solve), CG's five n x k blocks, and
-    the stored kernel matrix (8 n^2) or the fused product's tiles."""
+def _nystrom_kind(method):
+    """The Nystrom preconditioner F F^T + lam I whose factor F has columns chosen by
+    :func:`hkern.select_columns` with ``method``."""
+    def build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False):
+        if factor is None:
+            stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
+            factor = nystrom_factor(inputs.X, rank, method=method, kernel=inputs.kernel,
+                                    sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
+                                    max_memory=max_memory, trace_stop=stop)
+        return NystromPreconditioner(factor, inputs.lam, n_threads)
+
+    def peak_bytes(n, d, k, rank, n_threads):
+        # The factor, plus for all but block RPCholesky the selection's copy of the columns
+        # (16 n rank in all), a block's columns and S.
+        return (8 * n * rank * (1 if method == "block_rpcholesky" else 2)
+                + 24 * n * BLOCK + 24 * rank * rank)
+    return PreconditionerKind(method, build, peak_bytes)
+
+
+# The Nystrom preconditioners, by the column selection of their factor.
+NYSTROM_PRECONDITIONERS = {method: _nystrom_kind(method) for method in (
+    "block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")}
+
+
+def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner):
+    """Peak bytes of :func:`solve_pcg` beyond the inputs: the preconditioner (its kind's
+    ``peak_bytes``), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or the fused
+    product's tiles."""
     kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
-    if preconditioner == "hck":
-        factor = hck_preconditioner_bytes(n, d, k, rank, n_threads)
-    else:
-        factor = (8 * n * rank * (1 if preconditioner == "block_rpcholesky" else 2)
-                  + 24 * n * BLOCK + 24 * rank * rank)
-    return factor + 40 * n * k + kernel
+    return preconditioner.peak_bytes(n, d, k, rank, n_threads) + 40 * n * k + kernel
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
               max_memory, n_threads, x0=None, apply_m=None, error=None,
               preconditioner_seconds=0.0, adaptive=False):
     """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
-    arguments are checked.
+    arguments are checked, ``preconditioner`` a
+    :class:`~hkern.solvers.preconditioners.PreconditionerKind`.
 
     ``x0``: a starting guess for alpha (a warm start, e.g. a neighbouring candidate's solution
     in a hyperparameter selection).  ``apply_m``: the preconditioner, already built for these
@@ -95,7 +113,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
                            n_threads=n_threads)
     if verbose:
-        print(f"[fit_exact pcg] {preconditioner} preconditioner of rank {apply_m.rank} in "
+        print(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} in "
               f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
               flush=True)
     return traced_pcg(
@@ -103,7 +121,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
         error=error or validation_error(validation, inputs, X, n_threads),
         coef=lambda alpha: alpha,
         label="fit_exact pcg", verbose=verbose, started=t0,
-        fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner,
+        fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner.name,
         rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored)
 
 
@@ -124,16 +142,9 @@ def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads):
 
 def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_memory,
                        factor=None, adaptive=False):
-    """M^{-1} for M close to K + lam I of the prepared ``inputs``: the HCK preconditioner, or
-    F F^T + lam I for the Nystrom factor F of ``rank`` columns chosen by ``preconditioner``
-    (``factor``: F, already computed for these inputs; ``adaptive``: at most ``rank``
-    columns, fewer once the residual is small against lam, ADAPTIVE_RESIDUAL)."""
-    if preconditioner == "hck":
-        return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
-                                 lam=inputs.lam, seed=seed, n_threads=n_threads)
-    if factor is None:
-        stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
-        factor = nystrom_factor(inputs.X, rank, method=preconditioner, kernel=inputs.kernel,
-                                sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                                max_memory=max_memory, trace_stop=stop)
-    return NystromPreconditioner(factor, inputs.lam, n_threads)
+    """M^{-1} for M close to K + lam I of the prepared ``inputs``, of the ``preconditioner``
+    kind and ``rank``: for the Nystrom kinds F F^T + lam I (``factor``: F, already computed for
+    these inputs; ``adaptive``: at most ``rank`` columns, fewer once the residual is small
+    against lam, ADAPTIVE_RESIDUAL)."""
+    return preconditioner.build(inputs, rank, seed=seed, n_threads=n_threads,
+                                max_memory=max_memory, factor=factor, adaptive=adaptive)
