@@ -21,7 +21,7 @@ from mpi4py import MPI
 from mpi_oasis_run import shard
 from oracles import KERNELS
 
-from hkern.oasis import parallel as par
+from hkern.oasis import sharded as par
 
 COMM = MPI.COMM_WORLD
 RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
