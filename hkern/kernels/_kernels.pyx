@@ -688,12 +688,13 @@ def kernel_values(int kind, const double[::1] s):
     return out
 
 
-def map_values(int kind, const floating[::1] s):
+def map_values(int kind, floating[::1] s, bint inplace=False):
     """The vectorised map of the engine applied to scaled distances, in their precision (float32:
-    the single-precision exponential and formulas; float64: bitwise kernel_values)."""
-    out = np.array(s, copy=True)
-    cdef floating[::1] o = out
+    the single-precision exponential and formulas; float64: bitwise kernel_values).  A new
+    array, or ``s`` itself overwritten with ``inplace`` (experiments/kernel_engine_speed.py
+    times the map on an array in cache)."""
+    cdef floating[::1] o = s if inplace else s.copy()
     if o.shape[0] > 0:
         with nogil:
             map_scaled(kind, &o[0], o.shape[0])
-    return out
+    return np.asarray(o)
