@@ -162,7 +162,9 @@ static inline double hk_matern52(double s)
     HK_CLONES static ptrdiff_t hk_scale_distances##SUFFIX(T *row, ptrdiff_t n, T xi,      \
                                                           const T *ysq, T inv_s2, T refine) \
     {                                                                                      \
-        ptrdiff_t j, n_marked = 0;                                                         \
+        ptrdiff_t j;                                                                       \
+        int n_marked = 0;   /* n < 2^31 (an int dimension); a 32-bit count vectorises in    \
+                             * the float lanes' width (a 64-bit one took 4 widenings a step) */ \
         for (j = 0; j < n; j++) {                                                          \
             T norms = xi + ysq[j];                                                         \
             T sq = norms + row[j];                                                         \
@@ -182,7 +184,8 @@ HK_DEFINE_SCALE_DISTANCES(_f32, float)
 #define HK_DEFINE_EXP_MAP_T(NAME, SUFFIX, T, EXP_CORE, LO, ARG, FACTOR)                   \
     HK_CLONES static void hk_map_##NAME##SUFFIX(T *v, ptrdiff_t n)                        \
     {                                                                                      \
-        ptrdiff_t j, n_low = 0;                                                            \
+        ptrdiff_t j;                                                                       \
+        int n_low = 0;      /* 32-bit, as n_marked above */                                \
         for (j = 0; j < n; j++) {                                                          \
             T s = v[j];                                                                    \
             T x = (ARG);                                                                   \
