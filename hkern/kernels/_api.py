@@ -160,8 +160,8 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads, out=None):
 
 @budgeted
 @document_sigma
-def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None,
-                  dtype=None):
+def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, dtype=None,
+                  max_memory=None):
     r"""Kernel matrix K[i, j] = k(X[i], Y[j]).
 
     All kernels share one parametrisation: a bandwidth (lengthscale) ``sigma > 0`` and
@@ -196,16 +196,16 @@ def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_m
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  The result is bitwise identical for any value.
-    max_memory : int or None
-        Most bytes the call may allocate (the result takes 8 m n, scaled copies of X and Y
-        8 (m + n) d more with lengthscales; half of each in single precision); None (default):
-        the memory available when the call starts.
     dtype : None, numpy.float32 or numpy.float64
         The precision of the computation and of the result.  None (default): float32 when X
         (and Y, if given) are float32 NumPy arrays, float64 otherwise.  float32 evaluates the
         distances (sgemm) and the kernel (a single-precision exponential) in float: half the
         memory, about twice the speed, entries accurate to a few float32 roundings (see
         Notes).  float64 with float32 inputs converts them, as before.
+    max_memory : int or None
+        Most bytes the call may allocate (the result takes 8 m n, scaled copies of X and Y
+        8 (m + n) d more with lengthscales; half of each in single precision); None (default):
+        the memory available when the call starts.
 
     Returns
     -------
@@ -369,8 +369,8 @@ def _kernel_normal_times_trusted(kind, sigma, X, Z, U, V, n_threads):
 
 
 @budgeted
-def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_memory=None,
-                  dtype=None):
+def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, dtype=None,
+                  max_memory=None):
     """``kernel_matrix(X, Y) @ B`` without holding the whole kernel matrix.
 
     Parameters
@@ -380,15 +380,15 @@ def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, max_mem
     B : array_like of shape (n,) or (n, k)
     kernel, sigma, n_jobs
         As in :func:`kernel_matrix`.
-    max_memory : int or None
-        Most bytes the call may allocate (the result and one 128 x 256 tile of K per thread:
-        the kernel matrix is never stored; and copies of X and Y divided by the lengthscales
-        when sigma is an array); None (default): the memory available when the call starts.
     dtype : None, numpy.float32 or numpy.float64
         As in :func:`kernel_matrix`: None follows X and Y (float32 when both are float32).  In
         single precision B is rounded to float32, each 128 x 256 tile of K and its product
         with B are float, and the sum over the tiles is double, rounded to float32 once at the
         end: the result's error does not grow with n (a float sum of n terms would).
+    max_memory : int or None
+        Most bytes the call may allocate (the result and one 128 x 256 tile of K per thread:
+        the kernel matrix is never stored; and copies of X and Y divided by the lengthscales
+        when sigma is an array); None (default): the memory available when the call starts.
 
     Returns
     -------
