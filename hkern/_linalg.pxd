@@ -45,6 +45,14 @@ cdef void ger(int m, int n, double alpha, const double* x, int incx,
               const double* y, int incy, double* A, int lda) noexcept nogil
 cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double* A, int lda,
                double beta, double* C, int ldc) noexcept nogil
+# Single precision, same conventions (for the float32 kernel engine).
+cdef void sgemm(bint trans_a, bint trans_b, int m, int n, int k, float alpha,
+                const float* A, int lda, const float* B, int ldb,
+                float beta, float* C, int ldc) noexcept nogil
+cdef void sgemv(bint trans, int m, int n, float alpha, const float* A, int lda,
+                const float* x, int incx, float beta, float* y, int incy) noexcept nogil
+cdef void ssyrk(bint lower, bint trans, int n, int k, float alpha, const float* A, int lda,
+                float beta, float* C, int ldc) noexcept nogil
 cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
                const double* A, int lda, double* B, int ldb) noexcept nogil
 cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,

@@ -164,6 +164,44 @@ cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double*
     blas.dsyrk(&uplo, &t, &n, &k, &alpha, <double*>A, &lda, &beta, C, &ldc)
 
 
+# Single precision (the float32 kernel engine): the same row-major translation as gemm, gemv
+# and syrk above, on sgemm, sgemv and ssyrk.  Only what that engine calls.
+
+cdef void sgemm(bint trans_a, bint trans_b, int m, int n, int k, float alpha,
+                const float* A, int lda, const float* B, int ldb,
+                float beta, float* C, int ldc) noexcept nogil:
+    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C, in float (as gemm)."""
+    cdef char ta = b'T' if trans_a else b'N'
+    cdef char tb = b'T' if trans_b else b'N'
+    if m == 0 or n == 0:
+        return
+    if n == 1 and k > 0:
+        sgemv(trans_a, k if trans_a else m, m if trans_a else k, alpha, A, lda, B,
+              1 if trans_b else ldb, beta, C, ldc)
+        return
+    blas.sgemm(&tb, &ta, &n, &m, &k, &alpha, <float*>B, &ldb, <float*>A, &lda,
+               &beta, C, &ldc)
+
+
+cdef void sgemv(bint trans, int m, int n, float alpha, const float* A, int lda,
+                const float* x, int incx, float beta, float* y, int incy) noexcept nogil:
+    """y = alpha * op(A) @ x + beta * y for a row-major m x n float matrix A (as gemv)."""
+    cdef char t = b'N' if trans else b'T'
+    if m == 0 or n == 0:
+        return
+    blas.sgemv(&t, &n, &m, &alpha, <float*>A, &lda, <float*>x, &incx, &beta, y, &incy)
+
+
+cdef void ssyrk(bint lower, bint trans, int n, int k, float alpha, const float* A, int lda,
+                float beta, float* C, int ldc) noexcept nogil:
+    """C (n x n) = alpha * op(A) op(A)^T + beta * C on one triangle, in float (as syrk)."""
+    cdef char uplo = b'U' if lower else b'L'
+    cdef char t = b'N' if trans else b'T'
+    if n == 0:
+        return
+    blas.ssyrk(&uplo, &t, &n, &k, &alpha, <float*>A, &lda, &beta, C, &ldc)
+
+
 cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
                const double* A, int lda, double* B, int ldb) noexcept nogil:
     """Solve op(A) X = alpha B (left) or X op(A) = alpha B (right); B (m x n) is overwritten by X."""

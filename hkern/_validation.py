@@ -54,23 +54,23 @@ def _check_values(arr, name, fix):
     hi, lo = arr.max(), arr.min()          # NaN propagates through max/min
     if not (np.isfinite(hi) and np.isfinite(lo)):
         raise ValueError(_describe_nonfinite(arr, name))
-    if max(hi, -lo) > MAX_MAGNITUDE:
+    if max(float(hi), -float(lo)) > MAX_MAGNITUDE:    # float(): no cast of 1e150 to float32
         raise ValueError(_describe_too_large(arr, name, fix))
 
 
-def _as_float_array(value, name):
+def _as_float_array(value, name, dtype=np.float64):
     if np.iscomplexobj(value):
         raise ValueError(f"{name} has a complex dtype; hkern needs real numbers")
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        arr = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of real numbers; it could not be converted "
-                         f"to float64 ({exc})") from None
+                         f"to {np.dtype(dtype).name} ({exc})") from None
     return arr
 
 
-def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
-    """Return ``X`` as a C-contiguous float64 array after checking it.
+def check_array(X, name="X", *, ensure_2d=True, min_samples=1, dtype=np.float64):
+    """Return ``X`` as a C-contiguous float64 (or ``dtype``) array after checking it.
 
     Parameters
     ----------
@@ -82,6 +82,10 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
         Require a 2-D array of shape (n_samples, n_features).
     min_samples : int
         Smallest acceptable number of rows.
+    dtype : numpy dtype
+        float64 (default), or float32 for the single-precision kernel engine: pass it only for
+        input that is float32 already (a float64 array would be rounded before its magnitude
+        is checked).
 
     Raises
     ------
@@ -90,7 +94,7 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1):
         zero features, NaN/infinite values, or values above ``MAX_MAGNITUDE`` (1e150) in
         magnitude.
     """
-    arr = _as_float_array(X, name)
+    arr = _as_float_array(X, name, dtype)
     if ensure_2d:
         if arr.ndim == 1:
             raise ValueError(
@@ -152,13 +156,14 @@ def check_targets(y, n_samples, name="y", *, numeric=True, x_name="X"):
     return np.ascontiguousarray(arr)
 
 
-def check_rhs(B, n_rows, name="B"):
-    """A right-hand side (n_rows,) or (n_rows, k) for a matvec or solve: C-contiguous float64.
+def check_rhs(B, n_rows, name="B", *, dtype=np.float64):
+    """A right-hand side (n_rows,) or (n_rows, k) for a matvec or solve: C-contiguous float64
+    (or ``dtype``, as in :func:`check_array`).
 
     Complex values are refused (not cast, which would drop the imaginary part); NaN/inf and
     values above ``MAX_MAGNITUDE`` are refused as for inputs.
     """
-    arr = _as_float_array(B, name)
+    arr = _as_float_array(B, name, dtype)
     if arr.ndim not in (1, 2) or arr.shape[0] != n_rows:
         raise ValueError(f"{name} must have shape ({n_rows},) or ({n_rows}, k); got {arr.shape}")
     _check_values(arr, name, f"divide {name} by a common factor and multiply the result by it")

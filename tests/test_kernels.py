@@ -491,9 +491,14 @@ def test_input_conversions(kernel):
     same(Xs, Ys)
     same(np.asfortranarray(X), np.asfortranarray(Y))
     same(X.tolist(), Y.tolist())
+    # float32 inputs are computed in single precision (tests/test_kernels_float32.py); with
+    # dtype=float64 they are converted, as every float32 input was before.
     X32, Y32 = X.astype(np.float32), Y.astype(np.float32)
-    same(X32, Y32, hkern.kernel_matrix(X32.astype(np.float64), Y32.astype(np.float64),
-                                       kernel=kernel, sigma=1.2))
+    assert np.array_equal(hkern.kernel_matrix(X32, Y32, kernel=kernel, sigma=1.2,
+                                              dtype=np.float64),
+                          hkern.kernel_matrix(X32.astype(np.float64), Y32.astype(np.float64),
+                                              kernel=kernel, sigma=1.2))
+    assert hkern.kernel_matrix(X32, Y32, kernel=kernel, sigma=1.2).dtype == np.float32
     Xi = rng.integers(-3, 4, size=(40, 5))
     Yi = rng.integers(-3, 4, size=(33, 5))
     Ki = hkern.kernel_matrix(Xi, Yi, kernel=kernel, sigma=1.2)

@@ -76,10 +76,52 @@ static inline double hk_exp_times(double p, double x)
     return (p * exp(x + 64.0 * 0.69314718055994530942)) * 0x1p-64;
 }
 
+/* ---- single precision (the float32 engine) ----
+ * hk_expf_core mirrors hk_exp_core in float: the same Cody-Waite reduction with ln2 split so that
+ * k * ln2_hi is exact for |k| < 2^8 (ln2_hi has 10 significant bits), and exp(r) = 1 + r (1 + r
+ * q(r)) with q of degree 4 (a weighted least-squares fit of (exp(r) - 1 - r) / r^2 on
+ * |r| <= 0.3466; 3.8e-9 relative in exp with the coefficients rounded to float, against float's
+ * half-ulp of 6e-8).  Written with fmaf() for the same reason as above: the scalar path and the
+ * vector clones give the same bits; the x86-64-v3 clone runs it on 8 floats per instruction
+ * (16 with AVX-512) where the double one runs 4 (8).  Valid for x in [HK_EXPF_LO, 88]: at
+ * x >= -87 the result, at least exp(-87) = 1.4 * FLT_MIN, is a normal float and 2^k (k >= -126)
+ * is too.  Below, the maps leave the entry for the scalar fix-up, which evaluates the double
+ * formula and rounds it once (subnormal floats included). */
+#define HK_EXPF_LO (-87.0f)
+
+static inline float hk_expf_core(float x)
+{
+    const float log2e = 1.44269504088896341f;
+    const float shift = 12582912.0f;                    /* 1.5 * 2^23: rounds to an integer */
+    const float ln2_hi = 0.693359375f;                  /* 10 significant bits: k*ln2_hi exact */
+    const float ln2_lo = -2.12194440e-4f;
+    float kf = x * log2e + shift;
+    uint32_t bits, scale_bits;
+    float r, p, scale;
+    memcpy(&bits, &kf, sizeof bits);                     /* low bits hold k in two's complement */
+    kf -= shift;
+    r = (x - kf * ln2_hi) - kf * ln2_lo;
+    p = 0x1.687c02p-10f;
+    p = fmaf(p, r, 0x1.123ba0p-7f);
+    p = fmaf(p, r, 0x1.555b58p-5f);
+    p = fmaf(p, r, 0x1.55548ep-3f);
+    p = fmaf(p, r, 0x1.fffff8p-2f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    scale_bits = (bits + 127u) << 23;                    /* 2^k: the shift drops the magic bits */
+    memcpy(&scale, &scale_bits, sizeof scale);
+    return p * scale;
+}
+
+/* sqrt of the argument's own type (the templated maps below serve float and double). */
+#define hk_sqrt(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
 /* ---- the kernels (scalar, any s >= 0) ---- */
 static inline double hk_gaussian(double s) { return hk_exp(-0.5 * s); }
 static inline double hk_laplace(double s) { return hk_exp(-s); }
-static inline double hk_imq(double s) { return 1.0 / sqrt(1.0 + s); }
+/* IMQ needs no exp: one formula for both precisions (float constants are exact in double). */
+#define HK_IMQ(s) (1.0f / hk_sqrt(1.0f + (s)))
+static inline double hk_imq(double s) { return HK_IMQ(s); }
 static inline double hk_matern12(double s) { return hk_exp(-sqrt(s)); }
 static inline double hk_matern32(double s)
 {
@@ -106,52 +148,77 @@ static inline double hk_matern52(double s)
 #define HK_CLONES
 #endif
 
-/* row[j] <- (xi + ysq[j] + row[j]) * inv_s2, the scaled squared distance from a row of
+/* The maps below are written once as templates over the element type T (double, and float for
+ * the single-precision engine, names suffixed _f32).  Their constants are float literals, exact
+ * in both types, so an expression means in double exactly what it meant when it was written
+ * for double alone (the float64 results are bitwise those of the double-only code), and in
+ * float it stays in float (a double literal would promote it).
+ *
+ * row[j] <- (xi + ysq[j] + row[j]) * inv_s2, the scaled squared distance from a row of
  * -2 x.Y^T, or -1 where cancellation has eaten its relative accuracy (at most `refine` of
  * xi + ysq[j]; a zero distance is always marked).  Returns how many were marked, for an exact
  * recomputation from the differences.  Vectorised (one version per instruction set). */
-HK_CLONES static ptrdiff_t hk_scale_distances(double *row, ptrdiff_t n, double xi,
-                                              const double *ysq, double inv_s2, double refine)
-{
-    ptrdiff_t j, n_marked = 0;
-    for (j = 0; j < n; j++) {
-        double norms = xi + ysq[j];
-        double sq = norms + row[j];
-        int lost = sq <= refine * norms;
-        n_marked += lost;
-        row[j] = lost ? -1.0 : sq * inv_s2;
-    }
-    return n_marked;
-}
-
-#define HK_DEFINE_EXP_MAP(NAME, ARG, FACTOR)                                               \
-    HK_CLONES static void hk_map_##NAME(double *v, ptrdiff_t n)                            \
+#define HK_DEFINE_SCALE_DISTANCES(SUFFIX, T)                                               \
+    HK_CLONES static ptrdiff_t hk_scale_distances##SUFFIX(T *row, ptrdiff_t n, T xi,      \
+                                                          const T *ysq, T inv_s2, T refine) \
     {                                                                                      \
-        ptrdiff_t j, n_low = 0;                                                            \
+        ptrdiff_t j;                                                                       \
+        int n_marked = 0;   /* n < 2^31 (an int dimension); a 32-bit count vectorises in    \
+                             * the float lanes' width (a 64-bit one took 4 widenings a step) */ \
         for (j = 0; j < n; j++) {                                                          \
-            double s = v[j];                                                               \
-            double x = (ARG);                                                              \
-            double e = (FACTOR) * hk_exp_core(x < HK_EXP_LO ? HK_EXP_LO : x);              \
-            n_low += x < HK_EXP_LO;                                                        \
-            v[j] = x < HK_EXP_LO ? s : e;                                                  \
+            T norms = xi + ysq[j];                                                         \
+            T sq = norms + row[j];                                                         \
+            int lost = sq <= refine * norms;                                               \
+            n_marked += lost;                                                              \
+            row[j] = lost ? (T)-1 : sq * inv_s2;                                           \
+        }                                                                                  \
+        return n_marked;                                                                   \
+    }
+
+HK_DEFINE_SCALE_DISTANCES(, double)
+HK_DEFINE_SCALE_DISTANCES(_f32, float)
+
+/* v[j] <- k(v[j]) for a kernel exp(ARG) * FACTOR of s = v[j], x = ARG, in element type T with
+ * the exponential EXP_CORE valid from LO.  Entries below LO keep s and are finished by the
+ * scalar double formula hk_NAME, rounded to T once. */
+#define HK_DEFINE_EXP_MAP_T(NAME, SUFFIX, T, EXP_CORE, LO, ARG, FACTOR)                   \
+    HK_CLONES static void hk_map_##NAME##SUFFIX(T *v, ptrdiff_t n)                        \
+    {                                                                                      \
+        ptrdiff_t j;                                                                       \
+        int n_low = 0;      /* 32-bit, as n_marked above */                                \
+        for (j = 0; j < n; j++) {                                                          \
+            T s = v[j];                                                                    \
+            T x = (ARG);                                                                   \
+            T e = (FACTOR) * EXP_CORE(x < LO ? LO : x);                                    \
+            n_low += x < LO;                                                               \
+            v[j] = x < LO ? s : e;                                                         \
         }                                                                                  \
         if (n_low)  /* the scalar fix-up scan only when some entry needs it */             \
             for (j = 0; j < n; j++)                                                        \
-                if (v[j] > 2.0)                                                            \
-                    v[j] = hk_##NAME(v[j]);                                                \
+                if (v[j] > 2)                                                              \
+                    v[j] = (T)hk_##NAME(v[j]);                                             \
     }
 
-HK_DEFINE_EXP_MAP(gaussian, -0.5 * s, 1.0)
-HK_DEFINE_EXP_MAP(laplace, -s, 1.0)
-HK_DEFINE_EXP_MAP(matern12, -sqrt(s), 1.0)
-HK_DEFINE_EXP_MAP(matern32, -sqrt(3.0 * s), (1.0 - x))
-HK_DEFINE_EXP_MAP(matern52, -sqrt(5.0 * s), (1.0 - x + x * x / 3.0))
+/* One definition per kernel, instantiated in both precisions. */
+#define HK_DEFINE_EXP_MAP(NAME, ARG, FACTOR)                                               \
+    HK_DEFINE_EXP_MAP_T(NAME, , double, hk_exp_core, HK_EXP_LO, ARG, FACTOR)               \
+    HK_DEFINE_EXP_MAP_T(NAME, _f32, float, hk_expf_core, HK_EXPF_LO, ARG, FACTOR)
 
-HK_CLONES static void hk_map_imq(double *v, ptrdiff_t n)
-{
-    ptrdiff_t j;
-    for (j = 0; j < n; j++)
-        v[j] = hk_imq(v[j]);
-}
+HK_DEFINE_EXP_MAP(gaussian, -0.5f * s, 1.0f)
+HK_DEFINE_EXP_MAP(laplace, -s, 1.0f)
+HK_DEFINE_EXP_MAP(matern12, -hk_sqrt(s), 1.0f)
+HK_DEFINE_EXP_MAP(matern32, -hk_sqrt(3.0f * s), (1.0f - x))
+HK_DEFINE_EXP_MAP(matern52, -hk_sqrt(5.0f * s), (1.0f - x + x * x / 3.0f))
+
+#define HK_DEFINE_IMQ_MAP(SUFFIX, T)                                                       \
+    HK_CLONES static void hk_map_imq##SUFFIX(T *v, ptrdiff_t n)                            \
+    {                                                                                      \
+        ptrdiff_t j;                                                                       \
+        for (j = 0; j < n; j++)                                                            \
+            v[j] = HK_IMQ(v[j]);                                                           \
+    }
+
+HK_DEFINE_IMQ_MAP(, double)
+HK_DEFINE_IMQ_MAP(_f32, float)
 
 #endif

@@ -151,12 +151,14 @@ class NystromTransformer(HkernTransformer):
                                                 sigma=self.sigma, rng=rng, n_jobs=self.n_jobs,
                                                 max_memory=self.max_memory)
         self.landmarks_ = np.ascontiguousarray(X[self.landmark_indices_])
+        # dtype=float64: the fits compute in double whatever the input's dtype (scikit-learn's
+        # validation keeps float32 X, which kernel_matrix would otherwise evaluate in float32).
         W = hkern.kernel_matrix(self.landmarks_, kernel=self.kernel, sigma=self.sigma,
-                                n_jobs=self.n_jobs, max_memory=self.max_memory)
+                                n_jobs=self.n_jobs, dtype=np.float64, max_memory=self.max_memory)
         self.normalization_ = nystrom_feature_map(W, rcond)
         self._n_features_out = self.normalization_.shape[1]
 
     def _transform(self, X, n_threads):
         C = hkern.kernel_matrix(X, self.landmarks_, kernel=self.kernel, sigma=self.sigma,
-                                n_jobs=n_threads)
+                                n_jobs=n_threads, dtype=np.float64)
         return _linalg.matmul(C, self.normalization_, n_threads=n_threads)
