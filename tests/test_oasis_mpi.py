@@ -461,14 +461,15 @@ def test_oasis_with_comm_is_oasis_p():
         assert np.array_equal(getattr(sharded, a), getattr(direct, a), equal_nan=True), a
 
 
-def test_the_former_module_name_warns_and_still_works():
-    """hkern.oasis.parallel, oASIS-P's former name, warns and gives the same functions."""
+def test_the_former_module_name_warns_and_still_works(tmp_path):
+    """hkern.oasis.parallel, oASIS-P's former name, warns and gives the same functions (run
+    outside the repository, whose source tree would shadow the installed package)."""
     code = ("import warnings; warnings.simplefilter('always')\n"
             "import importlib\n"
             "old = importlib.import_module('hkern.oasis.parallel')\n"
             "from hkern.oasis.sharded import oasis_mpi\n"
             "assert old.oasis_mpi is oasis_mpi\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=tmp_path, env=ENV)
     assert out.returncode == 0, out.stderr
     assert "DeprecationWarning: hkern.oasis.parallel is renamed hkern.oasis.sharded" in out.stderr
