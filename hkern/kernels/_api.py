@@ -229,8 +229,8 @@ def kernel_matrix(X, Y=None, *, kernel="gaussian", sigma=1.0, n_jobs=None, dtype
     :math:`u = 2^{-24}` of k times :math:`1 + |d\log k/ds|\,(s + N)`, N the scaled squared
     norms :math:`(\|x\|^2 + \|y\|^2)/\sigma^2` (the distance formula's rounding): relative
     1e-6 to 1e-5 on the entries that matter for standardised data.  It accepts data with
-    1e-15 <= max |value| <= 1e15 and 1e-15 <= sigma <= 1e15, where float32 norms and
-    distances stay finite and normal (and :func:`kernel_matvec` 1e-30 <= max |B| <= 1e30,
+    1e-15 <= max(abs(value)) <= 1e15 and 1e-15 <= sigma <= 1e15, where float32 norms and
+    distances stay finite and normal (and :func:`kernel_matvec` 1e-30 <= max(abs(B)) <= 1e30,
     or B = 0, for a finite float32 result); outside, use float64.
 
     Examples
