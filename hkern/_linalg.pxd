@@ -13,6 +13,8 @@
 #   * Functions that need LAPACK workspace allocate it with malloc and return -1000 when
 #     allocation fails.
 
+from cython cimport floating
+
 # Prompt interrupts (Ctrl-C).  A long nogil routine takes an Interrupt* (NULL: never
 # interrupted) and every thread calls interrupted() between units of work that take well under
 # 0.1 s; once it returns true the thread skips the rest of its work, so the parallel loops end at
@@ -36,31 +38,24 @@ cdef void interrupt_init(Interrupt* it) noexcept nogil
 cdef bint interrupted(Interrupt* it) noexcept nogil
 cdef int reraise() except -1
 
+# Level 1-3 BLAS in either precision (``floating``: double calls dgemm..., float sgemm...).
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
-               const double* A, int lda, const double* B, int ldb,
-               double beta, double* C, int ldc) noexcept nogil
-cdef void gemv(bint trans, int m, int n, double alpha, const double* A, int lda,
-               const double* x, int incx, double beta, double* y, int incy) noexcept nogil
+               const floating* A, int lda, const floating* B, int ldb,
+               double beta, floating* C, int ldc) noexcept nogil
+cdef void gemv(bint trans, int m, int n, double alpha, const floating* A, int lda,
+               const floating* x, int incx, double beta, floating* y, int incy) noexcept nogil
 cdef void ger(int m, int n, double alpha, const double* x, int incx,
               const double* y, int incy, double* A, int lda) noexcept nogil
-cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double* A, int lda,
-               double beta, double* C, int ldc) noexcept nogil
-# Single precision, same conventions (for the float32 kernel engine).
-cdef void sgemm(bint trans_a, bint trans_b, int m, int n, int k, float alpha,
-                const float* A, int lda, const float* B, int ldb,
-                float beta, float* C, int ldc) noexcept nogil
-cdef void sgemv(bint trans, int m, int n, float alpha, const float* A, int lda,
-                const float* x, int incx, float beta, float* y, int incy) noexcept nogil
-cdef void ssyrk(bint lower, bint trans, int n, int k, float alpha, const float* A, int lda,
-                float beta, float* C, int ldc) noexcept nogil
+cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const floating* A, int lda,
+               double beta, floating* C, int ldc) noexcept nogil
 cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-               const double* A, int lda, double* B, int ldb) noexcept nogil
+               const floating* A, int lda, floating* B, int ldb) noexcept nogil
 cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-               const double* A, int lda, double* B, int ldb) noexcept nogil
+               const floating* A, int lda, floating* B, int ldb) noexcept nogil
 cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil
 cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int incy) noexcept nogil
 
-cdef int potrf(int n, double* A, int lda) noexcept nogil
+cdef int potrf(int n, floating* A, int lda) noexcept nogil
 cdef void potrs(int n, int nrhs, const double* L, int ldl, double* B, int ldb) noexcept nogil
 cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil
 cdef int getrf_blocked(int n, double* A, int lda, int* ipiv, Interrupt* it) noexcept nogil
@@ -83,13 +78,13 @@ cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil
 # n_threads: results are bitwise identical for n_jobs = 1, 2, ...  The caller must limit BLAS to
 # one thread (hkern._threads.blas_threads(1)) around these calls.
 cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
-                     const double* A, int lda, const double* B, int ldb,
-                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
-cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
-                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
-cdef int potrf_tiled(int n, double* A, int lda, int n_threads, Interrupt* it) noexcept nogil
+                     const floating* A, int lda, const floating* B, int ldb,
+                     double beta, floating* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
+cdef void syrk_tiled(bint trans, int n, int k, double alpha, const floating* A, int lda,
+                     double beta, floating* C, int ldc, int n_threads, Interrupt* it) noexcept nogil
+cdef int potrf_tiled(int n, floating* A, int lda, int n_threads, Interrupt* it) noexcept nogil
 cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, double* O, int ldo,
                       int n_threads, Interrupt* it) noexcept nogil
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
-                     double alpha, const double* A, int lda, double* B, int ldb,
+                     double alpha, const floating* A, int lda, floating* B, int ldb,
                      int n_threads, Interrupt* it) noexcept nogil

@@ -5,6 +5,7 @@ functions at the bottom are thin NumPy entry points over the same wrappers: they
 Python layer calls, they turn LAPACK's ``info`` into :class:`numpy.linalg.LinAlgError`, and the
 tests compare each of them with NumPy/SciPy.
 """
+from cython cimport floating
 from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
@@ -114,33 +115,41 @@ cdef int reraise() except -1:
 # ----------------------------------------------------------------------------------------------
 
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
-               const double* A, int lda, const double* B, int ldb,
-               double beta, double* C, int ldc) noexcept nogil:
-    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C.
+               const floating* A, int lda, const floating* B, int ldb,
+               double beta, floating* C, int ldc) noexcept nogil:
+    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C, in A's precision (dgemm
+    or sgemm).
 
-    With one column (n = 1) this is dgemv's product: BLAS's dgemm is several times slower at
+    With one column (n = 1) this is gemv's product: BLAS's gemm is several times slower at
     that shape (the fused kernel products, CG with one right-hand side).
     """
     cdef char ta = b'T' if trans_a else b'N'
     cdef char tb = b'T' if trans_b else b'N'
+    cdef floating a = <floating>alpha, b = <floating>beta
     if m == 0 or n == 0:
         return
     if n == 1 and k > 0:
         gemv(trans_a, k if trans_a else m, m if trans_a else k, alpha, A, lda, B,
              1 if trans_b else ldb, beta, C, ldc)
         return
-    blas.dgemm(&tb, &ta, &n, &m, &k, &alpha, <double*>B, &ldb, <double*>A, &lda,
-               &beta, C, &ldc)
+    if floating is double:
+        blas.dgemm(&tb, &ta, &n, &m, &k, &a, <double*>B, &ldb, <double*>A, &lda, &b, C, &ldc)
+    else:
+        blas.sgemm(&tb, &ta, &n, &m, &k, &a, <float*>B, &ldb, <float*>A, &lda, &b, C, &ldc)
 
 
-cdef void gemv(bint trans, int m, int n, double alpha, const double* A, int lda,
-               const double* x, int incx, double beta, double* y, int incy) noexcept nogil:
+cdef void gemv(bint trans, int m, int n, double alpha, const floating* A, int lda,
+               const floating* x, int incx, double beta, floating* y, int incy) noexcept nogil:
     """y = alpha * op(A) @ x + beta * y for a row-major m x n matrix A."""
     # The column-major view of A is A^T (n x m), so the flag flips.
     cdef char t = b'N' if trans else b'T'
+    cdef floating a = <floating>alpha, b = <floating>beta
     if m == 0 or n == 0:
         return
-    blas.dgemv(&t, &n, &m, &alpha, <double*>A, &lda, <double*>x, &incx, &beta, y, &incy)
+    if floating is double:
+        blas.dgemv(&t, &n, &m, &a, <double*>A, &lda, <double*>x, &incx, &b, y, &incy)
+    else:
+        blas.sgemv(&t, &n, &m, &a, <float*>A, &lda, <float*>x, &incx, &b, y, &incy)
 
 
 cdef void ger(int m, int n, double alpha, const double* x, int incx,
@@ -151,80 +160,54 @@ cdef void ger(int m, int n, double alpha, const double* x, int incx,
     blas.dger(&n, &m, &alpha, <double*>y, &incy, <double*>x, &incx, A, &lda)
 
 
-cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const double* A, int lda,
-               double beta, double* C, int ldc) noexcept nogil:
+cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const floating* A, int lda,
+               double beta, floating* C, int ldc) noexcept nogil:
     """C (n x n) = alpha * op(A) op(A)^T + beta * C on the `lower` (or upper) triangle only.
 
     trans=False: A is n x k and C = A A^T.  trans=True: A is k x n and C = A^T A.
     """
     cdef char uplo = b'U' if lower else b'L'
     cdef char t = b'N' if trans else b'T'
+    cdef floating a = <floating>alpha, b = <floating>beta
     if n == 0:
         return
-    blas.dsyrk(&uplo, &t, &n, &k, &alpha, <double*>A, &lda, &beta, C, &ldc)
-
-
-# Single precision (the float32 kernel engine): the same row-major translation as gemm, gemv
-# and syrk above, on sgemm, sgemv and ssyrk.  Only what that engine calls.
-
-cdef void sgemm(bint trans_a, bint trans_b, int m, int n, int k, float alpha,
-                const float* A, int lda, const float* B, int ldb,
-                float beta, float* C, int ldc) noexcept nogil:
-    """C (m x n) = alpha * op(A) (m x k) @ op(B) (k x n) + beta * C, in float (as gemm)."""
-    cdef char ta = b'T' if trans_a else b'N'
-    cdef char tb = b'T' if trans_b else b'N'
-    if m == 0 or n == 0:
-        return
-    if n == 1 and k > 0:
-        sgemv(trans_a, k if trans_a else m, m if trans_a else k, alpha, A, lda, B,
-              1 if trans_b else ldb, beta, C, ldc)
-        return
-    blas.sgemm(&tb, &ta, &n, &m, &k, &alpha, <float*>B, &ldb, <float*>A, &lda,
-               &beta, C, &ldc)
-
-
-cdef void sgemv(bint trans, int m, int n, float alpha, const float* A, int lda,
-                const float* x, int incx, float beta, float* y, int incy) noexcept nogil:
-    """y = alpha * op(A) @ x + beta * y for a row-major m x n float matrix A (as gemv)."""
-    cdef char t = b'N' if trans else b'T'
-    if m == 0 or n == 0:
-        return
-    blas.sgemv(&t, &n, &m, &alpha, <float*>A, &lda, <float*>x, &incx, &beta, y, &incy)
-
-
-cdef void ssyrk(bint lower, bint trans, int n, int k, float alpha, const float* A, int lda,
-                float beta, float* C, int ldc) noexcept nogil:
-    """C (n x n) = alpha * op(A) op(A)^T + beta * C on one triangle, in float (as syrk)."""
-    cdef char uplo = b'U' if lower else b'L'
-    cdef char t = b'N' if trans else b'T'
-    if n == 0:
-        return
-    blas.ssyrk(&uplo, &t, &n, &k, &alpha, <float*>A, &lda, &beta, C, &ldc)
+    if floating is double:
+        blas.dsyrk(&uplo, &t, &n, &k, &a, <double*>A, &lda, &b, C, &ldc)
+    else:
+        blas.ssyrk(&uplo, &t, &n, &k, &a, <float*>A, &lda, &b, C, &ldc)
 
 
 cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-               const double* A, int lda, double* B, int ldb) noexcept nogil:
+               const floating* A, int lda, floating* B, int ldb) noexcept nogil:
     """Solve op(A) X = alpha B (left) or X op(A) = alpha B (right); B (m x n) is overwritten by X."""
     # Transposing the equation swaps the side and the triangle; op and the dimensions follow.
     cdef char side = b'R' if left else b'L'
     cdef char uplo = b'U' if lower else b'L'
     cdef char t = b'T' if trans else b'N'
     cdef char diag = b'U' if unit_diag else b'N'
+    cdef floating a = <floating>alpha
     if m == 0 or n == 0:
         return
-    blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &alpha, <double*>A, &lda, B, &ldb)
+    if floating is double:
+        blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
+    else:
+        blas.strsm(&side, &uplo, &t, &diag, &n, &m, &a, <float*>A, &lda, B, &ldb)
 
 
 cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-               const double* A, int lda, double* B, int ldb) noexcept nogil:
+               const floating* A, int lda, floating* B, int ldb) noexcept nogil:
     """B (m x n) <- alpha op(A) B (left) or alpha B op(A) (right), A triangular."""
     cdef char side = b'R' if left else b'L'
     cdef char uplo = b'U' if lower else b'L'
     cdef char t = b'T' if trans else b'N'
     cdef char diag = b'U' if unit_diag else b'N'
+    cdef floating a = <floating>alpha
     if m == 0 or n == 0:
         return
-    blas.dtrmm(&side, &uplo, &t, &diag, &n, &m, &alpha, <double*>A, &lda, B, &ldb)
+    if floating is double:
+        blas.dtrmm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
+    else:
+        blas.strmm(&side, &uplo, &t, &diag, &n, &m, &a, <float*>A, &lda, B, &ldb)
 
 
 cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil:
@@ -239,7 +222,7 @@ cdef void axpy(int n, double alpha, const double* x, int incx, double* y, int in
 # LAPACK.
 # ----------------------------------------------------------------------------------------------
 
-cdef int potrf(int n, double* A, int lda) noexcept nogil:
+cdef int potrf(int n, floating* A, int lda) noexcept nogil:
     """Cholesky A = L L^T of a row-major SPD matrix; L overwrites the lower triangle.
 
     Only the lower triangle of A is read; the strict upper triangle is left untouched.
@@ -249,7 +232,10 @@ cdef int potrf(int n, double* A, int lda) noexcept nogil:
     cdef int info = 0
     if n == 0:
         return 0
-    lapack.dpotrf(&uplo, &n, A, &lda, &info)
+    if floating is double:
+        lapack.dpotrf(&uplo, &n, A, &lda, &info)
+    else:
+        lapack.spotrf(&uplo, &n, A, &lda, &info)
     return info
 
 
@@ -496,7 +482,7 @@ cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept 
     return info
 
 
-cdef void mirror_triangle(int n, double* A, int lda, bint from_lower) noexcept nogil:
+cdef void mirror_triangle(int n, floating* A, int lda, bint from_lower) noexcept nogil:
     """Copy one strict triangle of a row-major square matrix onto the other, transposed, in
     64 x 64 blocks.  Writes run along rows of the destination triangle and reads across rows of
     the source (strided stores are several times slower than strided loads here); blocks keep
@@ -541,8 +527,8 @@ cdef inline int _lower_tile_row(int t) noexcept nogil:
 
 
 cdef bint gemm_split(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
-                     const double* A, int lda, const double* B, int ldb,
-                     double beta, double* C, int ldc, Interrupt* it) noexcept nogil:
+                     const floating* A, int lda, const floating* B, int ldb,
+                     double beta, floating* C, int ldc, Interrupt* it) noexcept nogil:
     """gemm with the inner dimension summed in K_SPLIT pieces, in order, checking for an
     interrupt between pieces; returns true when interrupted (C is then unfinished).
 
@@ -566,12 +552,12 @@ cdef bint gemm_split(bint trans_a, bint trans_b, int m, int n, int k, double alp
 
 
 cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
-                     const double* A, int lda, const double* B, int ldb,
-                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
+                     const floating* A, int lda, const floating* B, int ldb,
+                     double beta, floating* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
     """gemm with the m x n output cut into TILE x TILE tiles computed in parallel."""
     cdef int tn = _n_tiles(n), t, r0, c0
-    cdef const double* Ablk
-    cdef const double* Bblk
+    cdef const floating* Ablk
+    cdef const floating* Bblk
     if m == 0 or n == 0:
         return
     for t in prange(_n_tiles(m) * tn, nogil=True, num_threads=n_threads, schedule="dynamic"):
@@ -586,8 +572,8 @@ cdef void gemm_tiled(bint trans_a, bint trans_b, int m, int n, int k, double alp
                    Bblk, ldb, beta, C + <Py_ssize_t>r0 * ldc + c0, ldc, it)
 
 
-cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, int lda,
-                     double beta, double* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
+cdef void syrk_tiled(bint trans, int n, int k, double alpha, const floating* A, int lda,
+                     double beta, floating* C, int ldc, int n_threads, Interrupt* it) noexcept nogil:
     """Lower triangle of C = alpha op(A) op(A)^T + beta C: dsyrk on diagonal tiles, dgemm below.
 
     trans=False: A is n x k.  trans=True: A is k x n.  A long inner dimension is summed in
@@ -621,7 +607,7 @@ cdef void syrk_tiled(bint trans, int n, int k, double alpha, const double* A, in
 
 
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
-                     double alpha, const double* A, int lda, double* B, int ldb,
+                     double alpha, const floating* A, int lda, floating* B, int ldb,
                      int n_threads, Interrupt* it) noexcept nogil:
     """trsm with B (m x n) cut into independent panels: column panels for a left solve (each
     column of X depends only on the same column of B), row panels for a right solve.
@@ -666,7 +652,7 @@ cdef inline int _panel_rows(int n) noexcept nogil:
 
 
 cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-                         const double* A, int lda, double* B, int ldb,
+                         const floating* A, int lda, floating* B, int ldb,
                          int n_threads, Interrupt* it) noexcept nogil:
     """Left solve op(A) X = alpha B by blocked substitution, parallel over row blocks of B.
 
@@ -683,7 +669,7 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
     if alpha != 1.0:
         for r in range(m):
             for c in range(n):
-                B[r * ldb + c] *= alpha
+                B[r * ldb + c] *= <floating>alpha
     for step in range(n_blocks):
         if interrupted(it):
             return
@@ -708,7 +694,7 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
                      B + <Py_ssize_t>i0 * ldb, ldb, 1.0, B + <Py_ssize_t>j0 * ldb, ldb)
 
 
-cdef int potrf_tiled(int n, double* A, int lda, int n_threads, Interrupt* it) noexcept nogil:
+cdef int potrf_tiled(int n, floating* A, int lda, int n_threads, Interrupt* it) noexcept nogil:
     """Right-looking blocked Cholesky (lower, row-major) built from the tiled routines.
 
     Each step factors a CHOL_BLOCK diagonal block with dpotrf, solves the panel below it and
@@ -717,8 +703,8 @@ cdef int potrf_tiled(int n, double* A, int lda, int n_threads, Interrupt* it) no
     interrupted (it.raised), 0 with A unfinished.
     """
     cdef int k0, b, rest, info
-    cdef double* A11
-    cdef double* A21
+    cdef floating* A11
+    cdef floating* A21
     k0 = 0
     while k0 < n:
         if interrupted(it):
@@ -778,7 +764,7 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
     symmetrize_from_lower(n, O, ldo)
 
 
-cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* diag,
+cdef int lauum_upper_to_lower(int n, floating* A, int lda, double alpha, floating* diag,
                               int n_threads, Interrupt* it) noexcept nogil:
     """alpha T T^T for the upper triangle T of A (diagonal included), T left unchanged: its strict
     lower triangle overwrites A's, its diagonal goes to diag.  Returns -1 if the per-thread
@@ -793,11 +779,11 @@ cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* d
     BLAS calls of fixed shapes: bitwise the same for any n_threads.
     """
     cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, bi, bj, i0, j0, wi, wj, p, q, rest
-    cdef double* work
-    cdef double* X
+    cdef floating* work
+    cdef floating* X
     if n == 0:
         return 0
-    work = <double*>malloc(<size_t>n_threads * INV_TILE * INV_TILE * sizeof(double))
+    work = <floating*>malloc(<size_t>n_threads * INV_TILE * INV_TILE * sizeof(floating))
     if work == NULL:
         return -1
     # Lower tiles (bi, bj), bj <= bi, row by row (_lower_tile_row): the costliest first.
@@ -824,9 +810,9 @@ cdef int lauum_upper_to_lower(int n, double* A, int lda, double alpha, double* d
         for p in range(wi):
             for q in range(wj):
                 if bi != bj or q < p:
-                    A[<Py_ssize_t>(i0 + p) * lda + j0 + q] = alpha * X[p * wj + q]
+                    A[<Py_ssize_t>(i0 + p) * lda + j0 + q] = <floating>(alpha * X[p * wj + q])
                 elif q == p:
-                    diag[i0 + p] = alpha * X[p * wj + q]
+                    diag[i0 + p] = <floating>(alpha * X[p * wj + q])
     free(work)
     return 0
 
@@ -858,42 +844,35 @@ def check_info(int info, str routine):
 cdef inline object _c64(A, copy=False):
     """A as a 2-D C-contiguous float64 array: a copy when copy=True (the routine overwrites
     it), else a view when possible, possibly read-only (bound to ``const`` memoryviews)."""
-    arr = np.array(A, dtype=np.float64, order="C", copy=True) if copy else \
-        np.ascontiguousarray(A, dtype=np.float64)
+    return _c2d(A, np.float64, copy)
+
+
+cdef inline object _c2d(A, dtype, copy=False):
+    """A as a 2-D C-contiguous array of ``dtype`` (see _c64)."""
+    arr = np.array(A, dtype=dtype, order="C", copy=True) if copy else \
+        np.ascontiguousarray(A, dtype=dtype)
     if arr.ndim != 2:
         raise ValueError(f"expected a 2-D array, got shape {arr.shape}")
     return arr
 
 
-def _as_matrix_rhs(B):
-    B = np.array(B, dtype=np.float64, order="C", copy=True)
+def precision(*arrays):
+    """float32 when every array is a float32 ndarray (the routines below then compute in
+    single precision and return float32), else float64."""
+    single = all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
+    return np.dtype(np.float32) if single else np.dtype(np.float64)
+
+
+def _as_matrix_rhs(B, dtype=np.float64):
+    B = np.array(B, dtype=dtype, order="C", copy=True)
     vector = B.ndim == 1
     return (B[:, None] if vector else B), vector
 
 
-def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n_threads=1, out=None):
-    """alpha * op(A) @ op(B) through dgemm on a fixed tile grid (bitwise equal for any n_threads).
-
-    ``out``, if given, must be a C-contiguous float64 array of the result's shape.
-    """
-    cdef const double[:, ::1] a = _c64(A)
-    cdef const double[:, ::1] b = _c64(B)
-    cdef int m = a.shape[1] if trans_a else a.shape[0]
+cdef int _matmul_into(bint trans_a, bint trans_b, double alpha, const floating[:, ::1] a,
+                      const floating[:, ::1] b, floating[:, ::1] c, int n_threads) except -1:
+    cdef int m = c.shape[0], n = c.shape[1]
     cdef int k = a.shape[0] if trans_a else a.shape[1]
-    cdef int kb = b.shape[1] if trans_b else b.shape[0]
-    cdef int n = b.shape[0] if trans_b else b.shape[1]
-    if k != kb:
-        raise ValueError(f"matmul: inner dimensions differ ({k} != {kb})")
-    if out is None:
-        out = np.zeros((m, n))
-    elif out.shape != (m, n) or out.dtype != np.float64 or not out.flags.c_contiguous:
-        raise ValueError(f"matmul: out must be a C-contiguous float64 array of shape {(m, n)}")
-    cdef double[:, ::1] c = out
-    if m == 0 or n == 0:
-        return out
-    if k == 0:
-        out[...] = 0.0
-        return out
     cdef Interrupt it
     interrupt_init(&it)
     with blas_threads(1):
@@ -902,6 +881,36 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
                        b.shape[1], 0.0, &c[0, 0], n, n_threads, &it)
         if it.raised:
             reraise()
+    return 0
+
+
+def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n_threads=1, out=None):
+    """alpha * op(A) @ op(B) through gemm on a fixed tile grid (bitwise equal for any n_threads);
+    in single precision (sgemm, float32 result) when A and B are both float32.
+
+    ``out``, if given, must be a C-contiguous array of the result's shape and dtype.
+    """
+    dtype = precision(A, B)
+    A, B = _c2d(A, dtype), _c2d(B, dtype)
+    cdef int m = A.shape[1] if trans_a else A.shape[0]
+    cdef int k = A.shape[0] if trans_a else A.shape[1]
+    cdef int kb = B.shape[1] if trans_b else B.shape[0]
+    cdef int n = B.shape[0] if trans_b else B.shape[1]
+    if k != kb:
+        raise ValueError(f"matmul: inner dimensions differ ({k} != {kb})")
+    if out is None:
+        out = np.zeros((m, n), dtype=dtype)
+    elif out.shape != (m, n) or out.dtype != dtype or not out.flags.c_contiguous:
+        raise ValueError(f"matmul: out must be a C-contiguous {dtype} array of shape {(m, n)}")
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out[...] = 0.0
+        return out
+    if dtype == np.float32:
+        _matmul_into[float](trans_a, trans_b, alpha, A, B, out, n_threads)
+    else:
+        _matmul_into[double](trans_a, trans_b, alpha, A, B, out, n_threads)
     return out
 
 
@@ -931,50 +940,71 @@ def rank1_update(A, x, y, double alpha=1.0):
     return np.asarray(a)
 
 
-def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
-    """alpha * op(A) op(A)^T through tiled dsyrk/dgemm, returned as a full symmetric matrix."""
-    cdef const double[:, ::1] a = _c64(A)
-    cdef int n = a.shape[1] if trans else a.shape[0]
+cdef int _gram_into(bint trans, double alpha, const floating[:, ::1] a, floating[:, ::1] c,
+                    int n_threads) except -1:
+    cdef int n = c.shape[0]
     cdef int k = a.shape[0] if trans else a.shape[1]
-    out = np.zeros((n, n))
-    cdef double[:, ::1] c = out
     cdef Interrupt it
     interrupt_init(&it)
+    with blas_threads(1):
+        with nogil:
+            syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads,
+                       &it)
+        if it.raised:
+            reraise()
+        with nogil:
+            mirror_triangle(n, &c[0, 0], n, True)
+    return 0
+
+
+def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
+    """alpha * op(A) op(A)^T through tiled syrk/gemm, returned as a full symmetric matrix (in
+    single precision when A is float32)."""
+    dtype = precision(A)
+    A = _c2d(A, dtype)
+    cdef int n = A.shape[1] if trans else A.shape[0]
+    cdef int k = A.shape[0] if trans else A.shape[1]
+    out = np.zeros((n, n), dtype=dtype)
     if n > 0 and k > 0:
-        with blas_threads(1):
-            with nogil:
-                syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads,
-                           &it)
-            if it.raised:
-                reraise()
-            with nogil:
-                symmetrize_from_lower(n, &c[0, 0], n)
+        if dtype == np.float32:
+            _gram_into[float](trans, alpha, A, out, n_threads)
+        else:
+            _gram_into[double](trans, alpha, A, out, n_threads)
     return out
+
+
+cdef int _solve_into(bint left, bint lower, bint trans, bint unit_diagonal,
+                     const floating[:, ::1] t, floating[:, ::1] b, int n_threads) except -1:
+    cdef Interrupt it
+    interrupt_init(&it)
+    with blas_threads(1):
+        with nogil:
+            trsm_tiled(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0,
+                       &t[0, 0], t.shape[0], &b[0, 0], b.shape[1], n_threads, &it)
+        if it.raised:
+            reraise()
+    return 0
 
 
 def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
                      bint left=True,
                      int n_threads=1):
-    """Solve op(T) X = B (left) or X op(T) = B (right) through dtrsm (tiled over B)."""
-    cdef const double[:, ::1] t = _c64(T)
-    B, vector = _as_matrix_rhs(B)
+    """Solve op(T) X = B (left) or X op(T) = B (right) through trsm (tiled over B); in single
+    precision when T and B are both float32."""
+    dtype = precision(T, B)
+    T = _c2d(T, dtype)
+    B, vector = _as_matrix_rhs(B, dtype)
     if not left and vector:
         B = B.T.copy()
-    cdef double[:, ::1] b = B
-    cdef int nt = t.shape[0]
-    if t.shape[1] != nt or (b.shape[0] if left else b.shape[1]) != nt:
+    cdef int nt = T.shape[0]
+    if T.shape[1] != nt or (B.shape[0] if left else B.shape[1]) != nt:
         raise ValueError("solve_triangular: shapes do not match")
-    cdef Interrupt it
-    interrupt_init(&it)
-    if b.shape[0] > 0 and b.shape[1] > 0:
-        with blas_threads(1):
-            with nogil:
-                trsm_tiled(left, lower, trans, unit_diagonal, b.shape[0], b.shape[1], 1.0,
-                           &t[0, 0], nt, &b[0, 0], b.shape[1], n_threads, &it)
-            if it.raised:
-                reraise()
-    out = np.asarray(b)
-    return out.ravel() if vector else out
+    if B.shape[0] > 0 and B.shape[1] > 0:
+        if dtype == np.float32:
+            _solve_into[float](left, lower, trans, unit_diagonal, T, B, n_threads)
+        else:
+            _solve_into[double](left, lower, trans, unit_diagonal, T, B, n_threads)
+    return B.ravel() if vector else B
 
 
 def triangular_multiply(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
@@ -992,126 +1022,147 @@ def triangular_multiply(T, B, bint lower=True, bint trans=False, bint unit_diago
     return np.asarray(b)
 
 
-def cholesky(A, overwrite=False, int n_threads=1):
-    """Lower Cholesky factor of an SPD matrix (lower triangle read), tiled (see potrf_tiled).
+cdef int _potrf_tiled(floating[:, ::1] a, int n_threads) except -2:
+    """potrf_tiled on a square C-contiguous array with the interrupt set up: LAPACK's info."""
+    cdef int info
+    cdef Interrupt it
+    interrupt_init(&it)
+    with blas_threads(1):
+        with nogil:
+            info = potrf_tiled(a.shape[0], &a[0, 0], a.shape[0], n_threads, &it)
+        if it.raised:
+            reraise()
+    return info
 
-    With ``overwrite=True`` and a C-contiguous float64 ``A``, the factor is computed in A's
-    memory (no copy: the way to factorise a matrix that fills most of the memory).
+
+def cholesky(A, overwrite=False, int n_threads=1):
+    """Lower Cholesky factor of an SPD matrix (lower triangle read), tiled (see potrf_tiled);
+    in single precision (spotrf, float32 factor) when A is float32.
+
+    With ``overwrite=True`` and a C-contiguous writeable ``A`` of the working precision, the
+    factor is computed in A's memory (no copy: the way to factorise a matrix that fills most
+    of the memory).
 
     Raises
     ------
     numpy.linalg.LinAlgError
         If the matrix is not positive definite to working precision.
     """
-    in_place = overwrite and isinstance(A, np.ndarray) and A.dtype == np.float64 \
+    dtype = precision(A)
+    in_place = overwrite and isinstance(A, np.ndarray) and A.dtype == dtype \
         and A.flags.c_contiguous and A.flags.writeable
-    cdef double[:, ::1] a = A if in_place else _c64(A, copy=True)
+    a = A if in_place else _c2d(A, dtype, copy=True)
     cdef int n = a.shape[0], info
-    cdef Py_ssize_t i, j
     if a.shape[1] != n:
         raise ValueError("cholesky: the matrix must be square")
     if n == 0:
-        return np.asarray(a)
-    cdef Interrupt it
-    interrupt_init(&it)
-    with blas_threads(1):
-        with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
-        if it.raised:
-            reraise()
+        return a
+    info = _potrf_tiled[float](a, n_threads) if dtype == np.float32 else \
+        _potrf_tiled[double](a, n_threads)
     check_info(info, "cholesky")
+    if dtype == np.float32:
+        _zero_upper[float](a)
+    else:
+        _zero_upper[double](a)
+    return a
+
+
+cdef int _zero_upper(floating[:, ::1] a) except -1:
+    cdef Py_ssize_t i, j, n = a.shape[0]
     with nogil:
         for i in range(n):
             for j in range(i + 1, n):
                 a[i, j] = 0.0
-    return np.asarray(a)
+    return 0
+
+
+cdef int _mirror(floating[:, ::1] a, bint from_lower) except -1:
+    if a.shape[0] > 0:
+        with nogil:
+            mirror_triangle(a.shape[0], &a[0, 0], a.shape[0], from_lower)
+    return 0
 
 
 def symmetrize(A, bint from_lower=True):
     """Copy A's strict lower triangle onto its upper one (or the upper onto the lower), in place
-    (C-contiguous float64 square A)."""
-    cdef double[:, ::1] a = A
-    if a.shape[0] != a.shape[1]:
+    (C-contiguous float64 or float32 square A)."""
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError("symmetrize: the matrix must be square")
-    if a.shape[0] > 0:
-        with nogil:
-            mirror_triangle(a.shape[0], &a[0, 0], a.shape[0], from_lower)
+    if A.dtype == np.float32:
+        _mirror[float](A, from_lower)
+    else:
+        _mirror[double](A, from_lower)
     return A
+
+
+cdef int _lauum(floating[:, ::1] a, double scale, floating[::1] diag, int n_threads) except -1:
+    cdef int info
+    cdef Interrupt it
+    interrupt_init(&it)
+    with blas_threads(1):
+        with nogil:
+            info = lauum_upper_to_lower(a.shape[0], &a[0, 0], a.shape[0], scale, &diag[0],
+                                        n_threads, &it)
+        if it.raised:
+            reraise()
+    if info != 0:
+        raise MemoryError("cholesky_pair: no memory for the per-thread tiles")
+    return 0
 
 
 def cholesky_pair(A, double scale, double lam, int n_threads=1):
     """FALKON's two Cholesky factors of W in W's own memory (one n x n array for both).
 
-    On entry A (C-contiguous float64, overwritten) holds W, symmetric positive definite (lower
-    triangle read).  On exit, with T the upper factor T^T T = W and B the lower factor
-    B B^T = scale T T^T + lam I: A's strict upper triangle holds T's, A's lower triangle
-    (diagonal included) holds B.  Returns T's diagonal, or None (A's upper triangle then still
-    holds W's: the caller may restore the lower one and retry with a jitter) when W is not
-    positive definite to working precision.  n^3 flops in all (three n^3 / 3 steps: dpotrf,
-    the triangular product T T^T (lauum_upper_to_lower, not a general GEMM), dpotrf).
+    On entry A (C-contiguous float64, or float32 for single precision; overwritten) holds W,
+    symmetric positive definite (lower triangle read).  On exit, with T the upper factor
+    T^T T = W and B the lower factor B B^T = scale T T^T + lam I: A's strict upper triangle
+    holds T's, A's lower triangle (diagonal included) holds B.  Returns T's diagonal (A's
+    dtype), or None (A's upper triangle then still holds W's: the caller may restore the lower
+    one and retry with a jitter) when W is not positive definite to working precision.  n^3
+    flops in all (three n^3 / 3 steps: potrf, the triangular product T T^T
+    (lauum_upper_to_lower, not a general GEMM), potrf).
     """
-    cdef double[:, ::1] a = A
-    cdef int n = a.shape[0], info
-    cdef Py_ssize_t i
-    if a.shape[1] != n:
+    cdef int n = A.shape[0], info
+    if A.ndim != 2 or A.shape[1] != n:
         raise ValueError("cholesky_pair: the matrix must be square")
+    if A.dtype not in (np.float32, np.float64) or not A.flags.c_contiguous:
+        raise ValueError("cholesky_pair: A must be a C-contiguous float64 or float32 array")
+    single = A.dtype == np.float32
     if n == 0:
-        return np.empty(0)
-    cdef double[::1] diag = np.empty(n)
-    cdef double[::1] t_diag = np.empty(n)
-    cdef Interrupt it
-    interrupt_init(&it)
-    with blas_threads(1):
-        with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
-        if it.raised:
-            reraise()
+        return np.empty(0, dtype=A.dtype)
+    info = _potrf_tiled[float](A, n_threads) if single else _potrf_tiled[double](A, n_threads)
     if info != 0:
         return None
-    with nogil:
-        mirror_triangle(n, &a[0, 0], n, True)         # T = L^T into the strict upper triangle
-        for i in range(n):
-            t_diag[i] = a[i, i]
-    with blas_threads(1):
-        with nogil:
-            info = lauum_upper_to_lower(n, &a[0, 0], n, scale, &diag[0], n_threads, &it)
-        if it.raised:
-            reraise()
-    if info != 0:
-        raise MemoryError("cholesky_pair: no memory for the per-thread tiles")
-    with nogil:
-        for i in range(n):
-            a[i, i] = diag[i] + lam
-    with blas_threads(1):
-        with nogil:
-            info = potrf_tiled(n, &a[0, 0], n, n_threads, &it)
-        if it.raised:
-            reraise()
+    symmetrize(A, from_lower=True)         # T = L^T into the strict upper triangle
+    t_diag = A.diagonal().copy()
+    diag = np.empty(n, dtype=A.dtype)
+    if single:
+        _lauum[float](A, scale, diag, n_threads)
+    else:
+        _lauum[double](A, scale, diag, n_threads)
+    A.flat[:: n + 1] = diag + lam
+    info = _potrf_tiled[float](A, n_threads) if single else _potrf_tiled[double](A, n_threads)
     check_info(info, "cholesky_pair (scale T T^T + lam I)")
-    return np.asarray(t_diag)
+    return t_diag
 
 
 def cho_solve(L, B, int n_threads=1):
-    """Solve (L L^T) X = B given the lower Cholesky factor L."""
-    cdef const double[:, ::1] l = _c64(L)
-    B, vector = _as_matrix_rhs(B)
-    cdef double[:, ::1] b = B
-    cdef int n = l.shape[0]
-    if l.shape[0] != l.shape[1] or b.shape[0] != l.shape[0]:
+    """Solve (L L^T) X = B given the lower Cholesky factor L (in single precision when L and B
+    are both float32)."""
+    dtype = precision(L, B)
+    L = _c2d(L, dtype)
+    B, vector = _as_matrix_rhs(B, dtype)
+    cdef int n = L.shape[0]
+    if L.shape[0] != L.shape[1] or B.shape[0] != n:
         raise ValueError("cho_solve: shapes do not match")
-    cdef Interrupt it
-    interrupt_init(&it)
-    if b.shape[0] > 0 and b.shape[1] > 0:
-        with blas_threads(1):
-            with nogil:
-                trsm_tiled(True, True, False, False, n, b.shape[1], 1.0, &l[0, 0], n,
-                           &b[0, 0], b.shape[1], n_threads, &it)
-                trsm_tiled(True, True, True, False, n, b.shape[1], 1.0, &l[0, 0], n,
-                           &b[0, 0], b.shape[1], n_threads, &it)
-            if it.raised:
-                reraise()
-    out = np.asarray(b)
-    return out.ravel() if vector else out
+    if B.shape[0] > 0 and B.shape[1] > 0:
+        if dtype == np.float32:
+            _solve_into[float](True, True, False, False, L, B, n_threads)
+            _solve_into[float](True, True, True, False, L, B, n_threads)
+        else:
+            _solve_into[double](True, True, False, False, L, B, n_threads)
+            _solve_into[double](True, True, True, False, L, B, n_threads)
+    return B.ravel() if vector else B
 
 
 def cholesky_logdet(L):

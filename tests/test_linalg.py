@@ -792,3 +792,59 @@ def test_symmetrize_copies_one_triangle_onto_the_other(n, from_lower):
     kept = np.tril(A) if from_lower else np.triu(A)
     np.testing.assert_array_equal(out, kept + np.tril(kept, -1).T if from_lower
                                   else kept + np.triu(kept, 1).T)
+
+
+# ----------------------------------------------------------------------------------------------
+# Single precision: float32 inputs are computed by the s-routines through the same tiles.
+# ----------------------------------------------------------------------------------------------
+
+# float32 rounding of a length-k sum of products, relative to the sum of their magnitudes.
+def _single_bound(k):
+    return 4 * k * np.finfo(np.float32).eps
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True)])
+def test_matmul_single_precision(rng, trans_a, trans_b):
+    A = rng.normal(size=(600, 700) if trans_a else (700, 600)).astype(np.float32)
+    B = rng.normal(size=(550, 600) if trans_b else (600, 550)).astype(np.float32)
+    out = hl.matmul(A, B, trans_a=trans_a, trans_b=trans_b, alpha=0.5, n_threads=2)
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
+    assert out.dtype == np.float32
+    assert np.abs(out - 0.5 * a @ b).max() <= _single_bound(600) * (np.abs(a) @ np.abs(b)).max()
+    # Same bits for any thread count, and a float64 operand makes the product float64.
+    assert np.array_equal(out, hl.matmul(A, B, trans_a=trans_a, trans_b=trans_b, alpha=0.5))
+    assert hl.matmul(A, B.astype(np.float64), trans_a=trans_a, trans_b=trans_b).dtype \
+        == np.float64
+
+
+def test_gram_cholesky_and_solves_single_precision(rng):
+    F = rng.normal(size=(900, 530)).astype(np.float32)
+    G = hl.gram(F, trans=True, n_threads=2)
+    f = F.astype(np.float64)
+    assert G.dtype == np.float32 and np.array_equal(G, G.T)
+    assert np.abs(G - f.T @ f).max() <= _single_bound(900) * 900
+    S = G + np.float32(900) * np.eye(530, dtype=np.float32)
+    L = hl.cholesky(S, n_threads=2)
+    assert L.dtype == np.float32 and not np.triu(L, 1).any()
+    s = S.astype(np.float64)
+    assert rel_norm(L.astype(np.float64) @ L.T.astype(np.float64), s) < 1e-6
+    assert np.array_equal(L, hl.cholesky(S, n_threads=1))
+    B = rng.normal(size=(530, 3)).astype(np.float32)
+    X = hl.cho_solve(L, B, n_threads=2)
+    assert X.dtype == np.float32
+    assert rel_norm(X, np.linalg.solve(s, B.astype(np.float64))) < 1e-5
+    Y = hl.solve_triangular(L, B, trans=True, n_threads=2)
+    assert Y.dtype == np.float32
+    assert rel_norm(Y, sla.solve_triangular(L.astype(np.float64).T, B, lower=False)) < 1e-5
+
+
+def test_cholesky_pair_single_precision(rng):
+    n = 300
+    Z = rng.normal(size=(n, n + 50))
+    W = Z @ Z.T / n + np.eye(n)
+    A64, A32 = W.copy(), W.astype(np.float32)
+    t64, t32 = hl.cholesky_pair(A64, 4.0, 0.5), hl.cholesky_pair(A32, 4.0, 0.5)
+    assert t32.dtype == np.float32 and A32.dtype == np.float32
+    assert np.allclose(t32, t64, rtol=1e-5)
+    assert np.allclose(np.tril(A32), np.tril(A64), rtol=0, atol=1e-5 * np.abs(A64).max())

@@ -15,8 +15,7 @@ from libc.math cimport exp, sqrt, fabs
 from libc.stdlib cimport malloc, calloc, free
 from openmp cimport omp_get_thread_num
 
-from hkern._linalg cimport (Interrupt, gemm, interrupt_init, interrupted, reraise, sgemm,
-                            ssyrk, syrk)
+from hkern._linalg cimport Interrupt, gemm, interrupt_init, interrupted, reraise, syrk
 
 import numpy as np
 
@@ -207,10 +206,7 @@ cdef void kernel_block_t(int kind, double sigma, int m, int n, int d,
     if m == 0 or n == 0:
         return
     if kind != LAPLACE:
-        if floating is float:
-            sgemm(False, True, m, n, d, -2.0, X, d, Y, d, 0.0, out, ldo)
-        else:
-            gemm(False, True, m, n, d, -2.0, X, d, Y, d, 0.0, out, ldo)
+        gemm(False, True, m, n, d, -2.0, X, d, Y, d, 0.0, out, ldo)
     for i in range(m):
         finish_row(kind, sigma, out + i * ldo, n, X + i * d,
                    xsq[i] if xsq != NULL else <floating>0.0, Y, ysq, d)
@@ -233,10 +229,7 @@ cdef void kernel_block_lower_t(int kind, double sigma, int m, int d, const float
     if m == 0:
         return
     if kind != LAPLACE:
-        if floating is float:
-            ssyrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
-        else:
-            syrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
+        syrk(True, False, m, d, -2.0, X, d, 0.0, out, ldo)
     for i in range(m):
         finish_row(kind, sigma, out + i * ldo, i + 1, X + i * d,
                    xsq[i] if xsq != NULL else <floating>0.0, X, xsq, d)
@@ -334,7 +327,7 @@ cdef int kernel_times_t(int kind, double sigma, int m, int n, int d,
                            (xsq + r0) if xsq != NULL else NULL, Y + <Py_ssize_t>c0 * d,
                            (ysq + c0) if ysq != NULL else NULL, buf, TILE_COLS)
             if floating is float:
-                sgemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
+                gemm(False, False, tm, k, tn, 1.0, buf, TILE_COLS, V + <Py_ssize_t>c0 * k, k,
                       0.0, prod, k)
                 if c0 == 0:
                     for j in range(<Py_ssize_t>tm * k):
@@ -487,14 +480,14 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
                     c0 = 0
                     while c0 < m:
                         cn = min(<int>SUM_CHUNK, m - c0)
-                        sgemm(False, False, rr, k, cn, 1.0, buf + c0, m,
+                        gemm(False, False, rr, k, cn, 1.0, buf + c0, m,
                               U + <Py_ssize_t>c0 * k, k, 0.0, chunk, k)
                         for j in range(<Py_ssize_t>rr * k):
                             tacc[j] += chunk[j]
                         c0 = c0 + SUM_CHUNK
                 for j in range(<Py_ssize_t>rr * k):
                     t[j] = <float>tacc[j]
-                sgemm(True, False, m, k, rr, 1.0, buf, m, t, k, 0.0, prod, k)
+                gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 0.0, prod, k)
                 for j in range(mk):
                     acc[j] += prod[j]
             else:
