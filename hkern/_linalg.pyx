@@ -869,16 +869,29 @@ def _as_matrix_rhs(B, dtype=np.float64):
     return (B[:, None] if vector else B), vector
 
 
-cdef int _matmul_into(bint trans_a, bint trans_b, double alpha, const floating[:, ::1] a,
-                      const floating[:, ::1] b, floating[:, ::1] c, int n_threads) except -1:
+def _rows(A, dtype):
+    """(A as a 2-D array of ``dtype`` whose rows are contiguous, its row stride in elements): a
+    view of a row-strided A (a block of columns of a larger matrix, F[:, :k]) is used as it
+    is, anything else converted to a C-contiguous copy."""
+    itemsize = np.dtype(dtype).itemsize
+    if not (isinstance(A, np.ndarray) and A.dtype == dtype and A.ndim == 2
+            and A.strides[1] == itemsize and A.strides[0] % itemsize == 0
+            and A.strides[0] >= A.shape[1] * itemsize):
+        A = _c2d(A, dtype)
+    return A, max(1, A.strides[0] // itemsize, A.shape[1])
+
+
+cdef int _matmul_into(bint trans_a, bint trans_b, double alpha, size_t a, int lda, size_t b,
+                      int ldb, floating[:, ::1] c, int k, int n_threads) except -1:
+    """c = alpha op(A) op(B) for A and B at addresses a and b (row strides lda, ldb) of c's
+    precision."""
     cdef int m = c.shape[0], n = c.shape[1]
-    cdef int k = a.shape[0] if trans_a else a.shape[1]
     cdef Interrupt it
     interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            gemm_tiled(trans_a, trans_b, m, n, k, alpha, &a[0, 0], a.shape[1], &b[0, 0],
-                       b.shape[1], 0.0, &c[0, 0], n, n_threads, &it)
+            gemm_tiled(trans_a, trans_b, m, n, k, alpha, <const floating*>a, lda,
+                       <const floating*>b, ldb, 0.0, &c[0, 0], n, n_threads, &it)
         if it.raised:
             reraise()
     return 0
@@ -888,10 +901,12 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
     """alpha * op(A) @ op(B) through gemm on a fixed tile grid (bitwise equal for any n_threads);
     in single precision (sgemm, float32 result) when A and B are both float32.
 
-    ``out``, if given, must be a C-contiguous array of the result's shape and dtype.
+    A and B may be views with contiguous rows (a block of columns ``F[:, :k]``): they are
+    read in place, not copied.  ``out``, if given, must be a C-contiguous array of the
+    result's shape and dtype.
     """
     dtype = precision(A, B)
-    A, B = _c2d(A, dtype), _c2d(B, dtype)
+    (A, lda), (B, ldb) = _rows(A, dtype), _rows(B, dtype)
     cdef int m = A.shape[1] if trans_a else A.shape[0]
     cdef int k = A.shape[0] if trans_a else A.shape[1]
     cdef int kb = B.shape[1] if trans_b else B.shape[0]
@@ -908,9 +923,11 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
         out[...] = 0.0
         return out
     if dtype == np.float32:
-        _matmul_into[float](trans_a, trans_b, alpha, A, B, out, n_threads)
+        _matmul_into[float](trans_a, trans_b, alpha, A.ctypes.data, lda, B.ctypes.data, ldb,
+                            out, k, n_threads)
     else:
-        _matmul_into[double](trans_a, trans_b, alpha, A, B, out, n_threads)
+        _matmul_into[double](trans_a, trans_b, alpha, A.ctypes.data, lda, B.ctypes.data, ldb,
+                             out, k, n_threads)
     return out
 
 
@@ -941,14 +958,14 @@ def rank1_update(A, x, y, double alpha=1.0):
 
 
 cdef int _gram_into(bint trans, double alpha, const floating[:, ::1] a, floating[:, ::1] c,
-                    int n_threads) except -1:
+                    int n_threads, double beta=0.0) except -1:
     cdef int n = c.shape[0]
     cdef int k = a.shape[0] if trans else a.shape[1]
     cdef Interrupt it
     interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], 0.0, &c[0, 0], n, n_threads,
+            syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], beta, &c[0, 0], n, n_threads,
                        &it)
         if it.raised:
             reraise()
@@ -957,19 +974,28 @@ cdef int _gram_into(bint trans, double alpha, const floating[:, ::1] a, floating
     return 0
 
 
-def gram(A, bint trans=False, double alpha=1.0, int n_threads=1):
+def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None):
     """alpha * op(A) op(A)^T through tiled syrk/gemm, returned as a full symmetric matrix (in
-    single precision when A is float32)."""
+    single precision when A is float32).
+
+    ``out``: a symmetric C-contiguous array of the result's shape and A's dtype, to which the
+    product is added (a Gram matrix summed over blocks of rows without a temporary).
+    """
     dtype = precision(A)
     A = _c2d(A, dtype)
     cdef int n = A.shape[1] if trans else A.shape[0]
     cdef int k = A.shape[0] if trans else A.shape[1]
-    out = np.zeros((n, n), dtype=dtype)
+    cdef double beta = 1.0
+    if out is None:
+        out = np.zeros((n, n), dtype=dtype)
+        beta = 0.0
+    elif out.shape != (n, n) or out.dtype != dtype or not out.flags.c_contiguous:
+        raise ValueError(f"gram: out must be a C-contiguous {dtype} array of shape {(n, n)}")
     if n > 0 and k > 0:
         if dtype == np.float32:
-            _gram_into[float](trans, alpha, A, out, n_threads)
+            _gram_into[float](trans, alpha, A, out, n_threads, beta)
         else:
-            _gram_into[double](trans, alpha, A, out, n_threads)
+            _gram_into[double](trans, alpha, A, out, n_threads, beta)
     return out
 
 

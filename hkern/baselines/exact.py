@@ -33,7 +33,12 @@ from ..solvers.exact_pcg import (
     solve_pcg,
 )
 from ..solvers.slq import stochastic_lml
-from ..solvers.trace import check_early_validation, check_stopping, check_validation
+from ..solvers.trace import (
+    PRECISIONS,
+    check_early_validation,
+    check_stopping,
+    check_validation,
+)
 from ._ridge import block_rows
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
@@ -170,7 +175,8 @@ def _check_pcg_arguments(n, r, tol, max_iter):
     return rank, tol, max_iter
 
 
-def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val):
+def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val,
+                                precision="double"):
     """The PCG solver's arguments checked when the Cholesky solver runs: a bad value is an error
     whatever the solver, and one that only PCG uses, given with solver="direct", is refused
     (it would do nothing).  ``solver``: the user's ("direct" or "auto"); ``check_val()``
@@ -181,7 +187,9 @@ def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val)
     if validation is not None:
         check_val()
     if solver == "direct":
-        unused = [name for name, value in (("r", r), ("validation", validation))
+        unused = [name for name, value in (("r", r), ("validation", validation),
+                                           ("precision", None if precision == "double"
+                                            else precision))
                   if value is not None]
         if unused:
             raise ValueError(f"{' and '.join(unused)} {'is' if len(unused) == 1 else 'are'} "
@@ -196,13 +204,15 @@ def _selection_problem(arguments):
     a = arguments
     solver = check_solver(a["solver"], SOLVERS, FORMER_SOLVERS)
     check_choice(a["preconditioner"], "preconditioner", tuple(PRECONDITIONERS))
+    check_choice(a["precision"], "precision", PRECISIONS)
     X = check_array(a["X"], "X")
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
     if _solver_of(solver, X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
         # The direct selection's fits check these too, but only after its subsample's GP.
         _check_unused_pcg_arguments(solver, a["r"], a["tol"], a["max_iter"],
                                     a["validation"], lambda: check_early_validation(a, X,
-                                                                                    encoding))
+                                                                                    encoding),
+                                    a["precision"])
         return None
     if a["preconditioner"] == "hck":
         raise ValueError("the hyperparameter selection of fit_exact(solver='pcg') runs with "
@@ -237,7 +247,8 @@ class ExactPCGProblem(SelectionProblem):
         apply_m = preconditioner_for(inputs, self.preconditioner, self.rank,
                                      seed=self.a["seed"], n_threads=budget_threads(),
                                      max_memory=self.a["max_memory"], factor=factor,
-                                     adaptive=self.a["r"] is None)
+                                     adaptive=self.a["r"] is None,
+                                     precision=self.a["precision"])
         self._factor_key, self._factor = key, apply_m.F
         return apply_m
 
@@ -254,7 +265,7 @@ class ExactPCGProblem(SelectionProblem):
                     inputs, preconditioner=self.preconditioner, rank=self.rank, tol=tol,
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
-                    x0=x0, apply_m=apply_m,
+                    x0=x0, apply_m=apply_m, precision=self.a["precision"],
                     error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads))
         except LosingCandidate as losing:
             return losing.mse, None
@@ -295,7 +306,7 @@ class ExactPCGProblem(SelectionProblem):
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
             n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
-            preconditioner_seconds=time.perf_counter() - t0)
+            preconditioner_seconds=time.perf_counter() - t0, precision=self.a["precision"])
         del apply_m
         return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
                         **inputs.model_params(self.a["n_jobs"]))
@@ -305,7 +316,8 @@ class ExactPCGProblem(SelectionProblem):
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
-              tol=1e-3, max_iter=500, validation=None, verbose=False, max_memory=None):
+              tol=1e-3, max_iter=500, validation=None, verbose=False, max_memory=None,
+              precision="double"):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
 
@@ -370,6 +382,13 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.
+    precision : {"double", "mixed"}
+        With PCG: ``"mixed"`` computes the kernel products (the float32 engine, or a stored
+        float32 K) and the Nystrom preconditioner in single precision, with CG's vectors, sums
+        and the coefficients in float64, and checks the residual against K + lam I in float64
+        at the end (restarting once from it when needed).  About half the time and half the
+        memory of ``"double"`` (default), where K's float32 rounding stays below ``tol``
+        (doc/solvers.md, "Mixed precision").  ``solver="direct"`` is float64 only.
 
     Returns
     -------
@@ -400,6 +419,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     """
     solver = check_solver(solver, SOLVERS, FORMER_SOLVERS)
     check_choice(preconditioner, "preconditioner", tuple(PRECONDITIONERS))
+    check_choice(precision, "precision", PRECISIONS)
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
@@ -407,12 +427,12 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     chosen = _solver_of(solver, n, Y.shape[1], inputs.scaled_bytes, max_memory)
     if chosen != "pcg":
         _check_unused_pcg_arguments(solver, r, tol, max_iter, validation,
-                                    lambda: check_validation(validation, inputs))
+                                    lambda: check_validation(validation, inputs), precision)
     solver = chosen
     if solver == "pcg":
         return _fit_pcg(inputs, n_jobs=n_jobs, preconditioner=preconditioner, r=r,
                         tol=tol, max_iter=max_iter, seed=seed, validation=validation,
-                        verbose=verbose, max_memory=max_memory)
+                        verbose=verbose, max_memory=max_memory, precision=precision)
     check_memory(8 * n * n + 16 * n * Y.shape[1] + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact with n={n} (the n x n kernel matrix)",
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
@@ -425,7 +445,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
 
 
 def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,
-             max_memory):
+             max_memory, precision):
     """fit_exact(solver="pcg") after its arguments are checked (hkern.solvers.exact_pcg)."""
     rank, tol, max_iter = _check_pcg_arguments(inputs.X.shape[0], r, tol, max_iter)
     validation = check_validation(validation, inputs)
@@ -433,6 +453,6 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
         inputs, preconditioner=PRECONDITIONERS[preconditioner], rank=rank, tol=tol,
         max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
-        n_threads=budget_threads(), adaptive=r is None)
+        n_threads=budget_threads(), adaptive=r is None, precision=precision)
     return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
                     **inputs.model_params(n_jobs))

@@ -20,8 +20,9 @@ from .plan import default_jitter, hck_fit_bytes, tree_depth
 __all__ = ["HCK_PRECONDITIONER", "HCKPreconditioner", "hck_preconditioner_bytes"]
 
 
-def hck_preconditioner_bytes(n, d, k, r, n_threads):
-    """Peak bytes of building an HCKPreconditioner of X (n x d) and applying it to k columns."""
+def hck_preconditioner_bytes(n, d, k, r, n_threads, itemsize=8):
+    """Peak bytes of building an HCKPreconditioner of X (n x d) and applying it to k columns
+    (always in float64: ``itemsize`` does not apply)."""
     return hck_fit_bytes(n, d, k, r, tree_depth(n, r), n_threads)
 
 
@@ -76,9 +77,10 @@ class HCKPreconditioner:
         return out
 
 
-def _build(inputs, rank, *, seed, n_threads, max_memory=None, factor=None, adaptive=False):
-    """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``factor`` and
-    ``adaptive`` do not apply)."""
+def _build(inputs, rank, *, seed, n_threads, max_memory=None, factor=None, adaptive=False,
+           dtype=None):
+    """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``factor``,
+    ``adaptive`` and ``dtype`` do not apply: the HCK preconditioner is float64)."""
     return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
                              lam=inputs.lam, seed=seed, n_threads=n_threads)
 

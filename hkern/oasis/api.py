@@ -266,7 +266,7 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
 
 
 def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
-                  keep_columns, trace_stop=0.0):
+                  keep_columns, trace_stop=0.0, dtype=np.float64):
     """block_rpcholesky on the kernel matrix of ``points`` or on an explicit G."""
     def block_of(idx):
         if G is not None:
@@ -277,7 +277,8 @@ def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
     with blas_threads(1):
         return block_rpcholesky(
             lambda idx: _columns(points, G, kind, sigma, idx, n_threads), block_of, diag,
-            n_columns, stop, rng, n_threads, keep_columns=keep_columns, trace_stop=trace_stop)
+            n_columns, stop, rng, n_threads, keep_columns=keep_columns, trace_stop=trace_stop,
+            dtype=dtype)
 
 
 def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
@@ -292,22 +293,25 @@ def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
                            n_jobs=n_jobs)
 
 
-def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, trace_stop=0.0):
+def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, trace_stop=0.0,
+                   dtype=np.float64):
     """F (n, r) with K(X, X) ~ F F^T from the columns ``method`` selects, for a preconditioner
     (validated X; the bandwidth ``sigma``).  Block RPCholesky keeps no copy of the columns
-    (F alone: 8 n r bytes), and stops before r columns once the trace of K - F F^T is at most
-    ``trace_stop``; the other methods go through :func:`select_columns` (r columns)."""
+    (F alone: n r items of ``dtype``), and stops before r columns once the trace of K - F F^T
+    is at most ``trace_stop``; the other methods go through :func:`select_columns` (r columns,
+    F rounded to ``dtype``)."""
     if method != "block_rpcholesky":
         return select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
-                              n_jobs=n_jobs, max_memory=max_memory).F
+                              n_jobs=n_jobs, max_memory=max_memory).F.astype(dtype, copy=False)
     _, kind = kernel_kind(kernel)
     n = X.shape[0]
-    check_memory(8 * (n * r + 3 * n * BLOCK + r * r + 2 * n), max_memory,
+    check_memory(np.dtype(dtype).itemsize * n * r + 8 * (3 * n * BLOCK + r * r + 2 * n),
+                 max_memory,
                  what=f"the rank-{r} Nystrom factor of n={n} points", fix="choose a smaller r")
     # Every hkern kernel has k(x, x) = 1.
     return _block_factor(X, None, np.ones(n), kind, sigma, r, NUMERICAL_FLOOR,
                          check_seed(seed), resolve_n_jobs(n_jobs), keep_columns=False,
-                         trace_stop=trace_stop)[2]
+                         trace_stop=trace_stop, dtype=dtype)[2]
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,

@@ -49,7 +49,7 @@ def _accept(H, stop, room, rng):
 
 
 def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
-                     keep_columns=True, trace_stop=0.0):
+                     keep_columns=True, trace_stop=0.0, dtype=np.float64):
     """Pivots and factor of accelerated RPCholesky (module docstring).
 
     Parameters
@@ -72,20 +72,24 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     trace_stop : float
         The selection also ends when the residual's trace, sum(diag(G - F F^T)), is at most
         this (a preconditioner that is already good enough).
+    dtype : numpy dtype
+        F's precision.  float32 halves its memory and runs the n x k updates in single
+        precision (a mixed-precision preconditioner); the pivots' residuals, the b x b blocks
+        and the triangular solves stay float64.
 
     Returns
     -------
     indices : ndarray (k,) of int
     scores : ndarray (k,)
         Residual diagonal of each pivot when it was accepted.
-    F : ndarray (n, k)
+    F : ndarray (n, k) of ``dtype``
         G ~ F F^T.
     C : ndarray (n, k) or None
         G(:, indices), if kept.
     """
     n = diag.shape[0]
     d = diag.astype(np.float64, copy=True)
-    F = np.empty((n, n_columns))
+    F = np.empty((n, n_columns), dtype=dtype)
     C = np.empty((n, n_columns)) if keep_columns else None
     indices, scores = [], []
     k = 0
@@ -97,7 +101,7 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
         H = block_of(candidates)
         if k:
             Fc = np.ascontiguousarray(F[candidates, :k])
-            H -= _linalg.matmul(Fc, Fc, trans_b=True, n_threads=n_threads)
+            H -= _linalg.matmul(Fc, Fc, trans_b=True, n_threads=n_threads)   # F's precision
         at, block_scores, L = _accept(H, stop, n_columns - k, rng)
         if at.size == 0:
             continue

@@ -105,7 +105,7 @@ def lanczos_tridiagonal(steps, betas):
 
 
 def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None, x0=None,
-              record_lanczos=False):
+              record_lanczos=False, exact_a=None):
     """Solve A X = B for a symmetric positive definite A given by its action.
 
     Parameters
@@ -133,6 +133,12 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
         Keep each column's CG coefficients in ``CGResult.steps`` and ``CGResult.betas`` (see
         :func:`lanczos_tridiagonal`).  The iterates are the same with or without; the
         restart below is then not made (it would mix two Krylov sequences).
+    exact_a : callable, optional
+        The operator A itself when ``apply_a`` is an approximation of it (a kernel evaluated
+        in single precision): the residuals of the starts (x0, the restarts) and the true
+        residual at the end come from ``exact_a``, so a restart is a step of iterative
+        refinement (up to four are made, while each halves the residual) and ``converged`` is
+        judged against A.  ``apply_a`` by default.
 
     Returns
     -------
@@ -151,19 +157,31 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
     """
     started = time.perf_counter()
     B = np.asarray(B, dtype=np.float64)
+    exact_a = exact_a or apply_a
     result, R0, X0 = _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0,
-                                record_lanczos, started)
+                                record_lanczos, started, exact_a)
     k = B.shape[1]
     norms = np.sqrt(_column_dots(B, B))
     scale = np.where(norms > 0, norms, 1.0)
-    true = _true_residual(apply_a, B, result.X, scale)
+    true = _true_residual(exact_a, B, result.X, scale)
     result.restarted = result.converged & (true > tol)
     taken = int(result.n_iter.max()) if k else 0
     # The restart gets at most the iterations the first run took: where the recursion drifts,
     # the conditioning usually limits the attainable residual, and more steps do not help.
     left = min(max_iter - taken, taken)
     if result.restarted.any() and left > 0 and not record_lanczos:
-        true = _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, started)
+        restarted = result.restarted.copy()
+        # With an approximate operator each restart is a step of iterative refinement, which
+        # shrinks the residual by the operator's relative error: several, while they halve it.
+        for _ in range(1 if exact_a is apply_a else _REFINEMENTS):
+            before = true
+            true = _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale,
+                            started, exact_a)
+            result.restarted = result.restarted & (true > tol) & (true < 0.5 * before)
+            left = min(max_iter - int(result.n_iter.max()), taken)
+            if not result.restarted.any() or left <= 0:
+                break
+        result.restarted = restarted
     else:
         result.restarted[:] = False
     # Never worse than the start: CG's iterates approach the solution in the A-norm, not in
@@ -178,7 +196,12 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
     return result
 
 
-def _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, started):
+# Most restarts from the exact operator's residual when the recursion's operator approximates
+# it (block_pcg's exact_a: a kernel computed in single precision).
+_REFINEMENTS = 4
+
+
+def _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, started, exact_a):
     """Restart CG once, from the true residual, for the columns ``result.restarted`` (their
     recursion met tol, their true residual did not), within ``left`` iterations; the record
     and the callback go on as one sequence.  Each column keeps the restart's solution if its
@@ -200,9 +223,9 @@ def _restart(apply_a, B, apply_m, tol, left, callback, result, true, scale, star
             callback(done + it, full, residual)
 
     again, _, _ = _recursion(apply_a, np.ascontiguousarray(B[:, cols]), apply_m, tol, left,
-                             report, result.X[:, cols], False, started)
+                             report, result.X[:, cols], False, started, exact_a)
     result.n_iter[cols] += again.n_iter
-    after = _true_residual(apply_a, np.ascontiguousarray(B[:, cols]),
+    after = _true_residual(exact_a, np.ascontiguousarray(B[:, cols]),
                            np.ascontiguousarray(again.X), scale[cols])
     better = after < true[cols]          # else the iterate before the restart stays
     result.X[:, cols[better]] = again.X[:, better]
@@ -226,16 +249,17 @@ _NOT_FINITE = ("conjugate gradients produced NaN or infinity: the system is too 
                "for floating point (raise lam) or its entries overflow")
 
 
-def _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0, record_lanczos, started):
-    """The CG recursion of :func:`block_pcg`; returns (CGResult, the start's residual, the
-    start)."""
+def _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0, record_lanczos, started,
+               exact_a):
+    """The CG recursion of :func:`block_pcg`, its start's residual from ``exact_a``; returns
+    (CGResult, the start's residual, the start)."""
     n, k = B.shape
     R = np.array(B, dtype=np.float64, order="C", copy=True)
     if x0 is None:
         X = np.zeros((n, k))
     else:
         X = np.array(x0, dtype=np.float64, order="C", copy=True).reshape(n, k)
-        R -= apply_a(X)
+        R -= exact_a(X)
         # A guess whose residual exceeds ||b|| is worse than none (a neighbouring system's
         # solution can be: exact KRR's dual coefficients change fast with the bandwidth);
         # such columns start from zero.

@@ -11,10 +11,19 @@ the hierarchically compositional kernel of r landmarks per node, ``preconditione
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
 K + lam I, to the requested relative residual.
+
+``precision="mixed"`` evaluates the kernel products and holds the Nystrom factor in single
+precision (half the memory; the float32 engine and sgemm, about twice the speed), while CG's
+vectors, its sums and the answer stay float64.  The residual is then recomputed against K + lam
+I in float64 at the end, and CG restarts once from that residual (a step of iterative
+refinement) when the single-precision products held it above ``tol``: the solution is that of
+the float64 system, to ``tol``, or the fit warns with the residual it attained.
 """
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from .._memory import check_memory, resolve_max_memory
 from ..kernels._api import _matvec_bytes
@@ -22,9 +31,9 @@ from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind
-from .trace import traced_pcg, validation_error
+from .trace import PRECISIONS, traced_pcg, validation_error
 
-__all__ = ["NYSTROM_PRECONDITIONERS", "default_rank", "kernel_storage", "pcg_bytes",
+__all__ = ["NYSTROM_PRECONDITIONERS", "PRECISIONS", "default_rank", "kernel_storage", "pcg_bytes",
            "preconditioner_for", "solve_pcg"]
 
 
@@ -59,19 +68,20 @@ def default_rank(n):
 def _nystrom_kind(method):
     """The Nystrom preconditioner F F^T + lam I whose factor F has columns chosen by
     :func:`hkern.select_columns` with ``method``."""
-    def build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False):
+    def build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False,
+              dtype=np.float64):
         if factor is None:
             stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
             factor = nystrom_factor(inputs.X, rank, method=method, kernel=inputs.kernel,
                                     sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                                    max_memory=max_memory, trace_stop=stop)
+                                    max_memory=max_memory, trace_stop=stop, dtype=dtype)
         return NystromPreconditioner(factor, inputs.lam, n_threads)
 
-    def peak_bytes(n, d, k, rank, n_threads):
-        # The factor, plus for all but block RPCholesky the selection's copy of the columns
-        # (16 n rank in all), a block's columns and S.
-        return (8 * n * rank * (1 if method == "block_rpcholesky" else 2)
-                + 24 * n * BLOCK + 24 * rank * rank)
+    def peak_bytes(n, d, k, rank, n_threads, itemsize=8):
+        # The factor (``itemsize`` bytes an entry), plus for all but block RPCholesky the
+        # selection's float64 copy of the columns and F, a block's columns and S.
+        factor = itemsize * n * rank + (0 if method == "block_rpcholesky" else 16 * n * rank)
+        return factor + 24 * n * BLOCK + 24 * rank * rank
     return PreconditionerKind(method, build, peak_bytes)
 
 
@@ -80,17 +90,20 @@ NYSTROM_PRECONDITIONERS = {method: _nystrom_kind(method) for method in (
     "block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")}
 
 
-def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner):
+def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision="double"):
     """Peak bytes of :func:`solve_pcg` beyond the inputs: the preconditioner (its kind's
-    ``peak_bytes``), CG's five n x k blocks, and the stored kernel matrix (8 n^2) or the fused
-    product's tiles."""
-    kernel = 8 * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
-    return preconditioner.peak_bytes(n, d, k, rank, n_threads) + 40 * n * k + kernel
+    ``peak_bytes``), CG's five n x k blocks, and the stored kernel matrix (8 n^2, or 4 n^2 in
+    mixed precision, which also holds a float32 copy of X) or the fused product's tiles."""
+    itemsize = 4 if precision == "mixed" else 8
+    kernel = itemsize * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
+    extra = {"itemsize": 4} if precision == "mixed" else {}
+    return (preconditioner.peak_bytes(n, d, k, rank, n_threads, **extra) + 40 * n * k + kernel
+            + (4 * n * d if precision == "mixed" else 0))
 
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
               max_memory, n_threads, x0=None, apply_m=None, error=None,
-              preconditioner_seconds=0.0, adaptive=False):
+              preconditioner_seconds=0.0, adaptive=False, precision="double"):
     """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
     arguments are checked, ``preconditioner`` a
     :class:`~hkern.solvers.preconditioners.PreconditionerKind`.
@@ -101,39 +114,47 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     ``error``: a function of the
     iterate called after every iteration instead of the validation error (a selection's
     hold-out error, which may stop a losing candidate by raising).  ``adaptive``: ``rank``
-    is the most columns of the Nystrom factor (ADAPTIVE_RESIDUAL), not their number."""
+    is the most columns of the Nystrom factor (ADAPTIVE_RESIDUAL), not their number.
+    ``precision``: "double" or "mixed" (module docstring)."""
     X, Y = inputs.X, inputs.Y
-    stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads)
+    mixed = precision == "mixed"
+    stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads,
+                            precision)
     t0 = time.perf_counter()
     if apply_m is None:
         apply_m = preconditioner_for(inputs, preconditioner, rank, seed=seed,
                                      n_threads=n_threads, max_memory=max_memory,
-                                     adaptive=adaptive)
+                                     adaptive=adaptive, precision=precision)
     pre_seconds = time.perf_counter() - t0 + preconditioner_seconds
-    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
-                           n_threads=n_threads)
+    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X.astype(np.float32) if mixed else X,
+                           inputs.lam, stored=stored, n_threads=n_threads)
+    # Mixed precision: the float64 operator for the starts' and the final residuals.
+    exact_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=False,
+                           n_threads=n_threads) if mixed else None
     if verbose:
         print(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} in "
-              f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}",
-              flush=True)
+              f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}"
+              f"{' in single precision' if mixed else ''}", flush=True)
     return traced_pcg(
         apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, x0=x0,
         error=error or validation_error(validation, inputs, X, n_threads),
         coef=lambda alpha: alpha,
         label="fit_exact pcg", verbose=verbose, started=t0,
         fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner.name,
-        rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored)
+        rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored,
+        exact_a=exact_a, precision=precision)
 
 
-def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads):
+def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, precision="double"):
     """Whether PCG with k right-hand sides stores K (up to STORED_KERNEL_MAX_BYTES, when it
     fits: each product is then a GEMM instead of n^2 kernel evaluations), after checking that
     the solve fits max_memory."""
     n, d = inputs.X.shape
-    stored = 8 * n * n <= STORED_KERNEL_MAX_BYTES and pcg_bytes(
-        n, d, k, rank, True, n_threads, preconditioner) + inputs.scaled_bytes \
+    itemsize = 4 if precision == "mixed" else 8
+    stored = itemsize * n * n <= STORED_KERNEL_MAX_BYTES and pcg_bytes(
+        n, d, k, rank, True, n_threads, preconditioner, precision) + inputs.scaled_bytes \
         <= resolve_max_memory(max_memory)
-    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner)
+    check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision)
                  + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",
                  fix="choose a smaller r")
@@ -141,10 +162,12 @@ def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads):
 
 
 def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_memory,
-                       factor=None, adaptive=False):
+                       factor=None, adaptive=False, precision="double"):
     """M^{-1} for M close to K + lam I of the prepared ``inputs``, of the ``preconditioner``
     kind and ``rank``: for the Nystrom kinds F F^T + lam I (``factor``: F, already computed for
     these inputs; ``adaptive``: at most ``rank`` columns, fewer once the residual is small
-    against lam, ADAPTIVE_RESIDUAL)."""
+    against lam, ADAPTIVE_RESIDUAL; ``precision="mixed"``: F in float32)."""
+    extra = {"dtype": np.float32} if precision == "mixed" else {}
     return preconditioner.build(inputs, rank, seed=seed, n_threads=n_threads,
-                                max_memory=max_memory, factor=factor, adaptive=adaptive)
+                                max_memory=max_memory, factor=factor, adaptive=adaptive,
+                                **extra)

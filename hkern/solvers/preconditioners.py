@@ -26,6 +26,7 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 
 from .. import _linalg
+from .operators import single_times
 
 __all__ = ["IdentityPreconditioner", "LikelihoodPreconditioner", "NystromPreconditioner",
            "Preconditioner", "PreconditionerKind"]
@@ -66,13 +67,15 @@ class PreconditionerKind:
     ----------
     name : str
     build : callable
-        ``build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False)``:
-        a :class:`Preconditioner` for the prepared inputs (``hkern._model.FitInputs``) of
-        ``rank``.  ``factor`` (a Nystrom factor already computed) and ``adaptive`` (``rank``
-        is a most, not a number) concern the Nystrom kinds; others ignore them.
+        ``build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False,
+        dtype=numpy.float64)``: a :class:`Preconditioner` for the prepared inputs
+        (``hkern._model.FitInputs``) of ``rank``.  ``factor`` (a Nystrom factor already
+        computed), ``adaptive`` (``rank`` is a most, not a number) and ``dtype`` (float32: a
+        mixed-precision factor) concern the Nystrom kinds; others ignore them.
     peak_bytes : callable
-        ``peak_bytes(n, d, k, rank, n_threads)``: bytes of building it for n points of d
-        features and applying it to k columns.
+        ``peak_bytes(n, d, k, rank, n_threads, itemsize=8)``: bytes of building it for n
+        points of d features and applying it to k columns (``itemsize`` 4: its float32 form,
+        where the kind has one).
     """
 
     name: str
@@ -86,7 +89,9 @@ class NystromPreconditioner:
     Parameters
     ----------
     F : ndarray (n, k)
-        Nystrom factor, C-contiguous float64.
+        Nystrom factor, C-contiguous float64, or float32 (a mixed-precision preconditioner: F
+        is applied in single precision to float64 residuals, S is formed and factorised in
+        float64).
     lam : float
         The ridge, > 0.
     n_threads : int
@@ -104,11 +109,12 @@ class NystromPreconditioner:
     """
 
     def __init__(self, F, lam, n_threads=1):
-        self.F = np.ascontiguousarray(F, dtype=np.float64)
+        single = isinstance(F, np.ndarray) and F.dtype == np.float32
+        self.F = np.ascontiguousarray(F, dtype=np.float32 if single else np.float64)
         self.lam = float(lam)
         self.n_threads = n_threads
         k = self.F.shape[1]
-        S = _linalg.gram(self.F, trans=True, n_threads=n_threads)
+        S = _float64_gram(self.F, n_threads)
         S.flat[:: k + 1] += self.lam
         self._factor = _linalg.cholesky(S, overwrite=True, n_threads=n_threads)
 
@@ -116,11 +122,16 @@ class NystromPreconditioner:
     def rank(self):
         return self.F.shape[1]
 
+    def _times(self, V, trans=False, alpha=1.0):
+        if self.F.dtype == np.float32:
+            return single_times(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+        return _linalg.matmul(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+
     def __call__(self, R):
         """M^{-1} R for R of shape (n, j)."""
-        T = _linalg.matmul(self.F, R, trans_a=True, n_threads=self.n_threads)
+        T = self._times(R, trans=True)
         T = _linalg.cho_solve(self._factor, T, n_threads=self.n_threads)
-        out = _linalg.matmul(self.F, T, alpha=-1.0, n_threads=self.n_threads)
+        out = self._times(T, alpha=-1.0)
         out += R
         out /= self.lam
         return out
@@ -140,9 +151,26 @@ class NystromPreconditioner:
         n, k = self.F.shape
         g1 = rng.standard_normal((k, t))
         g2 = rng.standard_normal((n, t))
-        out = _linalg.matmul(self.F, g1, n_threads=self.n_threads)
+        out = self._times(g1)
         out += np.sqrt(self.lam) * g2
         return out
+
+
+# Rows of F converted to float64 at a time when S = F^T F of a float32 F is formed (16 MB of
+# float64 at 1000 columns).
+_GRAM_ROWS = 2048
+
+
+def _float64_gram(F, n_threads):
+    """F^T F in float64 (F float64, or float32 converted a block of rows at a time: float32
+    sums over n rows would lose S's small eigenvalues, which M^{-1} divides by)."""
+    if F.dtype == np.float64:
+        return _linalg.gram(F, trans=True, n_threads=n_threads)
+    S = np.zeros((F.shape[1], F.shape[1]))
+    for r0 in range(0, F.shape[0], _GRAM_ROWS):
+        _linalg.gram(F[r0:r0 + _GRAM_ROWS].astype(np.float64), trans=True, n_threads=n_threads,
+                     out=S)
+    return S
 
 
 class IdentityPreconditioner:

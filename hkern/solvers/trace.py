@@ -15,8 +15,13 @@ from .._validation import check_array, check_int, check_positive, check_targets,
 from ..kernels._api import _kernel_matvec_trusted
 from .cg import ConvergenceWarning, block_pcg
 
-__all__ = ["SolverTrace", "check_early_validation", "check_stopping", "check_validation",
+__all__ = ["PRECISIONS", "SolverTrace", "check_early_validation", "check_stopping", "check_validation",
            "error_from_sums", "traced_pcg", "validation_error", "validation_sums"]
+
+
+# The arithmetic of an iterative fit (``precision=``): float64 throughout, or the kernel's
+# products (and the preconditioner's factors) in float32 with float64 vectors and sums.
+PRECISIONS = ("double", "mixed")
 
 
 @dataclass
@@ -48,6 +53,9 @@ class SolverTrace:
     true_residual : ndarray (k,)
         ||b_j - A x_j|| / ||b_j|| of the returned solution, recomputed at the end (``residuals``
         are the recursion's, which can drift from it).
+    precision : str
+        "double", or "mixed": the products were computed in single precision and
+        ``true_residual`` against the float64 system.
     """
 
     residuals: np.ndarray
@@ -60,6 +68,7 @@ class SolverTrace:
     converged: bool
     jitter: float = 0.0
     true_residual: np.ndarray | None = None
+    precision: str = "double"
 
 
 def check_stopping(tol, max_iter):
@@ -132,12 +141,14 @@ def error_from_sums(inputs, errors, count):
 
 
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
-               fix, x0=None, **details):
+               fix, x0=None, exact_a=None, precision="double", **details):
     """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
     ``error`` of ``coef(iterate)`` after every iteration (if given), one printed line per
     iteration with ``verbose``, and a :class:`hkern.ConvergenceWarning` naming ``fix`` when
     ``max_iter`` stops it.  Returns (solution, :class:`SolverTrace` with ``details`` (its
-    preconditioner fields), iterations of the slowest column)."""
+    preconditioner fields), iterations of the slowest column).  ``exact_a``: the float64
+    operator when ``apply_a`` computes in single precision (``precision="mixed"``;
+    :func:`hkern.solvers.block_pcg`)."""
     errors = []
 
     def report(iteration, X, residuals):
@@ -150,9 +161,11 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
             print(line + f"  ({time.perf_counter() - started:.1f} s)", flush=True)
 
     result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report,
-                       **({} if x0 is None else {"x0": x0}))
+                       exact_a=exact_a, **({} if x0 is None else {"x0": x0}))
     if not result.converged.all():
         why = _why_not_converged(result, max_iter)
+        if precision == "mixed" and not why.startswith("stopped at max_iter"):
+            why += "; or precision='double', whose products are exact to float64"
         warnings.warn(f"{label} {why}: the true relative residual ||b - A x|| / ||b|| is "
                       f"{result.true_residual.max():.3g} > tol={tol:g}"
                       + (f"; {fix}" if why.startswith("stopped at max_iter") else ""),
@@ -160,7 +173,7 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
                         validation_error=np.array(errors) if error is not None else None,
                         converged=bool(result.converged.all()),
-                        true_residual=result.true_residual, **details)
+                        true_residual=result.true_residual, precision=precision, **details)
     return result.X, trace, int(result.n_iter.max()) if B.shape[1] else 0
 
 

@@ -1,0 +1,122 @@
+"""Mixed against double precision, side by side in one process (issue 32, doc/solvers.md
+"Mixed precision").
+
+    python experiments/mixed_precision.py exact [--rounds 2]
+    python experiments/mixed_precision.py falkon [--rounds 2]
+    python experiments/mixed_precision.py sweep SET [...]
+
+* ``exact``: kin40k split 0, ``fit_exact(solver="pcg", sigma=1.41, lam=1e-2, seed=0)`` with K
+  recomputed (n = 36 000: 10 GB would not be stored);
+* ``falkon``: kin40k, ``fit_nystrom(r=8192, solver="pcg", sigma=2, lam=1e-3, seed=0)``;
+* ``sweep``: exact PCG in both precisions over a sigma x lam grid on a shared set (where the
+  mixed solve keeps the answer).
+
+The two precisions alternate, ``--rounds`` times each, so that a load on the machine hits
+both; medians of seconds, peak memory (RSS above the start of the call) and test RMSE are
+printed and written to ``results/mixed_precision/<part>.json``.  Inputs and targets are
+standardised with training statistics.  $HKERN_DATA points at the shared sets.
+"""
+import argparse
+import json
+import os
+import time
+import warnings
+
+import numpy as np
+
+import hkern
+from hkern._memory import peak_memory
+from hkern.datasets import load_uci, standardize
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "results", "mixed_precision")
+
+
+def rmse(model, X, y):
+    return float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
+
+
+def timed(fit, precision):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = time.perf_counter()
+        with peak_memory() as mem:
+            model = fit(precision)
+        seconds = time.perf_counter() - t
+    return model, seconds, mem.bytes / 2**30, [str(w.message)[:160] for w in caught]
+
+
+def side_by_side(name, fit, Xte, yte, rounds):
+    rows = {"double": [], "mixed": []}
+    for _ in range(rounds):
+        for precision in ("double", "mixed"):
+            model, seconds, gib, warned = timed(fit, precision)
+            trace = model.solver_trace_
+            row = dict(seconds=seconds, gib=gib, rmse=rmse(model, Xte, yte),
+                       iters=int(model.n_iter_), true_residual=float(trace.true_residual.max()),
+                       converged=bool(trace.converged), warnings=warned)
+            rows[precision].append(row)
+            print(name, precision, {k: (round(v, 5) if isinstance(v, float) else v)
+                                    for k, v in row.items()}, flush=True)
+            del model
+    med = {p: {k: float(np.median([r[k] for r in rs])) for k in ("seconds", "gib", "rmse")}
+           for p, rs in rows.items()}
+    ratios = {k: med["mixed"][k] / med["double"][k] for k in ("seconds", "gib")}
+    print(f"{name}: medians {med}; mixed / double: time {ratios['seconds']:.3f}, "
+          f"memory {ratios['gib']:.3f}, RMSE difference "
+          f"{med['mixed']['rmse'] - med['double']['rmse']:+.5f}", flush=True)
+    return dict(rows=rows, medians=med, ratios=ratios)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("part", choices=("exact", "falkon", "sweep"))
+    parser.add_argument("sets", nargs="*", default=["kin40k"])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    if args.part in ("exact", "falkon"):
+        Xtr, ytr, Xte, yte, _ = standardize(*load_uci("kin40k", split=0))
+        if args.part == "exact":
+            def fit(precision):
+                return hkern.fit_exact(Xtr, ytr, solver="pcg", sigma=1.41, lam=1e-2, seed=0,
+                                       precision=precision)
+        else:
+            def fit(precision):
+                return hkern.fit_nystrom(Xtr, ytr, 8192, solver="pcg", sigma=2.0, lam=1e-3,
+                                         seed=0, precision=precision)
+        record = side_by_side(args.part, fit, Xte, yte, args.rounds)
+        json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
+        return
+    for name in args.sets:
+        Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+        n = Xtr.shape[0]
+        rng = np.random.default_rng(0)
+        i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
+        median = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
+        out = []
+        for factor in (0.25, 0.5, 1.0):
+            for lam in (1e-1, 1e-2, 1e-3, 1e-4):
+                sigma = factor * median
+                row = {"sigma": sigma, "lam": lam}
+                for precision in ("double", "mixed"):
+                    model, seconds, gib, warned = timed(
+                        lambda p: hkern.fit_exact(Xtr, ytr, solver="pcg", sigma=sigma,
+                                                  lam=lam, seed=0, precision=p,
+                                                  max_iter=1000), precision)
+                    row[precision] = dict(seconds=seconds, gib=gib,
+                                          rmse=rmse(model, Xte, yte),
+                                          iters=int(model.n_iter_),
+                                          converged=bool(model.solver_trace_.converged),
+                                          warnings=warned)
+                loss = row["mixed"]["rmse"] / row["double"]["rmse"] - 1
+                print(f"{name} sigma {sigma:.3g} lam {lam:g}: RMSE double "
+                      f"{row['double']['rmse']:.5f} mixed {row['mixed']['rmse']:.5f} "
+                      f"({100 * loss:+.3f}%), time mixed/double "
+                      f"{row['mixed']['seconds'] / row['double']['seconds']:.2f}, iterations "
+                      f"{row['double']['iters']} / {row['mixed']['iters']}", flush=True)
+                out.append(row)
+        json.dump(out, open(os.path.join(OUT, f"sweep_{name}.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
