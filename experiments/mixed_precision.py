@@ -2,14 +2,13 @@
 "Mixed precision").
 
     python experiments/mixed_precision.py exact [--rounds 2]
-    python experiments/mixed_precision.py falkon [--rounds 2]
-    python experiments/mixed_precision.py sweep SET [...]
+    python experiments/mixed_precision.py sweep SET [...] [--n 12000]
 
 * ``exact``: kin40k split 0, ``fit_exact(solver="pcg", sigma=1.41, lam=1e-2, seed=0)`` with K
   recomputed (n = 36 000: 10 GB would not be stored);
-* ``falkon``: kin40k, ``fit_nystrom(r=8192, solver="pcg", sigma=2, lam=1e-3, seed=0)``;
-* ``sweep``: exact PCG in both precisions over a sigma x lam grid on a shared set (where the
-  mixed solve keeps the answer).
+* ``sweep``: exact PCG in both precisions, with its defaults otherwise, over a grid of sigma
+  (the median pairwise distance times 1/4, 1/2, 1) and lam (1e-1 .. 1e-4) on ``--n`` training
+  rows of each shared set (where the mixed solve keeps the answer, and at what cost).
 
 The two precisions alternate, ``--rounds`` times each, so that a load on the machine hits
 both; medians of seconds, peak memory (RSS above the start of the call) and test RMSE are
@@ -52,6 +51,8 @@ def side_by_side(name, fit, Xte, yte, rounds):
             model, seconds, gib, warned = timed(fit, precision)
             trace = model.solver_trace_
             row = dict(seconds=seconds, gib=gib, rmse=rmse(model, Xte, yte),
+                       preconditioner_seconds=float(trace.preconditioner_seconds),
+                       rank=int(trace.rank),
                        iters=int(model.n_iter_), true_residual=float(trace.true_residual.max()),
                        converged=bool(trace.converged), warnings=warned)
             rows[precision].append(row)
@@ -69,26 +70,25 @@ def side_by_side(name, fit, Xte, yte, rounds):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("exact", "falkon", "sweep"))
+    parser.add_argument("part", choices=("exact", "sweep"))
     parser.add_argument("sets", nargs="*", default=["kin40k"])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--n", type=int, default=12000)
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    if args.part in ("exact", "falkon"):
+    if args.part == "exact":
         Xtr, ytr, Xte, yte, _ = standardize(*load_uci("kin40k", split=0))
-        if args.part == "exact":
-            def fit(precision):
-                return hkern.fit_exact(Xtr, ytr, solver="pcg", sigma=1.41, lam=1e-2, seed=0,
-                                       precision=precision)
-        else:
-            def fit(precision):
-                return hkern.fit_nystrom(Xtr, ytr, 8192, solver="pcg", sigma=2.0, lam=1e-3,
-                                         seed=0, precision=precision)
+
+        def fit(precision):
+            return hkern.fit_exact(Xtr, ytr, solver="pcg", sigma=1.41, lam=1e-2, seed=0,
+                                   precision=precision)
         record = side_by_side(args.part, fit, Xte, yte, args.rounds)
         json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
         return
     for name in args.sets:
         Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+        rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:args.n]
+        Xtr, ytr = Xtr[rows], ytr[rows]
         n = Xtr.shape[0]
         rng = np.random.default_rng(0)
         i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
@@ -101,11 +101,11 @@ def main():
                 for precision in ("double", "mixed"):
                     model, seconds, gib, warned = timed(
                         lambda p: hkern.fit_exact(Xtr, ytr, solver="pcg", sigma=sigma,
-                                                  lam=lam, seed=0, precision=p,
-                                                  max_iter=1000), precision)
+                                                  lam=lam, seed=0, precision=p), precision)
                     row[precision] = dict(seconds=seconds, gib=gib,
                                           rmse=rmse(model, Xte, yte),
                                           iters=int(model.n_iter_),
+                                          stored=bool(model.solver_trace_.stored_kernel),
                                           converged=bool(model.solver_trace_.converged),
                                           warnings=warned)
                 loss = row["mixed"]["rmse"] / row["double"]["rmse"] - 1
@@ -113,9 +113,11 @@ def main():
                       f"{row['double']['rmse']:.5f} mixed {row['mixed']['rmse']:.5f} "
                       f"({100 * loss:+.3f}%), time mixed/double "
                       f"{row['mixed']['seconds'] / row['double']['seconds']:.2f}, iterations "
-                      f"{row['double']['iters']} / {row['mixed']['iters']}", flush=True)
+                      f"{row['double']['iters']} / {row['mixed']['iters']}, converged "
+                      f"{row['double']['converged']} / {row['mixed']['converged']}", flush=True)
                 out.append(row)
-        json.dump(out, open(os.path.join(OUT, f"sweep_{name}.json"), "w"), indent=1)
+        json.dump(dict(n=n, rows=out), open(os.path.join(OUT, f"sweep_{name}.json"), "w"),
+                  indent=1)
 
 
 if __name__ == "__main__":

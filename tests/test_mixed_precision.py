@@ -1,8 +1,8 @@
-"""Mixed-precision solvers (issue 32, item 2): fit_exact(solver="pcg") and fit_nystrom(solver="pcg")
-with ``precision="mixed"`` compute the kernel's products and the preconditioner's factors in
-float32, keep CG's vectors and sums in float64, and judge convergence by the residual of the
-float64 system.  Each piece is checked against a dense float64 computation from its definition,
-and each fit against the same fit in double precision."""
+"""Mixed-precision exact PCG (issue 32, item 2): fit_exact(solver="pcg", precision="mixed") computes
+the kernel's products and the Nystrom preconditioner's factor in float32, keeps CG's vectors and
+sums in float64, and judges convergence by the residual of the float64 system.  Each piece is
+checked against a dense float64 computation from its definition, and the fit against the same
+fit in double precision."""
 from __future__ import annotations
 
 import warnings
@@ -13,7 +13,7 @@ from oracles import dense_kernel
 
 import hkern
 from hkern.oasis.api import nystrom_factor
-from hkern.solvers import ConvergenceWarning, FalkonSystem, NystromPreconditioner, block_pcg
+from hkern.solvers import ConvergenceWarning, NystromPreconditioner, block_pcg
 from hkern.solvers import exact_pcg
 from hkern.solvers.operators import KernelSystem, single_times
 
@@ -141,53 +141,6 @@ def test_mixed_exact_pcg_refines_from_the_float64_residual():
     assert model.solver_trace_.converged
 
 
-def test_mixed_falkon_against_the_float64_normal_equations():
-    """fit_nystrom(solver="pcg", precision="mixed"): alpha solves the float64 normal equations
-    (C^T C + lam (W + jitter I)) alpha = C^T y up to the float32 rounding of C that FALKON's
-    preconditioner amplifies, and predicts as the double fit does.  Its trace reports the
-    preconditioned residual recomputed with C in float64."""
-    X, y = data(3000)
-    fits = {p: hkern.fit_nystrom(X, y, 300, solver="pcg", sigma=1.5, lam=1e-2, seed=0,
-                                 tol=1e-4, precision=p) for p in ("double", "mixed")}
-    mixed = fits["mixed"]
-    trace = mixed.solver_trace_
-    assert trace.precision == "mixed" and trace.jitter >= 300 * EPS32
-    Z = mixed.landmarks_
-    C = gaussian_kernel(X, Z, 1.5)
-    W = gaussian_kernel(Z, Z, 1.5) + trace.jitter * np.eye(300)
-    alpha = mixed.coef_.ravel()
-    H = C.T @ C + 1e-2 * W
-    assert np.linalg.norm(H @ alpha - C.T @ y) <= 1e-3 * np.linalg.norm(C.T @ y)
-
-
-def test_mixed_falkon_exact_operator_is_the_double_one():
-    """FalkonSystem(precision="mixed").exact is the double system's operator with the same
-    float32 factors: checked against the dense B^T H B."""
-    X, _ = data(700)
-    Z = X[:80].copy()
-    system = FalkonSystem(0, 1.5, X, Z, 1e-2, 2, precision="mixed")
-    U = np.random.default_rng(0).normal(size=(80, 2))
-    C = gaussian_kernel(X, Z, 1.5)
-    B = np.linalg.solve(np.triu(system._P.astype(np.float64), 1)
-                        + np.diag(system._t_diag.astype(np.float64)),
-                        np.linalg.inv(np.tril(system._P.astype(np.float64)).T))
-    T = np.triu(system._P.astype(np.float64), 1) + np.diag(system._t_diag.astype(np.float64))
-    dense = B.T @ (C.T @ C + 1e-2 * T.T @ T) @ B @ U
-    assert np.linalg.norm(system.exact(U) - dense) <= 1e-5 * np.linalg.norm(dense)
-    assert np.linalg.norm(system(U) - dense) <= 1e-2 * np.linalg.norm(dense)
-
-
-def test_mixed_solve_that_cannot_meet_tol_warns_with_the_float64_residual():
-    """A FALKON system whose float32 products cannot reach tol in float64 (a tiny lam) warns,
-    names precision='double', and reports converged=False with the float64 residual."""
-    X, y = data(3000)
-    with pytest.warns(ConvergenceWarning, match="precision='double'"):
-        model = hkern.fit_nystrom(X, y, 300, solver="pcg", sigma=1.5, lam=1e-7, seed=0,
-                                  tol=1e-8, precision="mixed", max_iter=400)
-    trace = model.solver_trace_
-    assert not trace.converged and trace.true_residual.max() > 1e-8
-
-
 def test_block_pcg_judges_by_the_exact_operator():
     """block_pcg(exact_a=...) computes its true residual with the exact operator: a recursion
     on a perturbed operator is not reported as converged against the exact one."""
@@ -206,8 +159,7 @@ def test_block_pcg_judges_by_the_exact_operator():
 @pytest.mark.parametrize("call", [
     lambda X, y: hkern.fit_exact(X, y, solver="pcg", precision="single"),
     lambda X, y: hkern.fit_exact(X, y, solver="direct", precision="mixed"),
-    lambda X, y: hkern.fit_nystrom(X, y, 50, precision="mixed"),
-    lambda X, y: hkern.fit_nystrom(X, y, 50, solver="pcg", precision=32),
+    lambda X, y: hkern.fit_exact(X, y, solver="pcg", precision=32),
 ])
 def test_bad_precision_is_refused_by_name(call):
     X, y = data(200)
@@ -215,13 +167,12 @@ def test_bad_precision_is_refused_by_name(call):
         call(X, y)
 
 
-def test_mixed_memory_estimates_are_smaller():
-    """The memory plan follows the precision: the factor, the stored K and FALKON's pair."""
+def test_mixed_memory_estimates_follow_the_precision():
+    """The memory plan follows the precision: the factor's n r entries and a stored K's n^2
+    take 4 bytes instead of 8, and the float32 copy of X takes 4 n d more."""
     kind = exact_pcg.NYSTROM_PRECONDITIONERS["block_rpcholesky"]
-    double = exact_pcg.pcg_bytes(36000, 8, 1, 3000, False, 2, kind)
-    mixed = exact_pcg.pcg_bytes(36000, 8, 1, 3000, False, 2, kind, "mixed")
-    assert mixed < 0.6 * double
-    stored = exact_pcg.pcg_bytes(10000, 8, 1, 1000, True, 2, kind, "mixed")
-    assert stored < 0.55 * exact_pcg.pcg_bytes(10000, 8, 1, 1000, True, 2, kind)
-    assert hkern.solvers.falkon_bytes(36000, 8192, 8, 1, 2, "mixed") \
-        < 0.6 * hkern.solvers.falkon_bytes(36000, 8192, 8, 1, 2)
+    n, d, r = 36000, 8, 3000
+    for stored, kernel in ((False, 0), (True, 4 * n * n)):
+        double = exact_pcg.pcg_bytes(n, d, 1, r, stored, 2, kind)
+        mixed = exact_pcg.pcg_bytes(n, d, 1, r, stored, 2, kind, "mixed")
+        assert double - mixed == 4 * n * r + kernel - 4 * n * d

@@ -32,12 +32,7 @@ from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
 from ..solvers.falkon import solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
-from ..solvers.trace import (
-    PRECISIONS,
-    check_early_validation,
-    check_stopping,
-    check_validation,
-)
+from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
 from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
@@ -109,27 +104,17 @@ _VALIDATION_NEEDS_PCG = ("validation is used by solver='pcg' only (its error at 
                          "model.predict(X_val), or pass solver='pcg'")
 
 
-def _check_double(precision):
-    """The direct solver is float64 only: precision="mixed" is refused with it."""
-    if precision != "double":
-        raise ValueError("precision='mixed' is used by solver='pcg' only (FALKON's "
-                         "iterations); the direct solver computes in float64: drop it, or "
-                         "pass solver='pcg'")
-
-
 def _selection_problem(arguments):
     """The iterative selection's view of a fit_nystrom call (hkern.hyperparameters.iterative),
     or None for the direct solver; the PCG solver's arguments are checked here, before any
     work."""
     a = arguments
     check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
-    check_choice(a["precision"], "precision", PRECISIONS)
     if a["solver"] != "pcg":
         # The fit refuses these too, but only after the selection's subsample GP.
         check_stopping(a["tol"], a["max_iter"])
         if a["validation"] is not None:
             raise ValueError(_VALIDATION_NEEDS_PCG)
-        _check_double(a["precision"])
         return None
     X = check_array(a["X"], "X")
     n = X.shape[0]
@@ -177,8 +162,8 @@ class NystromPCGProblem(SelectionProblem):
         if inputs.lengthscales is not None:
             Z = scale_inputs(Z, inputs.lengthscales)
         n, d = inputs.X.shape
-        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads(),
-                                  self.a["precision"]) + inputs.scaled_bytes, self.a["max_memory"],
+        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads())
+                     + inputs.scaled_bytes, self.a["max_memory"],
                      what=f"fit_nystrom with n={n}, r={len(indices)}", fix="choose a smaller r")
         return indices, np.ascontiguousarray(Z)
 
@@ -190,7 +175,7 @@ class NystromPCGProblem(SelectionProblem):
         coef, trace, n_iter, beta = solve_falkon(
             inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
             validation=validation, verbose=verbose, n_threads=budget_threads(), x0=x0,
-            return_beta=True, error=error, precision=self.a["precision"])
+            return_beta=True, error=error)
         return indices, Z, coef, trace, n_iter, beta
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
@@ -253,7 +238,7 @@ class NystromPCGProblem(SelectionProblem):
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
                 tol=1e-4, max_iter=500, validation=None, verbose=False, comm=None,
-                max_memory=None, precision="double"):
+                max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
@@ -325,12 +310,6 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k);
         None (default): the memory available when the call starts.  With ``comm``: per rank,
         for its rows.
-    precision : {"double", "mixed"}
-        With PCG: ``"mixed"`` holds W's two factors in float32 (half the r^2 memory) and makes
-        the iterations' passes over C in single precision, with beta, alpha and every sum in
-        float64; the right-hand side and the final residual are computed in float64
-        (:mod:`hkern.solvers.falkon`).  About half the time and memory of ``"double"``
-        (default) at the same test error (doc/solvers.md, "Mixed precision").  Serial only.
 
     Returns
     -------
@@ -357,7 +336,6 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     True
     """
     check_choice(solver, "solver", NYSTROM_SOLVERS)
-    check_choice(precision, "precision", PRECISIONS)
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
@@ -372,8 +350,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
         verbose = check_bool(verbose, "verbose")
-        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
-                                                 precision), n, r, landmarks)
+        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads()), n, r,
+                                    landmarks)
     else:
         # The PCG solver's arguments: a bad value is an error whatever the solver, and the
         # validation set, recorded at each PCG iteration, would do nothing here.
@@ -381,7 +359,6 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
         if validation is not None:
             check_validation(validation, inputs)
             raise ValueError(_VALIDATION_NEEDS_PCG)
-        _check_double(precision)
         peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks)
     check_memory(peak + inputs.scaled_bytes, max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
@@ -393,7 +370,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     if solver == "pcg":
         coef, trace, n_iter = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
-            verbose=verbose, n_threads=n_threads, precision=precision)
+            verbose=verbose, n_threads=n_threads)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                           evidence=None, **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)

@@ -39,7 +39,7 @@ SHARDED_LANDMARKS = ("uniform", "oasis")
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
                         rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
-                        max_memory, comm, x0=None, precision="double"):
+                        max_memory, comm, x0=None):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
     rank's rows, ``validation`` this rank's validation rows (or None on every rank).  ``x0``:
     FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
@@ -51,9 +51,6 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
                              "solver='pcg'")
         if isinstance(landmarks, str):
             check_choice(landmarks, "landmarks", SHARDED_LANDMARKS)
-        if precision != "double":
-            raise ValueError("fit_nystrom on sharded data (comm=...) computes in float64: "
-                             "drop precision='mixed', or fit without comm")
         return check_stopping(tol, max_iter), check_bool(verbose, "verbose")
 
     stopping = state.run(check_arguments)

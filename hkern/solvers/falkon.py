@@ -25,13 +25,6 @@ m * eps (FALKON's choice) by tenfold steps; the system solved is then H with W +
 
 :func:`solve_falkon` runs CG on this system with an iterative fit's progress, warning and
 record (:mod:`hkern.solvers.trace`).
-
-Mixed precision (``precision="mixed"``): W, its two factors (half the m^2 memory) and the
-kernel engine's passes over C are float32, while beta, alpha, the right-hand side and every
-sum stay float64.  T and A then define the preconditioner B (and the W of the regulariser is
-T^T T, W + jitter I to float32's rounding, as the double form's is to float64's), and the
-passes over C that build the right-hand side and check the final residual are made in
-float64: the answer is that of the float64 normal equations, to ``tol``.
 """
 from __future__ import annotations
 
@@ -40,12 +33,7 @@ import time
 import numpy as np
 
 from .. import _linalg
-from ..kernels._api import (
-    _kernel_matrix_trusted,
-    _kernel_normal_times_trusted,
-    _normal_times_bytes,
-    _single_operand,
-)
+from ..kernels._api import _kernel_matrix_trusted, _kernel_normal_times_trusted, _normal_times_bytes
 from .trace import traced_pcg, validation_error
 
 __all__ = ["FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
@@ -54,14 +42,10 @@ __all__ = ["FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
 _JITTER_STEPS = 10
 
 
-def falkon_bytes(n, m, d, k, n_threads, precision="double"):
+def falkon_bytes(n, m, d, k, n_threads):
     """Peak bytes of :class:`FalkonSystem` and of CG on it beyond the inputs: the m x m factor
-    pair, the kernel engine's blocks and partial sums, and about ten m x k blocks (in mixed
-    precision a float32 pair and float32 copies of X and Z)."""
-    itemsize = 4 if precision == "mixed" else 8
-    copies = 4 * (n + m) * d if precision == "mixed" else 0
-    return (itemsize * m * m + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k
-            + 8 * n * k + copies)
+    pair, the kernel engine's blocks and partial sums, and about ten m x k blocks."""
+    return 8 * m * m + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k + 8 * n * k
 
 
 class FalkonSystem:
@@ -87,9 +71,6 @@ class FalkonSystem:
         ``normal_times(U, V)`` = C^T (C U + V) (U or V None: zero) over every rank's rows, V
         this rank's rows (:class:`hkern.kernels.sharded.ShardedNormalTimes`); None: X is all
         the data and the serial kernel engine computes it.
-    precision : {"double", "mixed"}
-        "mixed": the factors and the operator's passes over C in single precision (module
-        docstring); ``exact`` is then the float64 operator.  Serial only.
 
     Raises
     ------
@@ -112,21 +93,15 @@ class FalkonSystem:
     """
 
     def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1, *, n_total=None,
-                 normal_times=None, precision="double"):
+                 normal_times=None):
         self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
         self.lam = float(lam)
         self.n_threads = n_threads
-        self.precision = precision
-        mixed = precision == "mixed"
-        if mixed and normal_times is not None:
-            raise ValueError("precision='mixed' is not available on shards (comm=); use "
-                             "precision='double'")
-        self._X32, self._Z32 = (X.astype(np.float32), Z.astype(np.float32)) if mixed else (X, Z)
         self._normal_times = normal_times or self._serial_normal_times
         n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
-        P = _kernel_matrix_trusted(kind, bandwidth, self._Z32, self._Z32, n_threads)
+        P = _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
         w_diag = P.diagonal().copy()
-        jitter = m * float(np.finfo(P.dtype).eps)
+        jitter = m * np.finfo(np.float64).eps
         for _ in range(_JITTER_STEPS + 1):
             P.flat[:: m + 1] = w_diag + jitter
             t_diag = _linalg.cholesky_pair(P, n / m, self.lam, n_threads)
@@ -149,63 +124,38 @@ class FalkonSystem:
     def rank(self):
         return self.Z.shape[0]
 
-    def _solve(self, V, lower, trans):
-        """A triangle of the shared array solved against V (float64 in and out; in single
-        precision when the array is float32, V scaled by a power of two into its range)."""
-        if self._P.dtype == np.float64:
-            return _linalg.solve_triangular(self._P, V, lower=lower, trans=trans,
-                                            n_threads=self.n_threads)
-        V32, scale = _single_operand(np.ascontiguousarray(V, dtype=np.float64))
-        out = _linalg.solve_triangular(self._P, V32, lower=lower, trans=trans,
-                                       n_threads=self.n_threads).astype(np.float64)
-        if scale != 1.0:
-            out *= scale
-        return out
-
     def _solve_t(self, V, trans):
         """T^{-1} V or T^{-T} V: T's diagonal is swapped into the shared array for the solve."""
         diagonal = self._P.reshape(-1)[:: self._P.shape[0] + 1]
         diagonal[:] = self._t_diag
         try:
-            return self._solve(V, lower=False, trans=trans)
+            return _linalg.solve_triangular(self._P, V, lower=False, trans=trans,
+                                            n_threads=self.n_threads)
         finally:
             diagonal[:] = self._b_diag
 
     def _solve_a(self, V, trans):
         """A^{-1} V (trans=False) or A^{-T} V, A = (the lower factor)^T."""
-        return self._solve(V, lower=True, trans=not trans)
+        return _linalg.solve_triangular(self._P, V, lower=True, trans=not trans,
+                                        n_threads=self.n_threads)
 
-    def _serial_normal_times(self, U, V, exact=False):
-        """C^T (C U + V) by the kernel engine (U or V None: zero); in the working precision, or
-        in float64 with ``exact``."""
-        X, Z = (self.X, self.Z) if exact else (self._X32, self._Z32)
-        return _kernel_normal_times_trusted(self.kind, self.bandwidth, X, Z, U, V,
+    def _serial_normal_times(self, U, V):
+        """C^T (C U + V) by the kernel engine (U or V None: zero)."""
+        return _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, U, V,
                                             self.n_threads)
 
     def rhs(self, Y):
-        """B^T C^T Y for targets Y (n, k), with C in float64."""
-        Y = np.ascontiguousarray(Y)
-        CtY = self._serial_normal_times(None, Y, exact=True) if self.precision == "mixed" \
-            else self._normal_times(None, Y)
+        """B^T C^T Y for targets Y (n, k)."""
+        CtY = self._normal_times(None, np.ascontiguousarray(Y))
         return self._solve_a(self._solve_t(CtY, trans=True), trans=True)
 
-    def _operator(self, U, normal_times):
+    def __call__(self, U):
+        """B^T H B U for U (m, j)."""
         V = self._solve_a(U, trans=False)
-        W = normal_times(self._solve_t(V, trans=False), None)
+        W = self._normal_times(self._solve_t(V, trans=False), None)
         W = self._solve_t(W, trans=True)
         W += self.lam * V
         return self._solve_a(W, trans=True)
-
-    def __call__(self, U):
-        """B^T H B U for U (m, j), C in the working precision."""
-        return self._operator(U, self._normal_times)
-
-    def exact(self, U):
-        """B^T H B U with C in float64 (the operator a mixed-precision solve is checked
-        against; the same as calling the system in double precision)."""
-        if self.precision != "mixed":
-            return self(U)
-        return self._operator(U, lambda A, B: self._serial_normal_times(A, B, exact=True))
 
     def logdet_factor(self):
         """log det A of the second factor (A^T A = (n / m) T T^T + lam I).
@@ -222,7 +172,7 @@ class FalkonSystem:
 
 
 def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
-                error=None, x0=None, return_beta=False, precision="double", **sharded):
+                error=None, x0=None, return_beta=False, **sharded):
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z, by CG
     on FALKON's preconditioned system (:class:`FalkonSystem`) as fit_nystrom(solver="pcg") runs
     it; the arguments and the memory are checked by the caller.  Each iteration is one pass of
@@ -232,21 +182,18 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
 
     ``x0``: a starting guess for FALKON's preconditioned variable beta (alpha = B beta), e.g. a
     neighbouring candidate's in a hyperparameter selection; ``return_beta`` appends the final
-    beta to the returned tuple (the next candidate's warm start).  ``precision``: "double" or
-    "mixed" (module docstring; serial only).
+    beta to the returned tuple (the next candidate's warm start).
 
     On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
     validation rows (``validation`` is then ignored)."""
     X, Y = inputs.X, inputs.Y
     t0 = time.perf_counter()
-    mixed = precision == "mixed"
-    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads,
-                          precision=precision, **sharded)
+    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads, **sharded)
     pre_seconds = time.perf_counter() - t0
     if verbose:
         print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres in {pre_seconds:.1f} s "
-              f"(jitter {system.jitter:.1e}{'; single precision' if mixed else ''})", flush=True)
+              f"(jitter {system.jitter:.1e})", flush=True)
     beta, trace, n_iter = traced_pcg(
         system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
         error=error if sharded or error is not None
@@ -255,8 +202,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
         label="fit_nystrom pcg", verbose=verbose, started=t0,
         fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
         preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
-        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0,
-        exact_a=system.exact if mixed else None, precision=precision)
+        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0)
     if return_beta:
         return system.coef(beta), trace, n_iter, beta
     return system.coef(beta), trace, n_iter
