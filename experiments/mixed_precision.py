@@ -3,12 +3,15 @@
 
     python experiments/mixed_precision.py exact [--rounds 2]
     python experiments/mixed_precision.py sweep SET [...] [--n 12000]
+    python experiments/mixed_precision.py reach SET [...]
 
 * ``exact``: kin40k split 0, ``fit_exact(solver="pcg", sigma=1.41, lam=1e-2, seed=0)`` with K
   recomputed (n = 36 000: 10 GB would not be stored);
 * ``sweep``: exact PCG in both precisions, with its defaults otherwise, over a grid of sigma
   (the median pairwise distance times 1/4, 1/2, 1) and lam (1e-1 .. 1e-4) on ``--n`` training
-  rows of each shared set (where the mixed solve keeps the answer, and at what cost).
+  rows of each shared set (where the mixed solve keeps the answer, and at what cost);
+* ``reach``: adds to each swept point the estimate precision="auto" decides by
+  (:func:`hkern.solvers.exact_pcg.float32_reach`) and prints the points by it.
 
 The two precisions alternate, ``--rounds`` times each, so that a load on the machine hits
 both; medians of seconds, peak memory (RSS above the start of the call) and test RMSE are
@@ -70,7 +73,7 @@ def side_by_side(name, fit, Xte, yte, rounds):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("exact", "sweep"))
+    parser.add_argument("part", choices=("exact", "sweep", "reach"))
     parser.add_argument("sets", nargs="*", default=["kin40k"])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--n", type=int, default=12000)
@@ -84,6 +87,9 @@ def main():
                                    precision=precision)
         record = side_by_side(args.part, fit, Xte, yte, args.rounds)
         json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
+        return
+    if args.part == "reach":
+        reach_table(args.sets)
         return
     for name in args.sets:
         Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
@@ -118,6 +124,30 @@ def main():
                 out.append(row)
         json.dump(dict(n=n, rows=out), open(os.path.join(OUT, f"sweep_{name}.json"), "w"),
                   indent=1)
+
+
+def reach_table(sets):
+    """The sweep's points with float32_reach, sorted by it."""
+    from hkern._model import prepare_fit
+    from hkern.solvers.exact_pcg import float32_reach
+    points = []
+    for name in sets:
+        path = os.path.join(OUT, f"sweep_{name}.json")
+        record = json.load(open(path))
+        Xtr, ytr, _, _, _ = standardize(*load_uci(name, split=0))
+        rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:record["n"]]
+        for row in record["rows"]:
+            inputs = prepare_fit(Xtr[rows], ytr[rows], kernel="gaussian", sigma=row["sigma"],
+                                 lam=row["lam"], task="regression")
+            row["reach"] = float32_reach(inputs, 2)
+            points.append((name, row))
+        json.dump(record, open(path, "w"), indent=1)
+    for name, row in sorted(points, key=lambda p: p[1]["reach"]):
+        d, m = row["double"], row["mixed"]
+        print(f"reach {row['reach']:9.3g}  {name:15s} sigma {row['sigma']:6.3g} lam "
+              f"{row['lam']:7g}  RMSE {100 * (m['rmse'] / d['rmse'] - 1):+7.3f}%  time "
+              f"{m['seconds'] / d['seconds']:5.2f}  iterations {d['iters']:4d} / {m['iters']:4d}"
+              f"  converged {d['converged']} / {m['converged']}")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,7 @@ from oracles import dense_kernel
 
 import hkern
 from hkern.oasis.api import nystrom_factor
-from hkern.solvers import ConvergenceWarning, NystromPreconditioner, block_pcg
-from hkern.solvers import exact_pcg
+from hkern.solvers import ConvergenceWarning, NystromPreconditioner, block_pcg, exact_pcg
 from hkern.solvers.operators import KernelSystem, single_times
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -176,3 +175,71 @@ def test_mixed_memory_estimates_follow_the_precision():
         double = exact_pcg.pcg_bytes(n, d, 1, r, stored, 2, kind)
         mixed = exact_pcg.pcg_bytes(n, d, 1, r, stored, 2, kind, "mixed")
         assert double - mixed == 4 * n * r + kernel - 4 * n * d
+
+
+def test_float32_reach_estimates_the_top_eigenvalue():
+    """float32_reach = eps32 lambda_max(K) / lam, lambda_max from a 2000-row subsample scaled
+    to n rows: within 10% of the dense top eigenvalue here."""
+    from hkern._model import prepare_fit
+    X, y = data(3000)
+    inputs = prepare_fit(X, y, kernel="gaussian", sigma=2.0, lam=1e-3, task="regression")
+    top = np.linalg.eigvalsh(gaussian_kernel(X, X, 2.0))[-1]
+    reach = exact_pcg.float32_reach(inputs, 2)
+    assert reach == pytest.approx(EPS32 * top / 1e-3, rel=0.1)
+
+
+def test_auto_precision_runs_mixed_within_float32_reach():
+    X, y = data(1500)
+    auto = hkern.fit_exact(X, y, solver="pcg", sigma=1.5, lam=1e-2, seed=0, r=200,
+                           precision="auto")
+    mixed = hkern.fit_exact(X, y, solver="pcg", sigma=1.5, lam=1e-2, seed=0, r=200,
+                            precision="mixed")
+    assert auto.solver_trace_.precision == "mixed"
+    assert np.array_equal(auto.dual_coef_, mixed.dual_coef_)
+
+
+@pytest.mark.parametrize("sigma,lam,tol", [(8.0, 1e-6, 1e-3), (1.5, 1e-2, 1e-9)])
+def test_auto_precision_runs_double_beyond_float32_reach(sigma, lam, tol):
+    """A wide kernel with a tiny lam (eps32 lambda_max / lam far above MIXED_MAX_REACH), or a
+    tol below MIXED_MIN_TOL: the double fit, bit for bit."""
+    X, y = data(1500)
+    kwargs = dict(solver="pcg", sigma=sigma, lam=lam, tol=tol, seed=0, r=200, max_iter=1000)
+    auto = hkern.fit_exact(X, y, precision="auto", **kwargs)
+    double = hkern.fit_exact(X, y, precision="double", **kwargs)
+    assert auto.solver_trace_.precision == "double"
+    assert np.array_equal(auto.dual_coef_, double.dual_coef_)
+
+
+def test_auto_precision_goes_on_in_double_where_mixed_falls_short(monkeypatch):
+    """Where the mixed solve stops short of tol before max_iter (here its refinement is
+    switched off, at a tol of 1e-8 that float32 alone cannot reach; and a float32 system made
+    indefinite by its rounding, with the reach test switched off), "auto" ends in double
+    precision at the float64 residual tol, with no warning and one record."""
+    import hkern.solvers.cg as cg
+    X, y = data(1500)
+    cases = [(1.5, 1e-4, 1e-8, "mixed, then double", {"_REFINEMENTS": 0}),
+             (1.5, 1e-6, 1e-6, "double", {})]
+    for sigma, lam, tol, ran, patch in cases:
+        monkeypatch.setattr(exact_pcg, "MIXED_MAX_REACH", np.inf)
+        monkeypatch.setattr(exact_pcg, "MIXED_MIN_TOL", 0.0)
+        for name, value in patch.items():
+            monkeypatch.setattr(cg, name, value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            model = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, seed=0, r=200,
+                                    tol=tol, precision="auto", max_iter=3000)
+        monkeypatch.undo()
+        trace = model.solver_trace_
+        assert trace.precision == ran
+        K = gaussian_kernel(X, X, sigma)
+        alpha = model.dual_coef_.ravel()
+        dense = np.linalg.norm(y - (K + lam * np.eye(len(y))) @ alpha) / np.linalg.norm(y)
+        assert trace.converged and dense <= tol
+        assert len(trace.residuals) == model.n_iter_ + 1 == len(trace.seconds)
+
+
+def test_explicit_mixed_on_an_indefinite_float32_system_says_so():
+    X, y = data(1500)
+    with pytest.raises(np.linalg.LinAlgError, match="precision='double'"):
+        hkern.fit_exact(X, y, solver="pcg", sigma=1.5, lam=1e-6, seed=0, r=300, tol=1e-9,
+                        precision="mixed", max_iter=2000)

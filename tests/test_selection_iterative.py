@@ -175,7 +175,7 @@ def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
     sigma, lam = np.array([0.4, 2.0, 8.0]), 1e-2
     with in_budget(None):
         view = _selection_problem(_problem_arguments(
-            X, y, r=150, preconditioner="block_rpcholesky", solver="pcg"))
+            X, y, r=150, preconditioner="block_rpcholesky", solver="pcg", precision="auto"))
         value, stderr, alpha = view.likelihood(sigma, lam, None, 1e-8, 30, 0)
     # The candidates see y / rms(y) on a grid (so that c * y makes the same choice).
     value, alpha = view.to_user_units(value, "likelihood"), alpha * view.y_scale

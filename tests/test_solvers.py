@@ -169,16 +169,19 @@ def test_pcg_multi_output_and_classification_in_one_block(rng):
 
 
 def test_pcg_recomputes_the_kernel_when_it_does_not_fit(rng):
-    # K (128 MiB) above the limit, one 64 MiB row block of it below.
+    # K (128 MiB in float64, 64 MiB in float32) above the limit, one 64 MiB row block of it
+    # below.
     n = 4096
     X, y = regression(rng, n=n, d=2)
-    stored = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100, tol=1e-9,
-                             seed=0)
-    limit = 8 * n * n - 2**20
-    recomputed = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100, tol=1e-9,
-                                 seed=0, max_memory=limit)
-    assert stored.solver_trace_.stored_kernel and not recomputed.solver_trace_.stored_kernel
-    assert rel_norm(recomputed.dual_coef_, stored.dual_coef_) <= 1e-6
+    for precision, itemsize in (("double", 8), ("mixed", 4)):
+        stored = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100, tol=1e-9,
+                                 seed=0, precision=precision)
+        limit = itemsize * n * n - 2**20
+        recomputed = hkern.fit_exact(X, y, sigma=0.7, lam=1e-2, solver="pcg", r=100,
+                                     tol=1e-9, seed=0, max_memory=limit, precision=precision)
+        assert stored.solver_trace_.stored_kernel
+        assert not recomputed.solver_trace_.stored_kernel
+        assert rel_norm(recomputed.dual_coef_, stored.dual_coef_) <= 1e-6
 
 
 @pytest.mark.parametrize("preconditioner", ["block_rpcholesky", "hck"])
@@ -461,7 +464,10 @@ def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     K = hkern.kernel_matrix(X, X, sigma=sigma) + lam * np.eye(2000)
     exact = np.linalg.solve(K, y)
     assert np.linalg.norm(model.dual_coef_[:, 0] - exact) <= 1e-5 * np.linalg.norm(exact)
-    given = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, r=400, seed=0)
+    # (A float32 factor, precision="mixed", also stops where its residual reaches float32's
+    # rounding: here after about 320 columns.)
+    given = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, r=400, seed=0,
+                            precision="double")
     assert given.solver_trace_.rank == 400
 
 

@@ -15,26 +15,34 @@ K + lam I, to the requested relative residual.
 ``precision="mixed"`` evaluates the kernel products and holds the Nystrom factor in single
 precision (half the memory; the float32 engine and sgemm, about twice the speed), while CG's
 vectors, its sums and the answer stay float64.  The residual is then recomputed against K + lam
-I in float64 at the end, and CG restarts once from that residual (a step of iterative
-refinement) when the single-precision products held it above ``tol``: the solution is that of
+I in float64 at the end, and CG restarts from that residual (steps of iterative refinement,
+up to four) when the single-precision products held it above ``tol``: the solution is that of
 the float64 system, to ``tol``, or the fit warns with the residual it attained.
+``precision="auto"`` runs the mixed solve where float32 reaches the system, by an estimate of eps32
+lambda_max(K) / lam made before any solve (:func:`float32_reach`) and for a ``tol`` that float32
+reaches without many refinements, and in double precision otherwise; where the mixed solve stops
+short of ``tol`` in float64 before ``max_iter``, it goes on in double precision from its solution
+(``max_iter`` bounds each of the two).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
 
 import numpy as np
 
 from .._memory import check_memory, resolve_max_memory
-from ..kernels._api import _matvec_bytes
+from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
+from .cg import ConvergenceWarning
 from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind
-from .trace import PRECISIONS, traced_pcg, validation_error
+from .trace import traced_pcg, validation_error
 
-__all__ = ["NYSTROM_PRECONDITIONERS", "PRECISIONS", "default_rank", "kernel_storage", "pcg_bytes",
-           "preconditioner_for", "solve_pcg"]
+__all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "default_rank",
+           "float32_reach", "kernel_storage", "pcg_bytes", "preconditioner_for", "solve_pcg"]
 
 
 # The preconditioner's rank when none is given.  On kin40k (36 000 points, lam 0.0027, tol
@@ -115,7 +123,13 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     iterate called after every iteration instead of the validation error (a selection's
     hold-out error, which may stop a losing candidate by raising).  ``adaptive``: ``rank``
     is the most columns of the Nystrom factor (ADAPTIVE_RESIDUAL), not their number.
-    ``precision``: "double" or "mixed" (module docstring)."""
+    ``precision``: "double", "mixed" or "auto" (module docstring)."""
+    if precision == "auto":
+        return _solve_auto(inputs, preconditioner=preconditioner, rank=rank, tol=tol,
+                           max_iter=max_iter, seed=seed, validation=validation, verbose=verbose,
+                           max_memory=max_memory, n_threads=n_threads, x0=x0, apply_m=apply_m,
+                           error=error, preconditioner_seconds=preconditioner_seconds,
+                           adaptive=adaptive)
     X, Y = inputs.X, inputs.Y
     mixed = precision == "mixed"
     stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads,
@@ -135,14 +149,115 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
         print(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} in "
               f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}"
               f"{' in single precision' if mixed else ''}", flush=True)
-    return traced_pcg(
-        apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, x0=x0,
-        error=error or validation_error(validation, inputs, X, n_threads),
-        coef=lambda alpha: alpha,
-        label="fit_exact pcg", verbose=verbose, started=t0,
-        fix="raise max_iter or the preconditioner's rank r", preconditioner=preconditioner.name,
-        rank=apply_m.rank, preconditioner_seconds=pre_seconds, stored_kernel=stored,
-        exact_a=exact_a, precision=precision)
+    try:
+        return traced_pcg(
+            apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, x0=x0,
+            error=error or validation_error(validation, inputs, X, n_threads),
+            coef=lambda alpha: alpha,
+            label="fit_exact pcg", verbose=verbose, started=t0,
+            fix="raise max_iter or the preconditioner's rank r",
+            preconditioner=preconditioner.name, rank=apply_m.rank,
+            preconditioner_seconds=pre_seconds, stored_kernel=stored, exact_a=exact_a,
+            precision=precision)
+    except np.linalg.LinAlgError as error_:
+        if not mixed:
+            raise
+        raise np.linalg.LinAlgError(
+            f"{error_} in single precision: K's float32 rounding (about 1e-7 of its entries) "
+            f"outweighs lam={inputs.lam:.3g} there; use precision='double' (or 'auto', which "
+            "falls back to it)") from None
+
+
+# precision="auto" runs mixed up to this float32_reach.  Measured on the five shared sets (6000
+# rows, sigma a quarter, half and all of the median distance, lam 1e-1 .. 1e-4, the defaults
+# otherwise; doc/solvers.md, "Mixed precision"): the 36 points with a reach up to 0.081 all met
+# tol in float64 within 0.021% of the double fit's test RMSE; the 6 from 0.13 to 0.23 did too,
+# with up to twice the iterations; from 0.43 on, the mixed solve failed on 11 of 18 points.
+MIXED_MAX_REACH = 0.1
+# ... and only for a tol at least this: below it the refinement that makes up for float32
+# costs iterations (n = 1500, lam 1e-3, tol 1e-8: 61 against 29 in double), and at tol 1e-11
+# the mixed solve stalled near 5e-5 where double met it.
+MIXED_MIN_TOL = 1e-5
+# Rows of the subsample whose kernel matrix estimates lambda_max(K).
+_REACH_ROWS = 2000
+
+
+def float32_reach(inputs, n_threads):
+    """eps32 lambda_max(K) / lam, estimated from a fixed subsample of m rows as
+    (n / m) lambda_max(K_m) (a smooth kernel's top eigenvalue grows with the rows): how far
+    float32's rounding of K reaches against the ridge, which sets the relative error of the
+    mixed operator and preconditioner in K's leading directions."""
+    n = inputs.X.shape[0]
+    m = min(n, _REACH_ROWS)
+    rows = np.sort(np.random.default_rng(0).permutation(n)[:m])
+    Xs = np.ascontiguousarray(inputs.X[rows])
+    Ks = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Xs, Xs, n_threads)
+    v = np.ones(m) / np.sqrt(m)              # K has positive entries: ones is near the top
+    top = 0.0
+    for _ in range(30):
+        w = Ks @ v
+        top = float(v @ w)
+        v = w / np.linalg.norm(w)
+    return float(np.finfo(np.float32).eps) * (n / m) * top / inputs.lam
+
+
+def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **arguments):
+    """solve_pcg with precision="auto": mixed, then double from its solution (up to max_iter
+    iterations each) when the mixed solve stopped short of tol before max_iter (its
+    refinement stalled, or float32 made the system indefinite; one record for both).  The double
+    solve builds its own float64 preconditioner: where float32 falls short, so may a float32
+    factor.  Beyond MIXED_MAX_REACH, or below MIXED_MIN_TOL, double precision from the
+    start."""
+    if arguments["tol"] < MIXED_MIN_TOL \
+            or float32_reach(inputs, arguments["n_threads"]) > MIXED_MAX_REACH:
+        return solve_pcg(inputs, max_iter=max_iter, apply_m=apply_m, precision="double",
+                         preconditioner_seconds=preconditioner_seconds, **arguments)
+    # The memory plan is checked before the factor is built, as solve_pcg checks it.
+    kernel_storage(inputs, inputs.Y.shape[1], arguments["rank"], arguments["preconditioner"],
+                   arguments["max_memory"], arguments["n_threads"], "mixed")
+    t0 = time.perf_counter()
+    if apply_m is None:
+        apply_m = preconditioner_for(inputs, arguments["preconditioner"], arguments["rank"],
+                                     seed=arguments["seed"], n_threads=arguments["n_threads"],
+                                     max_memory=arguments["max_memory"],
+                                     adaptive=arguments["adaptive"], precision="mixed")
+    preconditioner_seconds += time.perf_counter() - t0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            alpha, trace, n_iter = solve_pcg(
+                inputs, max_iter=max_iter, apply_m=apply_m, precision="mixed",
+                preconditioner_seconds=preconditioner_seconds, **arguments)
+        except np.linalg.LinAlgError:
+            # float32's rounding made K + lam I indefinite: all in double, from the start.
+            trace = None
+    del apply_m                 # the float32 factor is freed before the float64 one is built
+    if trace is None:
+        return solve_pcg(inputs, max_iter=max_iter, apply_m=None, precision="double",
+                         **arguments)
+    if trace.converged or n_iter >= max_iter:       # met tol, or spent the budget
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return alpha, trace, n_iter
+    for w in caught:
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    arguments["x0"] = alpha
+    alpha, then, more = solve_pcg(inputs, max_iter=max_iter, apply_m=None, precision="double",
+                                  **arguments)
+    return alpha, _joined(trace, then), n_iter + more
+
+
+def _joined(first, then):
+    """One SolverTrace for a mixed solve continued in double precision."""
+    def join(a, b, offset=0.0):
+        return None if a is None else np.concatenate([a, b[1:] + offset])
+    return dataclasses.replace(
+        then, residuals=np.concatenate([first.residuals, then.residuals[1:]]),
+        seconds=join(first.seconds, then.seconds, first.seconds[-1]),
+        validation_error=join(first.validation_error, then.validation_error),
+        preconditioner_seconds=first.preconditioner_seconds, stored_kernel=first.stored_kernel,
+        precision="mixed, then double")
 
 
 def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, precision="double"):
@@ -167,7 +282,7 @@ def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_mem
     kind and ``rank``: for the Nystrom kinds F F^T + lam I (``factor``: F, already computed for
     these inputs; ``adaptive``: at most ``rank`` columns, fewer once the residual is small
     against lam, ADAPTIVE_RESIDUAL; ``precision="mixed"``: F in float32)."""
-    extra = {"dtype": np.float32} if precision == "mixed" else {}
+    extra = {"dtype": np.float32} if precision in ("mixed", "auto") else {}
     return preconditioner.build(inputs, rank, seed=seed, n_threads=n_threads,
                                 max_memory=max_memory, factor=factor, adaptive=adaptive,
                                 **extra)

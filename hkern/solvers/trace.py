@@ -15,13 +15,14 @@ from .._validation import check_array, check_int, check_positive, check_targets,
 from ..kernels._api import _kernel_matvec_trusted
 from .cg import ConvergenceWarning, block_pcg
 
-__all__ = ["PRECISIONS", "SolverTrace", "check_early_validation", "check_stopping", "check_validation",
-           "error_from_sums", "traced_pcg", "validation_error", "validation_sums"]
+__all__ = ["PRECISIONS", "SolverTrace", "check_early_validation", "check_stopping",
+           "check_validation", "error_from_sums", "traced_pcg", "validation_error",
+           "validation_sums"]
 
 
 # The arithmetic of an iterative fit (``precision=``): float64 throughout, or the kernel's
 # products (and the preconditioner's factors) in float32 with float64 vectors and sums.
-PRECISIONS = ("double", "mixed")
+PRECISIONS = ("double", "mixed", "auto")
 
 
 @dataclass
@@ -54,8 +55,9 @@ class SolverTrace:
         ||b_j - A x_j|| / ||b_j|| of the returned solution, recomputed at the end (``residuals``
         are the recursion's, which can drift from it).
     precision : str
-        "double", or "mixed": the products were computed in single precision and
-        ``true_residual`` against the float64 system.
+        "double"; "mixed": the products were computed in single precision and
+        ``true_residual`` against the float64 system; "mixed, then double": the mixed solve
+        could not meet tol and double precision went on from it (``precision="auto"``).
     """
 
     residuals: np.ndarray
