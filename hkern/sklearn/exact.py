@@ -24,7 +24,7 @@ class _ExactParameters:
     def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
                  n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
                  tol=1e-3, max_iter=500, validation=None, criterion="auto", verbose=False,
-                 max_memory=None, precision="auto"):
+                 precision="auto", max_memory=None):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
@@ -38,8 +38,8 @@ class _ExactParameters:
         self.validation = validation
         self.criterion = criterion
         self.verbose = verbose
-        self.max_memory = max_memory
         self.precision = precision
+        self.max_memory = max_memory
 
     def _expected_failed_checks(self):
         if self.solver != "pcg":
