@@ -78,7 +78,7 @@ class HCKPreconditioner:
 
 
 def _build(inputs, rank, *, seed, n_threads, max_memory=None, factor=None, adaptive=False,
-           dtype=None):
+           dtype=np.float64):
     """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``factor``,
     ``adaptive`` and ``dtype`` do not apply: the HCK preconditioner is float64)."""
     return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,

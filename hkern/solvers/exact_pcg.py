@@ -104,8 +104,7 @@ def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision="doubl
     mixed precision, which also holds a float32 copy of X) or the fused product's tiles."""
     itemsize = 4 if precision == "mixed" else 8
     kernel = itemsize * n * n if stored else _matvec_bytes(n, n, d, k, n_threads)
-    extra = {"itemsize": 4} if precision == "mixed" else {}
-    return (preconditioner.peak_bytes(n, d, k, rank, n_threads, **extra) + 40 * n * k + kernel
+    return (preconditioner.peak_bytes(n, d, k, rank, n_threads, itemsize) + 40 * n * k + kernel
             + (4 * n * d if precision == "mixed" else 0))
 
 
@@ -282,7 +281,7 @@ def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_mem
     kind and ``rank``: for the Nystrom kinds F F^T + lam I (``factor``: F, already computed for
     these inputs; ``adaptive``: at most ``rank`` columns, fewer once the residual is small
     against lam, ADAPTIVE_RESIDUAL; ``precision="mixed"``: F in float32)."""
-    extra = {"dtype": np.float32} if precision in ("mixed", "auto") else {}
+    dtype = np.float32 if precision in ("mixed", "auto") else np.float64
     return preconditioner.build(inputs, rank, seed=seed, n_threads=n_threads,
                                 max_memory=max_memory, factor=factor, adaptive=adaptive,
-                                **extra)
+                                dtype=dtype)
