@@ -70,7 +70,7 @@ def pick_nu(X, y, M, sigma, grid):
     tr, va = validation_split(len(y), seed=123, sort=False)
     best, _, scores = tune(
         lambda X_, y_, nu: hkern.fit_slkl(X_, y_, r=min(M, len(tr)), nu=paper_nu(nu, y_),
-                                          sigma=sigma, seed=0, n_jobs=1),
+                                          sigma=sigma, lam=1.0, seed=0, n_jobs=1),
         X, y, tr, va, [dict(nu=nu) for nu in grid], score=mse)
     return best["nu"], {params[0][1]: v for params, v in scores.items()}
 
@@ -88,10 +88,10 @@ def table_two(name, X, y, Xt, targets, sigma, Ms, grid, paper):
         m0s[M], iters[M], secs[M] = [], [], []
         for run in range(RUNS):
             t, s = best_time(lambda: hkern.fit_slkl(X, y, r=M, nu=paper_nu(nu, y), sigma=sigma,
-                                                    seed=run, n_jobs=1))
+                                                    lam=1.0, seed=run, n_jobs=1))
             secs[M].append(t)
-            u = hkern.fit_slkl_unif(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
-            k = hkern.fit_slkl_krrm(X, y, r=M, sigma=sigma, seed=run, n_jobs=1)
+            u = hkern.fit_slkl_unif(X, y, r=M, sigma=sigma, lam=1.0, seed=run, n_jobs=1)
+            k = hkern.fit_slkl_krrm(X, y, r=M, sigma=sigma, lam=1.0, seed=run, n_jobs=1)
             preds = {"SLKL": s.predict(Xt), "Unif": u.predict(Xt), "KRRM": k.predict(Xt)}
             for t, yt in targets.items():
                 for key, p in preds.items():

@@ -30,15 +30,18 @@ J = {n_jobs}
 """
 
 CALLS = {
-    "fit_exact_pcg": "hkern.fit_exact(X, y, solver='pcg', sigma=1.41, seed=0, n_jobs=J)",
-    "fit_hierarchical": "hkern.fit_hierarchical(X, y, r=2048, sigma=1.41, seed=0, n_jobs=J)",
-    "fit_nystrom_pcg": "hkern.fit_nystrom(X, y, 8192, solver='pcg', sigma=1.41, seed=0, "
-                       "n_jobs=J)",
+    "fit_exact_pcg": "hkern.fit_exact(X, y, solver='pcg', sigma=1.41, lam=1e-2, seed=0, "
+                     "n_jobs=J)",
+    "fit_hierarchical": "hkern.fit_hierarchical(X, y, r=2048, sigma=1.41, lam=1e-2, seed=0, "
+                        "n_jobs=J)",
+    "fit_nystrom_pcg": "hkern.fit_nystrom(X, y, 8192, solver='pcg', sigma=1.41, lam=1e-2, "
+                       "seed=0, n_jobs=J)",
     "kernel_matrix": "hkern.kernel_matrix(X[:30000], sigma=1.41, n_jobs=J)",
 }
 
 # The second fit, in the interrupted child and in a fresh one.
-SECOND = ("hkern.fit_hierarchical(X[:4000], y[:4000], r=256, sigma=1.41, seed=0, n_jobs=J)"
+SECOND = ("hkern.fit_hierarchical(X[:4000], y[:4000], r=256, sigma=1.41, lam=1e-2, seed=0, "
+          "n_jobs=J)"
           ".predict(Xte[:500])")
 
 

@@ -24,21 +24,24 @@ from hkern.datasets import load_uci, make_regression, standardize
 def fits(r):
     """name -> fit(X, y) of the snapshot, r the size parameter."""
     sel = dict(sigma="auto", lam="auto", seed=0)
+    # The fixed values the fits defaulted to before they selected by default, so that records
+    # saved before and after that change compare.
+    fixed, slkl = dict(sigma=1.0, lam=1e-2), dict(sigma=1.0, lam=1.0)
     return {
-        "exact_chol": lambda X, y: hkern.fit_exact(X, y, solver="direct"),
-        "exact_pcg": lambda X, y: hkern.fit_exact(X, y, solver="pcg", seed=0),
+        "exact_chol": lambda X, y: hkern.fit_exact(X, y, solver="direct", **fixed),
+        "exact_pcg": lambda X, y: hkern.fit_exact(X, y, solver="pcg", seed=0, **fixed),
         "exact_sel": lambda X, y: hkern.fit_exact(X, y, **sel),
         "exact_pcg_ard": lambda X, y: hkern.fit_exact(X, y, solver="pcg",
                                                       **dict(sel, sigma="ard")),
-        "nys": lambda X, y: hkern.fit_nystrom(X, y, r, seed=0),
-        "falkon": lambda X, y: hkern.fit_nystrom(X, y, r, solver="pcg", seed=0),
+        "nys": lambda X, y: hkern.fit_nystrom(X, y, r, seed=0, **fixed),
+        "falkon": lambda X, y: hkern.fit_nystrom(X, y, r, solver="pcg", seed=0, **fixed),
         "falkon_sel": lambda X, y: hkern.fit_nystrom(X, y, r, solver="pcg", **sel),
-        "rff": lambda X, y: hkern.fit_rff(X, y, 2 * r, seed=0),
-        "hck": lambda X, y: hkern.fit_hierarchical(X, y, r=r, seed=0),
+        "rff": lambda X, y: hkern.fit_rff(X, y, 2 * r, seed=0, **fixed),
+        "hck": lambda X, y: hkern.fit_hierarchical(X, y, r=r, seed=0, **fixed),
         "hck_ard": lambda X, y: hkern.fit_hierarchical(X, y, r=r, **dict(sel, sigma="ard")),
-        "indep": lambda X, y: hkern.fit_independent(X, y, r=r, seed=0),
-        "meka": lambda X, y: hkern.fit_meka(X, y, r, n_clusters=4, seed=0),
-        "slkl": lambda X, y: hkern.fit_slkl(X, y, r, seed=0),
+        "indep": lambda X, y: hkern.fit_independent(X, y, r=r, seed=0, **fixed),
+        "meka": lambda X, y: hkern.fit_meka(X, y, r, n_clusters=4, seed=0, **fixed),
+        "slkl": lambda X, y: hkern.fit_slkl(X, y, r, seed=0, **slkl),
     }
 
 

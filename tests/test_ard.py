@@ -32,17 +32,19 @@ def data(n=240, n_test=40, seed=0):
 
 
 # Every kernel ridge fit: (function, extra keyword arguments).
+# lam given (SLKL's at its paper's 1): the tests compare fits at given values; the selection
+# of lam has its own tests (test_selection*.py).
 FITS = {
-    "exact": (hkern.fit_exact, {}),
-    "nystrom": (hkern.fit_nystrom, dict(r=60, seed=1)),
-    "nystrom_oasis": (hkern.fit_nystrom, dict(r=60, seed=1, landmarks="oasis")),
-    "rff": (hkern.fit_rff, dict(r=80, seed=1)),
-    "hierarchical": (hkern.fit_hierarchical, dict(r=20, seed=1)),
-    "independent": (hkern.fit_independent, dict(r=20, seed=1)),
-    "meka": (hkern.fit_meka, dict(r=10, n_clusters=3, seed=1)),
-    "slkl": (hkern.fit_slkl, dict(r=60, nu=1e-3, seed=1)),
-    "slkl_unif": (fit_slkl_unif, dict(r=60, seed=1)),
-    "slkl_krrm": (fit_slkl_krrm, dict(r=60, seed=1)),
+    "exact": (hkern.fit_exact, dict(lam=1e-2, seed=1)),
+    "nystrom": (hkern.fit_nystrom, dict(r=60, lam=1e-2, seed=1)),
+    "nystrom_oasis": (hkern.fit_nystrom, dict(r=60, lam=1e-2, seed=1, landmarks="oasis")),
+    "rff": (hkern.fit_rff, dict(r=80, lam=1e-2, seed=1)),
+    "hierarchical": (hkern.fit_hierarchical, dict(r=20, lam=1e-2, seed=1)),
+    "independent": (hkern.fit_independent, dict(r=20, lam=1e-2, seed=1)),
+    "meka": (hkern.fit_meka, dict(r=10, n_clusters=3, lam=1e-2, seed=1)),
+    "slkl": (hkern.fit_slkl, dict(r=60, nu=1e-3, lam=1.0, seed=1)),
+    "slkl_unif": (fit_slkl_unif, dict(r=60, lam=1.0, seed=1)),
+    "slkl_krrm": (fit_slkl_krrm, dict(r=60, lam=1.0, seed=1)),
 }
 
 
@@ -53,8 +55,9 @@ def test_fit_equals_scalar_fit_on_scaled_inputs(name, task):
     X, y, X_test = data()
     if task == "classification":
         y = np.where(y > 0.2, "a", "b")
-    ard = fit(X, y, sigma=L, lam=1e-2, task=task, **kw)
-    iso = fit(X / L, y, sigma=1.0, lam=1e-2, task=task, **kw)
+    kw = dict(kw, lam=1e-2)
+    ard = fit(X, y, sigma=L, task=task, **kw)
+    iso = fit(X / L, y, sigma=1.0, task=task, **kw)
     assert_array_equal(ard.decision_function(X_test), iso.decision_function(X_test / L))
     assert_array_equal(ard.predict(X_test), iso.predict(X_test / L))
     assert_array_equal(ard.sigma, L)
@@ -166,6 +169,8 @@ def test_sklearn_estimators_accept_lengthscales(name):
     X, y, X_test = data()
     cls = getattr(hs, name)
     kw = {} if name == "ExactRegressor" else dict(random_state=0)
+    if not name.endswith("Transformer"):
+        kw.update(lam=1.0 if "Slkl" in name else 1e-2)
     if "Meka" in name:
         kw.update(r=10, n_clusters=3)
     elif name != "ExactRegressor":

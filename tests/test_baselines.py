@@ -72,7 +72,7 @@ class TestNystrom:
 
     def test_landmarks_uniform_without_replacement(self, problem):
         X, y, _ = problem
-        model = hkern.fit_nystrom(X, y, r=100, seed=0)
+        model = hkern.fit_nystrom(X, y, r=100, seed=0, sigma=1.0, lam=1e-2)
         idx = model.landmark_indices_
         assert len(np.unique(idx)) == 100 and idx.min() >= 0 and idx.max() < len(X)
 
@@ -105,7 +105,7 @@ class TestRFF:
     @pytest.mark.parametrize("kernel", ["gaussian", "laplace", "matern32"])
     def test_features_approximate_the_kernel(self, rng, kernel):
         X = rng.normal(size=(40, 3))
-        model = hkern.fit_rff(X, np.zeros(40), r=20000, kernel=kernel, sigma=1.5, seed=0)
+        model = hkern.fit_rff(X, np.zeros(40), r=20000, kernel=kernel, sigma=1.5, seed=0, lam=1e-2)
         Z = rff_features(X, model.frequencies_, model.offsets_)
         K = dense_kernel(X, kernel=kernel, sigma=1.5)
         # Each entry is a mean of 20000 bounded terms: standard error <= 1/sqrt(20000) = 0.007.
@@ -156,8 +156,9 @@ class TestReproducibility:
 
     def test_generator_seed(self, problem):
         X, y, X_test = problem
-        a = hkern.fit_nystrom(X, y, r=30, seed=np.random.default_rng(5)).predict(X_test)
-        b = hkern.fit_nystrom(X, y, r=30, seed=5).predict(X_test)
+        a = hkern.fit_nystrom(X, y, r=30, seed=np.random.default_rng(5), sigma=1.0,
+                              lam=1e-2).predict(X_test)
+        b = hkern.fit_nystrom(X, y, r=30, seed=5, sigma=1.0, lam=1e-2).predict(X_test)
         np.testing.assert_array_equal(a, b)
 
     @pytest.mark.parametrize("fit", ["exact", "nystrom", "rff"])
@@ -175,7 +176,7 @@ class TestReproducibility:
 
 def test_nbytes_counts_model_arrays(problem):
     X, y, _ = problem
-    model = hkern.fit_nystrom(X, y, r=30, seed=0)
+    model = hkern.fit_nystrom(X, y, r=30, seed=0, sigma=1.0, lam=1e-2)
     expected = model.landmarks_.nbytes + model.coef_.nbytes + model.landmark_indices_.nbytes
     assert model.nbytes == expected
 

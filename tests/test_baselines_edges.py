@@ -20,7 +20,7 @@ def problem(rng):
 
 
 FITS = {
-    "exact": lambda X, y, **kw: hkern.fit_exact(X, y, **kw),
+    "exact": lambda X, y, **kw: hkern.fit_exact(X, y, seed=0, **kw),
     "nystrom": lambda X, y, **kw: hkern.fit_nystrom(X, y, r=20, seed=0, **kw),
     "rff": lambda X, y, **kw: hkern.fit_rff(X, y, r=40, seed=0, **kw),
     "rff_dual": lambda X, y, **kw: hkern.fit_rff(X, y, r=100, seed=0, **kw),
@@ -44,8 +44,10 @@ class TestReadOnlyAndPandas:
         np.save(tmp_path / "X.npy", X)
         Xm = np.load(tmp_path / "X.npy", mmap_mode="r")
         assert not Xm.flags.writeable
-        np.testing.assert_array_equal(hkern.fit_rff(Xm, y, r=40, seed=0).predict(Xm),
-                                      hkern.fit_rff(X, y, r=40, seed=0).predict(X))
+        np.testing.assert_array_equal(hkern.fit_rff(Xm, y, r=40, seed=0, sigma=1.0,
+                                                    lam=1e-2).predict(Xm),
+                                      hkern.fit_rff(X, y, r=40, seed=0, sigma=1.0,
+                                                    lam=1e-2).predict(X))
 
     def test_kernel_functions(self, problem):
         X, _ = problem
@@ -58,7 +60,8 @@ class TestReadOnlyAndPandas:
     def test_classification_labels_from_pandas(self, problem):
         X, y = problem
         labels = pd.Series(np.where(y > 0, "up", "down"), dtype="string")
-        model = hkern.fit_nystrom(X, labels, r=20, seed=0, task="classification")
+        model = hkern.fit_nystrom(X, labels, r=20, seed=0, task="classification", sigma=1.0,
+                                  lam=1e-2)
         assert list(model.classes_) == ["down", "up"]
 
 
@@ -115,23 +118,24 @@ class TestExtremeMagnitudes:
 
     def test_rff_at_huge_sigma_is_constant_and_finite(self, problem):
         X, y = problem
-        pred = hkern.fit_rff(X, y, r=40, sigma=1e300, seed=0).predict(np.vstack([X, X + 5]))
+        pred = hkern.fit_rff(X, y, r=40, sigma=1e300, seed=0, lam=1e-2).predict(np.vstack([X,
+                                                                                           X + 5]))
         assert np.isfinite(pred).all()
         np.testing.assert_allclose(pred, pred[0], rtol=1e-12)
 
     def test_rff_refuses_phases_that_overflow(self, problem):
         X, y = problem
         with pytest.raises(ValueError, match="sigma is too small next to X for random Fourier"):
-            hkern.fit_rff(X, y, r=40, sigma=1e-300, seed=0)
+            hkern.fit_rff(X, y, r=40, sigma=1e-300, seed=0, lam=1e-2)
 
     @pytest.mark.parametrize("call", [
         lambda X, s: hkern.kernel_matrix(X, sigma=s),
         lambda X, s: hkern.kernel_matvec(X, X, np.ones(len(X)), sigma=s),
-        lambda X, s: hkern.fit_exact(X, X[:, 0], sigma=s),
-        lambda X, s: hkern.fit_nystrom(X, X[:, 0], r=5, sigma=s),
+        lambda X, s: hkern.fit_exact(X, X[:, 0], sigma=s, lam=1e-2),
+        lambda X, s: hkern.fit_nystrom(X, X[:, 0], r=5, sigma=s, lam=1e-2),
         lambda X, s: hkern.oasis(X, 3, sigma=s),
         lambda X, s: hkern.meka(X, 2, n_clusters=2, sigma=s),
-        lambda X, s: hkern.fit_hierarchical(X, X[:, 0], r=4, sigma=s),
+        lambda X, s: hkern.fit_hierarchical(X, X[:, 0], r=4, sigma=s, lam=1e-2),
     ], ids=["kernel_matrix", "kernel_matvec", "exact", "nystrom", "oasis", "meka", "hck"])
     def test_data_and_sigma_both_below_1e152_refused(self, call, problem):
         # Squared norms of data below 1e-154 underflow: at 2^-530 (3e-160) the kernel matrix
@@ -148,7 +152,7 @@ class TestExtremeMagnitudes:
         args = {"X": X * 1e200, "y": y} if name == "X" else {"X": X, "y": y * 1e200}
         with pytest.raises(ValueError, match=f"{name} has values up to .* hkern accepts "
                                              r"\|values\| <= 1e\+150"):
-            hkern.fit_exact(args["X"], args["y"])
+            hkern.fit_exact(args["X"], args["y"], sigma=1.0, lam=1e-2)
 
 
 class TestSmallDefects:
@@ -168,21 +172,21 @@ class TestSmallDefects:
         X, _ = problem
         y = np.array(labels * 20, dtype=object)
         with pytest.raises(ValueError, match=match):
-            hkern.fit_nystrom(X, y, r=10, task="classification")
+            hkern.fit_nystrom(X, y, r=10, task="classification", sigma=1.0, lam=1e-2)
 
     def test_pandas_missing_label(self, problem):
         X, _ = problem
         y = pd.Series(["a", pd.NA, "b"] * 20, dtype=object)
         with pytest.raises(ValueError, match="y contains a missing label"):
-            hkern.fit_exact(X, y, task="classification")
+            hkern.fit_exact(X, y, task="classification", sigma=1.0, lam=1e-2)
 
     @pytest.mark.parametrize("rcond", [1, 1.5])
     def test_rcond_that_drops_every_eigenvalue_refused(self, rcond, problem):
         X, y = problem
         with pytest.raises(ValueError, match="rcond must be < 1"):
-            hkern.fit_nystrom(X, y, r=10, rcond=rcond)
+            hkern.fit_nystrom(X, y, r=10, rcond=rcond, sigma=1.0, lam=1e-2)
 
     def test_rcond_just_below_one_keeps_the_top_eigenvalue(self, problem):
         X, y = problem
-        model = hkern.fit_nystrom(X, y, r=10, rcond=0.999999, seed=0)
+        model = hkern.fit_nystrom(X, y, r=10, rcond=0.999999, seed=0, sigma=1.0, lam=1e-2)
         assert model.rank_ == 1 and np.abs(model.coef_).max() > 0

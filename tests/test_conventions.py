@@ -82,13 +82,15 @@ def test_shared_keywords_come_first_in_one_order_and_max_memory_last(function):
 
 @pytest.mark.parametrize("function", [hkern.fit_exact, hkern.fit_nystrom, hkern.fit_rff,
                                       hkern.fit_hierarchical, hkern.fit_independent,
-                                      hkern.fit_meka],
+                                      hkern.fit_meka, hkern.fit_slkl, hkern.fit_slkl_unif,
+                                      hkern.fit_slkl_krrm],
                          ids=lambda f: f.__name__)
 def test_same_defaults_where_the_meaning_is_the_same(function):
+    # Every fit selects its lengthscales and ridge unless given numbers (doc/conventions.md).
     params = parameters(function)
     assert params["kernel"].default == "gaussian"
-    assert params["sigma"].default == 1.0
-    assert params["lam"].default == 1e-2
+    assert params["sigma"].default == "ard"
+    assert params["lam"].default == "auto"
     assert params["task"].default == "regression"
     if "seed" in params:                   # fit_exact draws nothing
         assert params["seed"].default is None

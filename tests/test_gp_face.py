@@ -285,18 +285,20 @@ model = {fit}
 
 
 @pytest.mark.parametrize("fit,n,m,call", [
-    ("hkern.fit_hierarchical(X, y, r=64, seed=0, n_jobs=2)", 20_000, 5_000,
+    ("hkern.fit_hierarchical(X, y, r=64, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)", 20_000, 5_000,
      "model.predict(Xq, return_std=True)"),
-    ("hkern.fit_hierarchical(X, y, r=256, seed=0, n_jobs=2)", 20_000, 1_000,
+    ("hkern.fit_hierarchical(X, y, r=256, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)", 20_000, 1_000,
      "model.predict(Xq, return_std=True)"),
-    ("hkern.fit_hierarchical(X, y, r=3000, seed=0, n_jobs=2)", 5_000, 2_000,   # depth 0
+    ("hkern.fit_hierarchical(X, y, r=3000, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)",  # depth 0
+     5_000, 2_000, "model.predict(Xq, return_std=True)"),
+    ("hkern.fit_independent(X, y, r=1500, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)", 20_000, 5_000,
      "model.predict(Xq, return_std=True)"),
-    ("hkern.fit_independent(X, y, r=1500, seed=0, n_jobs=2)", 20_000, 5_000,
-     "model.predict(Xq, return_std=True)"),
-    ("hkern.fit_independent(X, y, r=1500, seed=0, n_jobs=2)", 20_000, 0,
+    ("hkern.fit_independent(X, y, r=1500, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)", 20_000, 0,
      "model.log_marginal_likelihood(y)"),
-    ("hkern.fit_exact(X, y, n_jobs=2)", 5_000, 20_000, "model.predict(Xq, return_std=True)"),
-    ("hkern.fit_exact(X, y, n_jobs=2)", 4_000, 0, "model.log_marginal_likelihood(y)"),
+    ("hkern.fit_exact(X, y, n_jobs=2, sigma=1.0, lam=1e-2)", 5_000, 20_000,
+     "model.predict(Xq, return_std=True)"),
+    ("hkern.fit_exact(X, y, n_jobs=2, sigma=1.0, lam=1e-2)", 4_000, 0,
+     "model.log_marginal_likelihood(y)"),
 ])
 def test_estimates_match_peak_rss(fit, n, m, call):
     assert_estimate_close(SETUP.format(n=n, m=m, fit=fit), call)

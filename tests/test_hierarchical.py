@@ -660,7 +660,7 @@ def test_duplicate_rows_jitter_by_training_index():
 
 def test_default_jitter_and_depth():
     X, y, _ = data(200, 28)
-    m = hkern.fit_hierarchical(X, y, r=16, lam=0.5, seed=0)
+    m = hkern.fit_hierarchical(X, y, r=16, lam=0.5, seed=0, sigma=1.0)
     assert m.jitter == min(1e-3 * 0.5, 1e-8)
     assert m.depth_ == math.floor(math.log2(200 / 16)) == 3
 
@@ -701,9 +701,9 @@ def test_r_not_below_n_is_reduced_to_one_leaf(small, fit, r):
     if r > n - 1:
         with pytest.warns(UserWarning, match=rf"r={r} is larger than n - 1 = {n - 1} for "
                                              rf"n={n} training samples"):
-            model = fit(X, y, r=r, lam=lam)
+            model = fit(X, y, r=r, sigma=1.0, lam=lam)
     else:
-        model = fit(X, y, r=r, lam=lam)
+        model = fit(X, y, r=r, sigma=1.0, lam=lam)
     assert model.depth_ == 0 and getattr(model, "r", n - 1) == n - 1
     jitter = getattr(model, "jitter", 0.0)          # HCK's base kernel; none in K_ind
     K = hkern.kernel_matrix(X, sigma=1.0) + jitter * np.eye(n)
@@ -743,7 +743,7 @@ def test_bad_data(small, fit):
 
 def test_bad_operator_input(small):
     X, y = small
-    m = hkern.fit_hierarchical(X, y, r=8, seed=0)
+    m = hkern.fit_hierarchical(X, y, r=8, seed=0, sigma=1.0, lam=1e-2)
     n = len(X)
     for bad in (np.ones(n - 1), np.ones((n + 1, 2)), np.ones((n, 2, 2))):
         with pytest.raises(ValueError, match=rf"B must have shape \({n},\)"):

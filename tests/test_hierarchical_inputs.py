@@ -25,7 +25,7 @@ def fitted():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
-    model = hkern.fit_hierarchical(X, y, r=16, sigma=0.8, seed=1, n_jobs=1)
+    model = hkern.fit_hierarchical(X, y, r=16, sigma=0.8, seed=1, n_jobs=1, lam=1e-2)
     return X, y, model
 
 
@@ -191,7 +191,7 @@ def test_kernel_pca_runs_arpack_with_one_blas_thread(fitted, monkeypatch, n_jobs
     # OpenMP threads.
     import scipy.sparse.linalg
     X, y, _ = fitted
-    m = hkern.fit_hierarchical(X, y, r=16, sigma=0.8, seed=1, n_jobs=n_jobs)
+    m = hkern.fit_hierarchical(X, y, r=16, sigma=0.8, seed=1, n_jobs=n_jobs, lam=1e-2)
     seen = []
     real_eigsh = scipy.sparse.linalg.eigsh
 
@@ -210,8 +210,8 @@ def test_public_calls_run_inside_their_thread_budget(fitted, monkeypatch):
     # shared model base.
     X, y, _ = fitted
     calls = record_thread_budgets(monkeypatch)
-    m = hkern.fit_hierarchical(X, y, r=16, seed=0, n_jobs=2)
-    ind = hkern.fit_independent(X, y, r=16, seed=0, n_jobs=2)
+    m = hkern.fit_hierarchical(X, y, r=16, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)
+    ind = hkern.fit_independent(X, y, r=16, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)
     assert calls == [2, 2]
     for call in (lambda: m.predict(X), lambda: m.decision_function(X), lambda: m.solve(y),
                  lambda: m.matvec(y), lambda: m.log_marginal_likelihood(y),
@@ -228,11 +228,11 @@ def test_n_jobs_none_honours_omp_num_threads():
         import time, numpy as np, hkern
         rng = np.random.default_rng(0)
         X = rng.normal(size=(60000, 3)); y = np.sin(X[:, 0])
-        hkern.fit_hierarchical(X[:2000], y[:2000], r=32, seed=0)     # warm up
+        hkern.fit_hierarchical(X[:2000], y[:2000], r=32, seed=0, sigma=1.0, lam=1e-2)     # warm up
         w, c = time.perf_counter(), time.process_time()
-        m = hkern.fit_hierarchical(X, y, r=128, seed=0)
+        m = hkern.fit_hierarchical(X, y, r=128, seed=0, sigma=1.0, lam=1e-2)
         m.predict(X); m.solve(y)
-        hkern.fit_independent(X, y, r=256, seed=0).predict(X)
+        hkern.fit_independent(X, y, r=256, seed=0, sigma=1.0, lam=1e-2).predict(X)
         print((time.process_time() - c) / (time.perf_counter() - w))
     """)
     out = run_python(code, env={"OMP_NUM_THREADS": "1"}, drop_env=("OPENBLAS_NUM_THREADS",),

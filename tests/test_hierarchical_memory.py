@@ -22,7 +22,8 @@ from hkern.hierarchical import plan as hplan
 def test_tree_sizes_are_the_operators(n, r, leaf_size):
     # _tree_sizes counts, level by level, exactly the entries HCKOperator allocates.
     X = np.random.default_rng(n).normal(size=(n, 2))
-    m = hkern.fit_hierarchical(X, np.ones(n), r=r, leaf_size=leaf_size, seed=0, n_jobs=1)
+    m = hkern.fit_hierarchical(X, np.ones(n), r=r, leaf_size=leaf_size, seed=0, n_jobs=1,
+                               sigma=1.0, lam=1e-2)
     f = m._op.factors()
     s = hplan.tree_sizes(n, r, m.depth_)
     assert s["sq"] == f["sq_off"][-1] and s["w"] == f["w_off"][-1]
@@ -47,7 +48,7 @@ y = rng.normal(size=({n}, {k}))
 def test_fit_hierarchical_estimate_matches_peak_rss(n, d, k, r, leaf):
     assert_estimate_close(SETUP.format(n=n, d=d, k=k),
                           f"hkern.fit_hierarchical(X, y, r={r}, leaf_size={leaf}, seed=0, "
-                          "n_jobs=2)")
+                          "n_jobs=2, sigma=1.0, lam=1e-2)")
 
 
 @pytest.mark.parametrize("n,d,k,r", [
@@ -57,11 +58,12 @@ def test_fit_hierarchical_estimate_matches_peak_rss(n, d, k, r, leaf):
 ])
 def test_fit_independent_estimate_matches_peak_rss(n, d, k, r):
     assert_estimate_close(SETUP.format(n=n, d=d, k=k),
-                          f"hkern.fit_independent(X, y, r={r}, seed=0, n_jobs=2)")
+                          f"hkern.fit_independent(X, y, r={r}, seed=0, n_jobs=2,"
+                           "sigma=1.0, lam=1e-2)")
 
 
 MODEL = SETUP + """
-model = hkern.fit_hierarchical(X, y[:, 0], r=64, seed=0, n_jobs=2)
+model = hkern.fit_hierarchical(X, y[:, 0], r=64, seed=0, n_jobs=2, sigma=1.0, lam=1e-2)
 B = rng.normal(size=({n}, 300))
 """
 
@@ -89,7 +91,7 @@ def test_issue_reproducer_n_2e6_r_4096_is_refused_at_once():
     start = time.perf_counter()
     with pytest.raises(MemoryLimitError, match=r"fit_hierarchical with n=2000000, r=4096.*"
                        r"choose a smaller r.*max_memory"):
-        hkern.fit_hierarchical(X, y, r=4096)
+        hkern.fit_hierarchical(X, y, r=4096, sigma=1.0, lam=1e-2)
     assert time.perf_counter() - start < 0.5
 
 
@@ -116,7 +118,7 @@ def test_fits_refuse_above_max_memory_before_allocating(fit, kw, need):
 def test_operator_refuses_many_right_hand_sides():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 3))
-    m = hkern.fit_hierarchical(X, X[:, 0], r=16, seed=0)
+    m = hkern.fit_hierarchical(X, X[:, 0], r=16, seed=0, sigma=1.0, lam=1e-2)
     B = np.broadcast_to(np.ones((2000, 1)), (2000, 100_000))   # needs ~5 GiB
     for method in (m.solve, m.matvec, m.log_marginal_likelihood):
         name = "y" if method == m.log_marginal_likelihood else "B"
@@ -132,7 +134,7 @@ def test_bad_max_memory(bad):
     for fit in (hkern.fit_hierarchical, hkern.fit_independent):
         with pytest.raises(ValueError, match="max_memory must be None"):
             fit(X, X[:, 0], r=4, max_memory=bad)
-    m = hkern.fit_hierarchical(X, X[:, 0], r=4)
+    m = hkern.fit_hierarchical(X, X[:, 0], r=4, sigma=1.0, lam=1e-2)
     with pytest.raises(ValueError, match="max_memory must be None"):
         m.solve(X[:, 0], max_memory=bad)
 

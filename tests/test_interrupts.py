@@ -54,18 +54,23 @@ CASES = {
     # The HCK factorisation (one compiled call) on 20 000 kin40k points.
     "fit_hierarchical": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
-        "long = lambda: hkern.fit_hierarchical(X[:20000], y[:20000], r=1024, seed=0, n_jobs=2)",
-        "hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0, n_jobs=2).predict(Xte[:200])"),
+        "long = lambda: hkern.fit_hierarchical(X[:20000], y[:20000], r=1024, seed=0, n_jobs=2,"
+        "sigma=1.0, lam=1e-2)",
+        "hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0, n_jobs=2,"
+        "sigma=1.0, lam=1e-2).predict(Xte[:200])"),
     # The tiled Cholesky of a 12 000 x 12 000 kernel matrix (5.8e11 flops).
     "fit_exact_cholesky": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
-        "long = lambda: hkern.fit_exact(X[:12000], y[:12000], solver='direct', n_jobs=2)",
-        "hkern.fit_exact(X[:1500], y[:1500], solver='direct', n_jobs=2).predict(Xte[:200])"),
+        "long = lambda: hkern.fit_exact(X[:12000], y[:12000], solver='direct', n_jobs=2,"
+        "sigma=1.0, lam=1e-2)",
+        "hkern.fit_exact(X[:1500], y[:1500], solver='direct', n_jobs=2,"
+        "sigma=1.0, lam=1e-2).predict(Xte[:200])"),
     # PCG with its preconditioner on 20 000 points.
     "fit_exact_pcg": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
-        "long = lambda: hkern.fit_exact(X[:20000], y[:20000], solver='pcg', seed=0, n_jobs=2)",
-        "hkern.fit_exact(X[:2000], y[:2000], solver='pcg', seed=0, n_jobs=2)"
+        "long = lambda: hkern.fit_exact(X[:20000], y[:20000], solver='pcg', seed=0, n_jobs=2,"
+        "sigma=1.0, lam=1e-2)",
+        "hkern.fit_exact(X[:2000], y[:2000], solver='pcg', seed=0, n_jobs=2, sigma=1.0, lam=1e-2)"
         ".predict(Xte[:200])"),
     # SLKL's coordinate descent: 8000 steps (compiled runs of up to 4096) with kernel columns
     # of 20 000 entries computed on the fly; 11.6 s uninterrupted on an idle machine (the
@@ -73,8 +78,9 @@ CASES = {
     "fit_slkl": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
         "long = lambda: hkern.fit_slkl(X[:20000], y[:20000], r=1024, nu=1e-4, seed=0, "
-        "n_jobs=2, tol=None, max_iter=8000, precompute_columns=False)",
-        "hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2).predict(Xte[:200])"),
+        "n_jobs=2, tol=None, max_iter=8000, precompute_columns=False, sigma=1.0, lam=1.0)",
+        "hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2,"
+        "sigma=1.0, lam=1.0).predict(Xte[:200])"),
     # MEKA's basis blocks W = K(X_s, Z_s) F on two clusters of ~144 000 points (the 36 000
     # kin40k training points eight times, jittered), rank 512 each: 8.9 s uninterrupted on an
     # idle machine, fill_bases from ~3 s on (four times the points took 4.8 s, too close to
@@ -84,7 +90,8 @@ CASES = {
         "X4 = np.tile(X, (8, 1))\n"
         "X4 += 1e-3 * np.random.default_rng(0).standard_normal(X4.shape)\n"
         "long = lambda: hkern.meka(X4, 512, n_clusters=2, seed=0, n_jobs=2)",
-        "hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0, n_jobs=2)"
+        "hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0, n_jobs=2,"
+        "sigma=1.0, lam=1e-2)"
         ".predict(Xte[:200])"),
 }
 # Seconds before the signal where 1.5 s would still be in Python code (the call's clustering
@@ -120,15 +127,18 @@ def _small_here(name):
     X, y, Xte, _, _ = standardize(*load_uci("kin40k", split=0))
     if name == "fit_hierarchical":
         return hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0,
-                                      n_jobs=2).predict(Xte[:200])
+                                      n_jobs=2, sigma=1.0, lam=1e-2).predict(Xte[:200])
     if name == "fit_slkl":
-        return hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2).predict(Xte[:200])
+        return hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2, sigma=1.0,
+                              lam=1.0).predict(Xte[:200])
     if name == "meka":
         return hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0,
-                              n_jobs=2).predict(Xte[:200])
+                              n_jobs=2, sigma=1.0, lam=1e-2).predict(Xte[:200])
     if name == "fit_exact_cholesky":
-        return hkern.fit_exact(X[:1500], y[:1500], solver="direct", n_jobs=2).predict(Xte[:200])
-    return hkern.fit_exact(X[:2000], y[:2000], solver="pcg", seed=0, n_jobs=2).predict(Xte[:200])
+        return hkern.fit_exact(X[:1500], y[:1500], solver="direct", n_jobs=2, sigma=1.0,
+                               lam=1e-2).predict(Xte[:200])
+    return hkern.fit_exact(X[:2000], y[:2000], solver="pcg", seed=0, n_jobs=2, sigma=1.0,
+                           lam=1e-2).predict(Xte[:200])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -267,8 +267,8 @@ def test_data_far_from_origin_give_the_same_approximation():
     Da, Db = a.to_dense(), b.to_dense()
     assert np.abs(Da - Db).max() <= 1e-6
     y = np.sin(X[:, 0])
-    ma = hkern.fit_meka(X, y, r=8, n_clusters=3, lam=1e-2, seed=0)
-    mb = hkern.fit_meka(X + 1e4, y, r=8, n_clusters=3, lam=1e-2, seed=0)
+    ma = hkern.fit_meka(X, y, r=8, n_clusters=3, lam=1e-2, seed=0, sigma=1.0)
+    mb = hkern.fit_meka(X + 1e4, y, r=8, n_clusters=3, lam=1e-2, seed=0, sigma=1.0)
     assert np.abs(ma.predict(X[:50]) - mb.predict(X[:50] + 1e4)).max() <= 1e-5
 
 
@@ -394,7 +394,7 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
     y = np.sin(X[:, 0])
     # psd=False keeps the Nystrom bases the reference below is written for; this G~ has
     # lambda_min = -0.48, so lam = 1 keeps G~ + lam I positive definite.
-    model = hkern.fit_meka(X, y, r=10, n_clusters=4, lam=1.0, seed=0, psd=False)
+    model = hkern.fit_meka(X, y, r=10, n_clusters=4, lam=1.0, seed=0, psd=False, sigma=1.0)
     G = model.approximation_
     Xt = blobs(n=60, seed=9)
     labels = np.argmin(((Xt[:, None, :] - G.centroids_[None]) ** 2).sum(-1), axis=1)
@@ -415,7 +415,7 @@ def test_prediction_on_new_points_uses_nearest_centroid_features():
 def test_multi_output_equals_separate_fits_and_classification():
     X = blobs(n=500)
     Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])])
-    kw = {"r": 8, "n_clusters": 4, "lam": 1e-2, "seed": 0}
+    kw = {"r": 8, "n_clusters": 4, "sigma": 1.0, "lam": 1e-2, "seed": 0}
     both = hkern.fit_meka(X, Y, **kw)
     for j in range(2):
         one = hkern.fit_meka(X, Y[:, j], **kw)
@@ -461,14 +461,14 @@ def test_bad_fit_arguments():
     X = blobs(n=100)
     y = np.ones(100)
     with pytest.raises(ValueError, match="solver"):
-        hkern.fit_meka(X, y, r=5, n_clusters=2, solver="lu")
+        hkern.fit_meka(X, y, r=5, n_clusters=2, solver="lu", sigma=1.0, lam=1e-2)
     with pytest.raises(ValueError, match="lam"):
-        hkern.fit_meka(X, y, r=5, n_clusters=2, lam=0.0)
+        hkern.fit_meka(X, y, r=5, n_clusters=2, lam=0.0, sigma=1.0)
     with pytest.raises(ValueError, match="y has 99 rows"):
-        hkern.fit_meka(X, y[:99], r=5, n_clusters=2)
+        hkern.fit_meka(X, y[:99], r=5, n_clusters=2, sigma=1.0, lam=1e-2)
     with pytest.raises(ValueError, match="NaN"):
         hkern.meka(np.where(X == X[3, 1], np.nan, X), r=5, n_clusters=2)
-    model = hkern.fit_meka(X, y, r=5, n_clusters=2, seed=0)
+    model = hkern.fit_meka(X, y, r=5, n_clusters=2, seed=0, sigma=1.0, lam=1e-2)
     with pytest.raises(ValueError, match="features"):
         model.predict(np.ones((3, 5)))
     G = model.approximation_

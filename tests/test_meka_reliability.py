@@ -112,9 +112,9 @@ def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.sin(X[:, 0])
-    ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, solver=solver)
+    ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, solver=solver, sigma=1.0, lam=1e-2)
     model = hkern.fit_meka(X * scale, y, r=10, n_clusters=4, sigma=scale, seed=0,
-                           solver=solver)
+                           solver=solver, lam=1e-2)
     assert np.array_equal(model.approximation_.labels_, ref.approximation_.labels_)
     assert np.abs(model.predict(X * scale) - ref.predict(X)).max() <= 1e-8
 
@@ -126,7 +126,7 @@ def test_fit_meka_with_data_and_sigma_scaled_together_is_unchanged(scale, solver
 def fitted():
     X = blobs(n=300)
     y = np.sin(X[:, 0])
-    return X, y, hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0)
+    return X, y, hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, sigma=1.0, lam=1e-2)
 
 
 def _read_only(A, tmp_path, name):
@@ -180,9 +180,10 @@ def test_read_only_and_pandas_inputs_are_accepted(fitted, tmp_path):
     X, y, model = fitted
     Xr, yr = _read_only(X, tmp_path, "X"), _read_only(y, tmp_path, "y")
     for kernel in ("gaussian", "laplace"):
-        ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, kernel=kernel)
+        ref = hkern.fit_meka(X, y, r=10, n_clusters=4, seed=0, kernel=kernel, sigma=1.0, lam=1e-2)
         for Xa, ya in ((Xr, yr), (X, pd.Series(y)), (pd.DataFrame(X), y)):
-            other = hkern.fit_meka(Xa, ya, r=10, n_clusters=4, seed=0, kernel=kernel)
+            other = hkern.fit_meka(Xa, ya, r=10, n_clusters=4, seed=0, kernel=kernel, sigma=1.0,
+                                   lam=1e-2)
             assert np.array_equal(other.dual_coef_, ref.dual_coef_)
             assert np.array_equal(other.predict(Xr), ref.predict(X))
     G = model.approximation_
@@ -208,7 +209,8 @@ def test_n_jobs_bounds_blas_threads_in_every_method(monkeypatch):
         (approximation.MekaApproximation, "_rows_sorted")])
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         for solver in ("direct", "pcg"):
-            model = hkern.fit_meka(X, y, r=8, n_clusters=3, seed=0, solver=solver, n_jobs=1)
+            model = hkern.fit_meka(X, y, r=8, n_clusters=3, seed=0, solver=solver, n_jobs=1,
+                                   sigma=1.0, lam=1e-2)
         model.predict(X)
         G = hkern.meka(X, r=8, n_clusters=3, seed=0, n_jobs=1)
         G.matvec(y), G.to_dense(), G.rel_error(), G.eigh(3), G.features(X[:5])
@@ -223,8 +225,10 @@ def test_fit_meka_is_bitwise_identical_for_any_n_jobs(solver):
     rng = np.random.default_rng(3)
     X = rng.uniform(-2, 2, (3000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=3000)
-    a = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=1)
-    b = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=2)
+    a = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=1, sigma=1.0,
+                       lam=1e-2)
+    b = hkern.fit_meka(X, y, r=30, n_clusters=6, seed=1, solver=solver, n_jobs=2, sigma=1.0,
+                       lam=1e-2)
     assert np.array_equal(a.dual_coef_, b.dual_coef_)
     assert np.array_equal(a.predict(X), b.predict(X))
     b.n_jobs = 1
@@ -246,14 +250,15 @@ def test_meka_memory_estimate_matches_peak_rss():
 
 def test_fit_meka_memory_estimate_matches_peak_rss():
     assert_estimate_close(SETUP.format(n=100_000),
-                          "hkern.fit_meka(X, y, 100, n_clusters=10, seed=0)")
+                          "hkern.fit_meka(X, y, 100, n_clusters=10, seed=0, sigma=1.0, lam=1e-2)")
 
 
 def test_too_small_max_memory_is_refused_before_any_work():
     X = np.random.default_rng(0).normal(size=(200_000, 5))
     y = X[:, 0]
     for call in (lambda: hkern.meka(X, 2000, n_clusters=100, max_memory=2**30),
-                 lambda: hkern.fit_meka(X, y, 2000, n_clusters=100, max_memory=2**30)):
+                 lambda: hkern.fit_meka(X, y, 2000, n_clusters=100, max_memory=2**30, sigma=1.0,
+                                        lam=1e-2)):
         start = time.perf_counter()
         with pytest.raises(MemoryLimitError, match="smaller r") as info:
             call()

@@ -60,9 +60,10 @@ OVERSIZED = {
     "kernel_matrix": lambda X, y: hkern.kernel_matrix(X, X, max_memory=2**20),
     "kernel_matvec": lambda X, y: hkern.kernel_matvec(X, X, np.ones((len(X), 200)),
                                                       max_memory=2**20),
-    "fit_exact": lambda X, y: hkern.fit_exact(X, y, max_memory=2**20),
-    "fit_nystrom": lambda X, y: hkern.fit_nystrom(X, y, r=2000, max_memory=2**20),
-    "fit_rff": lambda X, y: hkern.fit_rff(X, y, r=2000, max_memory=2**20),
+    "fit_exact": lambda X, y: hkern.fit_exact(X, y, max_memory=2**20, sigma=1.0, lam=1e-2),
+    "fit_nystrom": lambda X, y: hkern.fit_nystrom(X, y, r=2000, max_memory=2**20, sigma=1.0,
+                                                  lam=1e-2),
+    "fit_rff": lambda X, y: hkern.fit_rff(X, y, r=2000, max_memory=2**20, sigma=1.0, lam=1e-2),
 }
 
 
@@ -87,13 +88,17 @@ def test_kernel_matrix_of_a_huge_shape_is_refused_at_once():
     (SETUP.format(n=5000, d=10), "hkern.kernel_matrix(X[:2000], X, n_jobs=2)"),
     (SETUP.format(n=4000, d=5) + "B = rng.normal(size=(4000, 3000))",
      "hkern.kernel_matvec(X, X, B, n_jobs=2)"),
-    (SETUP.format(n=5000, d=5), "hkern.fit_exact(X, y, n_jobs=2)"),
-    (SETUP.format(n=20000, d=5), "hkern.fit_nystrom(X, y, r=2000, seed=0, n_jobs=2)"),
-    (SETUP.format(n=3000, d=5), "hkern.fit_nystrom(X, y, r=3000, seed=0, n_jobs=2)"),
+    (SETUP.format(n=5000, d=5), "hkern.fit_exact(X, y, n_jobs=2, sigma=1.0, lam=1e-2)"),
+    (SETUP.format(n=20000, d=5), "hkern.fit_nystrom(X, y, r=2000, seed=0, n_jobs=2,"
+                                 "sigma=1.0, lam=1e-2)"),
+    (SETUP.format(n=3000, d=5), "hkern.fit_nystrom(X, y, r=3000, seed=0, n_jobs=2,"
+                                "sigma=1.0, lam=1e-2)"),
     (SETUP.format(n=100000, d=5),
-     "hkern.fit_nystrom(X, y, r=150, landmarks='oasis', seed=0, n_jobs=2)"),
-    (SETUP.format(n=20000, d=5), "hkern.fit_rff(X, y, r=3000, seed=0, n_jobs=2)"),
-    (SETUP.format(n=3000, d=5), "hkern.fit_rff(X, y, r=6000, seed=0, n_jobs=2)"),
+     "hkern.fit_nystrom(X, y, r=150, landmarks='oasis', seed=0, n_jobs=2, sigma=1.0, lam=1e-2)"),
+    (SETUP.format(n=20000, d=5), "hkern.fit_rff(X, y, r=3000, seed=0, n_jobs=2,"
+                                 "sigma=1.0, lam=1e-2)"),
+    (SETUP.format(n=3000, d=5), "hkern.fit_rff(X, y, r=6000, seed=0, n_jobs=2,"
+                                "sigma=1.0, lam=1e-2)"),
 ], ids=["kernel_matrix", "kernel_matrix_rect", "kernel_matvec", "fit_exact", "fit_nystrom",
         "fit_nystrom_r_eq_n", "fit_nystrom_oasis", "fit_rff", "fit_rff_dual"])
 def test_estimate_matches_peak_rss(setup, call):

@@ -6,6 +6,7 @@ computed here with numpy, the message of the fit without selection."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -204,15 +205,23 @@ def test_binary_and_constant_features(name):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma", ["auto", 1.5])
 @pytest.mark.parametrize("name", sorted(FITS))
-def test_zero_targets_are_refused_with_the_fix(name, sigma):
+def test_zero_targets_fit_at_fixed_values_with_a_warning(name, sigma):
     """Before: KeyError: 'point' from the likelihood fits (every candidate -inf), a sigma of
-    764 chosen among equal hold-out errors from the others."""
+    764 chosen among equal hold-out errors from the others.  Zeros give nothing to select by,
+    and a default call (which selects) must not fail on them: the fit warns and fits at
+    sigma = 1 (or the given one) and lam = 1e-2, which predicts 0."""
     fit, kw = FITS[name]
     X, _ = sine()
-    with pytest.raises(ValueError, match=r"^y is all zeros: .*pass numbers for sigma and lam"):
-        fit(X, np.zeros(60), sigma=sigma, lam="auto", seed=0, **kw)
-    # with numbers there is nothing to select: the model predicts 0
-    model = fit(X, np.zeros(60), sigma=1.5, lam=1e-2, seed=0, **kw)
+    with pytest.warns(UserWarning, match=r"y is all zeros, so there is nothing to select sigma "
+                                         rf"and lam by .*sigma={1 if sigma == 'auto' else 1.5}, "
+                                         r"lam=0\.01, and predicts 0"):
+        model = fit(X, np.zeros(60), sigma=sigma, lam="auto", seed=0, **kw)
+    assert model.selection_ is None and model.lam == 1e-2
+    assert np.all(model.predict(TEST[:20]) == 0)
+    # with numbers there is nothing to select: the model predicts 0, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = fit(X, np.zeros(60), sigma=1.5, lam=1e-2, seed=0, **kw)
     assert np.all(model.predict(TEST[:20]) == 0)
 
 

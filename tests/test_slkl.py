@@ -171,7 +171,7 @@ def test_final_weights_satisfy_kkt():
     X, y = sinc_problem(120, 7)
     ms = np.mean(y ** 2)
     model = hkern.fit_slkl(X, y, r=40, nu=NU / ms, lam=LAM, tol=None, kkt_tol=1e-8 / ms,
-                           max_iter=200_000, seed=3)
+                           max_iter=200_000, seed=3, sigma=1.0)
     assert model.converged_.tolist() == [True]
     mu, F = model.weights_[:, 0], model.objective_[:, 0]      # the one output's column
     C = dense_kernel(X, X[model.candidates_], sigma=1.0)
@@ -205,7 +205,7 @@ def test_prediction_equals_krr_with_learned_kernel():
 
 def test_seed_and_column_modes():
     X, y = sinc_problem(200, 10)
-    kw = {"r": 80, "nu": 0.01, "seed": 5}
+    kw = {"r": 80, "nu": 0.01, "sigma": 1.0, "lam": 1.0, "seed": 5}
     a = hkern.fit_slkl(X, y, **kw)
     b = hkern.fit_slkl(X, y, **kw)
     c = hkern.fit_slkl(X, y, precompute_columns=False, **kw)
@@ -220,8 +220,8 @@ def test_seed_and_column_modes():
 def test_pivotal_hyperparameter():
     """Prop. 3: the predictor depends on (lam, nu) only through lam * nu."""
     X, y = sinc_problem(150, 11)
-    a = hkern.fit_slkl(X, y, r=50, nu=0.02, lam=1.0, seed=6)
-    b = hkern.fit_slkl(X, y, r=50, nu=0.01, lam=2.0, seed=6)
+    a = hkern.fit_slkl(X, y, r=50, nu=0.02, lam=1.0, seed=6, sigma=1.0)
+    b = hkern.fit_slkl(X, y, r=50, nu=0.01, lam=2.0, seed=6, sigma=1.0)
     assert np.array_equal(a.active_, b.active_)
     assert np.allclose(b.weights_, 2.0 * a.weights_, rtol=1e-9, atol=0)
     assert np.allclose(a.predict(X), b.predict(X), rtol=0, atol=1e-10)
@@ -230,9 +230,9 @@ def test_pivotal_hyperparameter():
 def test_unif_and_krrm_baselines():
     X, y = sinc_problem(120, 12)
     Xt, _ = sinc_problem(30, 13)
-    unif = hkern.fit_slkl_unif(X, y, r=40, mu=0.5, lam=LAM, seed=7)
-    slkl = hkern.fit_slkl(X, y, r=40, nu=NU, lam=LAM, seed=7)
-    krrm = hkern.fit_slkl_krrm(X, y, r=40, lam=LAM, seed=7)
+    unif = hkern.fit_slkl_unif(X, y, r=40, mu=0.5, lam=LAM, seed=7, sigma=1.0)
+    slkl = hkern.fit_slkl(X, y, r=40, nu=NU, lam=LAM, seed=7, sigma=1.0)
+    krrm = hkern.fit_slkl_krrm(X, y, r=40, lam=LAM, seed=7, sigma=1.0)
     S = slkl.candidates_
     assert np.array_equal(unif.candidates_, S) and np.array_equal(krrm.candidates_, S)
     C, Ct = dense_kernel(X, X[S], sigma=1.0), dense_kernel(Xt, X[S], sigma=1.0)
@@ -250,7 +250,8 @@ def test_classification_one_vs_rest():
     labels = rng.integers(3, size=240)
     X = centres[labels] + 0.7 * rng.normal(size=(240, 2))
     names = np.array(["a", "b", "c"])[labels]
-    model = hkern.fit_slkl(X, names, r=60, nu=0.05, task="classification", seed=8)
+    model = hkern.fit_slkl(X, names, r=60, nu=0.05, task="classification", seed=8, sigma=1.0,
+                           lam=1.0)
     assert model.weights_.shape == (60, 3) and model.objective_.shape[1] == 3
     assert model.n_iter_.shape == model.converged_.shape == (3,)
     # each class's column of F runs to its own n_iter_, NaN after it
@@ -267,9 +268,9 @@ def test_classification_one_vs_rest():
 
 def test_all_candidates_and_explicit_candidates():
     X, y = sinc_problem(50, 15)
-    full = hkern.fit_slkl(X, y, r=50, seed=0)
+    full = hkern.fit_slkl(X, y, r=50, seed=0, sigma=1.0, lam=1.0)
     assert np.array_equal(full.candidates_, np.arange(50))
-    given = hkern.fit_slkl(X, y, candidates=[5, 1, 9, 30], seed=0)
+    given = hkern.fit_slkl(X, y, candidates=[5, 1, 9, 30], seed=0, sigma=1.0, lam=1.0)
     assert np.array_equal(given.candidates_, [1, 5, 9, 30])
 
 
@@ -311,6 +312,6 @@ def test_bad_input_baselines(fit):
 
 
 def test_predict_checks_features():
-    model = hkern.fit_slkl(X_BAD, Y_BAD, r=10, seed=0)
+    model = hkern.fit_slkl(X_BAD, Y_BAD, r=10, seed=0, sigma=1.0, lam=1.0)
     with pytest.raises(ValueError, match="features"):
         model.predict(np.zeros((3, 5)))

@@ -55,7 +55,7 @@ def ordinary_units():
 def test_reproducer_predicts_in_ordinary_units(ordinary_units, precompute):
     """Training RMSE was 18.5 x std(y) (706 x on the fly) with converged_ True."""
     X, y, Xt = ordinary_units
-    model = hkern.fit_slkl(X, y, sigma=1.0, seed=0, precompute_columns=precompute)
+    model = hkern.fit_slkl(X, y, sigma=1.0, seed=0, precompute_columns=precompute, lam=1.0)
     assert model.converged_.tolist() == [True]
     assert relative_train_error(model, X, y) < 0.2          # noise level 0.1 / std(sin) ~ 0.14
     tol = check_against_reference(model, X, y, np.vstack([X[:200], Xt]), lam=1.0)
@@ -71,7 +71,7 @@ def test_prediction_equals_reference_over_target_scales(nu, c):
     rng = np.random.default_rng(int(c))
     X = rng.normal(size=(300, 3))
     y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
-    model = hkern.fit_slkl(X, y, r=100, nu=nu / np.mean(y ** 2), sigma=1.0, seed=1)
+    model = hkern.fit_slkl(X, y, r=100, nu=nu / np.mean(y ** 2), sigma=1.0, seed=1, lam=1.0)
     tol = check_against_reference(model, X, y, X, lam=1.0)
     # The comparison is meaningful: far below the old 3..8870 x std(y).  At (1e-6, 1e4) the
     # weights reach 1e10 and the reference's own accuracy is about 1% of std(y) (0.72% and 1.03%
@@ -114,7 +114,7 @@ def test_kkt_at_learned_weights_in_ordinary_units(c):
     nu, kkt_tol = 1e-2, 1e-8 * c * c
     ms = np.mean(y ** 2)
     model = hkern.fit_slkl(X, y, r=80, nu=nu / ms, seed=0, tol=None, kkt_tol=kkt_tol / ms,
-                           max_iter=300_000)
+                           max_iter=300_000, sigma=1.0, lam=1.0)
     assert model.converged_.tolist() == [True]
     mu = model.weights_[:, 0]
     C = dense_kernel(X, X[model.candidates_], sigma=1.0)
@@ -164,10 +164,10 @@ def test_scale_default_settings(scale_problem):
     kept no landmark and predicted 0).  Only y / s differs in rounding (s the power of two
     scaling inside), so the predictions agree to rounding, not bitwise."""
     X, y0 = scale_problem
-    ref = hkern.fit_slkl(X, y0, r=50, sigma=1.0, seed=0)
+    ref = hkern.fit_slkl(X, y0, r=50, sigma=1.0, seed=0, lam=1.0)
     assert ref.m0_ > 0
     for c in SCALES:
-        model = hkern.fit_slkl(X, c * y0, r=50, sigma=1.0, seed=0)
+        model = hkern.fit_slkl(X, c * y0, r=50, sigma=1.0, seed=0, lam=1.0)
         assert np.array_equal(model.active_, ref.active_), c
         assert np.allclose(model.weights_, ref.weights_, rtol=1e-9, atol=0), c
         pred = model.predict(X)
@@ -183,7 +183,7 @@ def test_scale_converged_objective_invariant(scale_problem):
     for c in [1e-12, 1e-1, 1.0, 1e1, 1e3, 1e6, 1e12]:
         y = c * y0
         model = hkern.fit_slkl(X, y, r=50, sigma=1.0, seed=0, tol=None,
-                               kkt_tol=1e-10, max_iter=400_000)
+                               kkt_tol=1e-10, max_iter=400_000, lam=1.0)
         assert model.converged_.tolist() == [True]
         mu = model.weights_[:, 0]
         C = dense_kernel(X, X[model.candidates_], sigma=1.0)
@@ -214,8 +214,8 @@ def test_issue31_tiny_targets_keep_their_landmarks():
 def test_scale_power_of_two_is_exact(scale_problem):
     """y 2^k with the same nu: the same weights and 2^k times the predictor, bitwise."""
     X, y0 = scale_problem
-    a = hkern.fit_slkl(X, y0, r=50, nu=1e-2, seed=0)
-    b = hkern.fit_slkl(X, y0 * 2.0 ** 30, r=50, nu=1e-2, seed=0)
+    a = hkern.fit_slkl(X, y0, r=50, nu=1e-2, seed=0, sigma=1.0, lam=1.0)
+    b = hkern.fit_slkl(X, y0 * 2.0 ** 30, r=50, nu=1e-2, seed=0, sigma=1.0, lam=1.0)
     assert np.array_equal(a.weights_, b.weights_)
     assert np.array_equal(a.coef_ * 2.0 ** 30, b.coef_)
     assert np.array_equal(a.objective_ * 2.0 ** 60, b.objective_)
@@ -225,17 +225,17 @@ def test_targets_near_the_bound(scale_problem):
     """|y| from 1e-150 to 1e150: finite and the model of y scaled; a ValueError naming nu when
     lam / (nu mean(y^2)) leaves double precision."""
     X, y0 = scale_problem
-    ref = hkern.fit_slkl(X, y0, r=50, seed=0)
+    ref = hkern.fit_slkl(X, y0, r=50, seed=0, sigma=1.0, lam=1.0)
     for c in [1e-150, 1e100]:
-        model = hkern.fit_slkl(X, c * y0, r=50, seed=0)
+        model = hkern.fit_slkl(X, c * y0, r=50, seed=0, sigma=1.0, lam=1.0)
         assert np.all(np.isfinite(model.objective_)) and np.all(np.isfinite(model.coef_))
         assert np.array_equal(model.active_, ref.active_)
         assert np.abs(model.predict(X) / c - ref.predict(X)).max() <= 1e-9
     big = y0 / np.abs(y0).max() * 1e150
     # y's scale no longer enters the bound (the descent's target has rms 1): lam / nu > 1e300
     with pytest.raises(ValueError, match="nu=1e-301 is too small"):
-        hkern.fit_slkl(X, big, r=50, nu=1e-301, seed=0)
-    model = hkern.fit_slkl(X, big, r=50, nu=1e290, seed=0)
+        hkern.fit_slkl(X, big, r=50, nu=1e-301, seed=0, sigma=1.0, lam=1.0)
+    model = hkern.fit_slkl(X, big, r=50, nu=1e290, seed=0, sigma=1.0, lam=1.0)
     # the penalty dominates: every weight is 0 (the exact optimum)
     assert model.m0_ == 0 and np.all(model.predict(X) == 0)
 
@@ -247,7 +247,7 @@ def test_issue_reproducer_sigma_tiny_in_subprocess():
         import numpy as np, hkern
         rng = np.random.default_rng(0)
         X = rng.normal(size=(100, 3))
-        m = hkern.fit_slkl(X, X[:, 0], r=20, sigma=1e-300, seed=0)
+        m = hkern.fit_slkl(X, X[:, 0], r=20, sigma=1e-300, seed=0, lam=1.0)
         assert 0 < m.m0_ <= 20 and np.all(np.isfinite(m.predict(X)))
         print("ok", m.m0_)
     """)
@@ -358,7 +358,8 @@ def assert_same_model(a, b):
 @pytest.mark.parametrize("precompute", [True, False])
 def test_fit_slkl_bitwise_for_any_n_jobs(determinism_data, precompute):
     X, y = determinism_data
-    kw = {"r": 300, "nu": 1e-3, "seed": 0, "precompute_columns": precompute,
+    kw = {"r": 300, "nu": 1e-3, "sigma": 1.0, "lam": 1.0, "seed": 0,
+          "precompute_columns": precompute,
           "refresh": 50, "max_iter": 800}
     a = hkern.fit_slkl(X, y, n_jobs=1, **kw)
     b = hkern.fit_slkl(X, y, n_jobs=2, **kw)
@@ -370,7 +371,7 @@ def test_fit_slkl_bitwise_for_any_n_jobs(determinism_data, precompute):
 def test_fit_slkl_classification_bitwise_for_any_n_jobs(determinism_data):
     X, y = determinism_data
     labels = np.digitize(y, [-0.5, 0.5])
-    kw = {"r": 200, "nu": 1e-2, "seed": 1, "task": "classification",
+    kw = {"r": 200, "nu": 1e-2, "sigma": 1.0, "lam": 1.0, "seed": 1, "task": "classification",
           "max_iter": 1000}
     assert_same_model(hkern.fit_slkl(X, labels, n_jobs=1, **kw),
                       hkern.fit_slkl(X, labels, n_jobs=2, **kw))
@@ -390,25 +391,26 @@ def test_parallel_branches_bitwise(determinism_data, always_parallel, precompute
     """The OpenMP branches (t = C^T c in row blocks, y^T c_m and ||c_m||^2, kernel columns,
     the tiled refresh) give the serial result bitwise."""
     X, y = determinism_data
-    kw = {"r": 100, "nu": 1e-3, "seed": 2, "precompute_columns": precompute,
+    kw = {"r": 100, "nu": 1e-3, "sigma": 1.0, "lam": 1.0, "seed": 2,
+          "precompute_columns": precompute,
           "refresh": 20, "max_iter": 600}
     a = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=1, **kw)
     b = hkern.fit_slkl(X[:1000], y[:1000], n_jobs=2, **kw)
     assert a.m0_ > 40
     assert_same_model(a, b)
-    a = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=1, sigma=1.0, lam=1.0)
+    b = hkern.fit_slkl_unif(X[:1000], y[:1000], r=100, seed=0, n_jobs=2, sigma=1.0, lam=1.0)
     assert_same_model(a, b)
 
 
 def test_baselines_bitwise_for_any_n_jobs(determinism_data):
     X, y = determinism_data
-    a = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=1, sigma=1.0, lam=1.0)
+    b = hkern.fit_slkl_unif(X, y, r=600, seed=0, n_jobs=2, sigma=1.0, lam=1.0)
     assert_same_model(a, b)
     assert np.array_equal(a.predict(X), b.predict(X))
-    a = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=1)
-    b = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=2)
+    a = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=1, sigma=1.0, lam=1.0)
+    b = hkern.fit_slkl_krrm(X, y, r=600, seed=0, n_jobs=2, sigma=1.0, lam=1.0)
     assert np.array_equal(a.predict(X), b.predict(X))
 
 
@@ -431,7 +433,7 @@ def test_read_only_and_pandas_inputs(tmp_path):
         for Xi, yi in [(X_ro, y_ro), (X_ro, series), (X, series)]:
             assert np.array_equal(fit(Xi, yi, r=40, seed=0, **kw).predict(X_ro), ref)
     labels = pd.Series(np.where(y > 0, "pos", "neg"))
-    model = hkern.fit_slkl(X_ro, labels, r=40, seed=0, task="classification")
+    model = hkern.fit_slkl(X_ro, labels, r=40, seed=0, task="classification", sigma=1.0, lam=1.0)
     assert np.mean(model.predict(X) == labels.to_numpy()) > 0.9
 
 
@@ -507,12 +509,12 @@ X = rng.normal(size=({n}, 3)); y = np.sin(X[:, 0]) + 0.1 * rng.normal(size={n})
 
 @pytest.mark.parametrize("n, call", [
     # 8 n M = 240 MB of precomputed columns
-    (20000, "hkern.fit_slkl(X, y, r=1500, seed=0, max_iter=60)"),
+    (20000, "hkern.fit_slkl(X, y, r=1500, seed=0, max_iter=60, sigma=1.0, lam=1.0)"),
     # columns on the fly: the 64-column active buffers, 8 n 64 = 154 MB (m0 <= 60 < 64)
     (300000, "hkern.fit_slkl(X, y, r=200, seed=0, max_iter=60, "
-             "precompute_columns=False)"),
-    (20000, "hkern.fit_slkl_unif(X, y, r=1500, seed=0)"),
-    (20000, "hkern.fit_slkl_krrm(X, y, r=4000, seed=0)"),
+             "precompute_columns=False, sigma=1.0, lam=1.0)"),
+    (20000, "hkern.fit_slkl_unif(X, y, r=1500, seed=0, sigma=1.0, lam=1.0)"),
+    (20000, "hkern.fit_slkl_krrm(X, y, r=4000, seed=0, sigma=1.0, lam=1.0)"),
 ])
 def test_memory_estimate_matches_peak(n, call):
     assert_estimate_close(PROBE_SETUP.format(n=n), call)
@@ -530,6 +532,11 @@ def test_memory_limit_refused_before_allocating(fit, kw, argument):
     y = X[:, 0].copy()
     start = time.perf_counter()
     with pytest.raises(MemoryLimitError, match=argument):
+        fit(X, y, sigma=1.0, lam=1.0, seed=0, max_memory=2**20, **kw)
+    assert time.perf_counter() - start < 2.0
+    # With the default selection, its own first step is refused as promptly.
+    start = time.perf_counter()
+    with pytest.raises(MemoryLimitError, match="starts the selection"):
         fit(X, y, seed=0, max_memory=2**20, **kw)
     assert time.perf_counter() - start < 2.0
 
@@ -539,7 +546,7 @@ def test_memory_guard_on_growth():
     rng = np.random.default_rng(11)
     X = rng.normal(size=(20000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=20000)
-    kw = {"r": 300, "nu": 1e-4, "seed": 0, "precompute_columns": False}
+    kw = {"r": 300, "nu": 1e-4, "sigma": 1.0, "lam": 1.0, "seed": 0, "precompute_columns": False}
     model = hkern.fit_slkl(X, y, max_iter=50, max_memory=30 * 2**20, **kw)
     assert model.m0_ <= 50
     with pytest.raises(MemoryLimitError, match="growing its active set.*increase nu"):
@@ -552,13 +559,13 @@ def test_memory_guard_on_growth():
 def test_precompute_columns_must_be_boolean(value):
     X = np.random.default_rng(12).normal(size=(30, 2))
     with pytest.raises(ValueError, match="precompute_columns must be True or False"):
-        hkern.fit_slkl(X, X[:, 0], r=5, precompute_columns=value)
+        hkern.fit_slkl(X, X[:, 0], r=5, precompute_columns=value, sigma=1.0, lam=1.0)
 
 
 def test_precompute_columns_numpy_bool():
     X = np.random.default_rng(13).normal(size=(30, 2))
-    a = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=np.False_)
-    b = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=False)
+    a = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=np.False_, sigma=1.0, lam=1.0)
+    b = hkern.fit_slkl(X, X[:, 0], r=5, seed=0, precompute_columns=False, sigma=1.0, lam=1.0)
     assert np.array_equal(a.weights_, b.weights_)
 
 
@@ -569,10 +576,10 @@ def test_public_calls_run_inside_thread_budget(monkeypatch):
     X = np.random.default_rng(14).normal(size=(40, 2))
     for fit in (hkern.fit_slkl, hkern.fit_slkl_unif, hkern.fit_slkl_krrm):
         seen.clear()
-        model = fit(X, X[:, 0], r=10, seed=0, n_jobs=1)
+        model = fit(X, X[:, 0], r=10, sigma=1.0, lam=1.0, seed=0, n_jobs=1)
         assert seen == [1], fit.__name__
         seen.clear()
         model.predict(X)
         assert seen == [1]
     with pytest.raises(ValueError, match="n_jobs"):
-        hkern.fit_slkl(X, X[:, 0], r=10, n_jobs=0)
+        hkern.fit_slkl(X, X[:, 0], r=10, n_jobs=0, sigma=1.0, lam=1.0)

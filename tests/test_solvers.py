@@ -234,14 +234,14 @@ def test_pcg_bad_arguments(rng, kwargs, match):
 def test_auto_solver_and_the_likelihood(rng):
     X, y = regression(rng, n=200)
     assert hkern.fit_exact(X, y, solver="auto").n_iter_ is None       # small n: Cholesky
-    model = hkern.fit_exact(X, y, solver="pcg", r=20, seed=0)
+    model = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2, solver="pcg", r=20, seed=0)
     with pytest.raises(ValueError, match="iterative solver"):
         model.log_marginal_likelihood()
-    ref = hkern.fit_exact(X, y)
+    ref = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2)
     assert abs(model.log_marginal_likelihood(y) - ref.log_marginal_likelihood()) <= 1e-9 * abs(
         ref.log_marginal_likelihood())
     # lam="auto" is served by the iterative selection (tests/test_selection_iterative.py).
-    selected = hkern.fit_exact(X, y, solver="pcg", r=20, lam="auto", seed=0)
+    selected = hkern.fit_exact(X, y, solver="pcg", r=20, sigma=1.0, lam="auto", seed=0)
     assert selected.sigma_ == 1.0 and selected.lam_ == selected.selection_.lam > 0
     assert selected.n_iter_ is not None
 

@@ -21,7 +21,8 @@ import numpy as np
 import hkern
 from threadpoolctl import threadpool_limits
 X = np.random.default_rng(0).normal(size=(6000, 5)); y = X[:, 0].copy()
-hkern.fit_exact(X[:500], y[:500], n_jobs={n_jobs})          # warm-up: libraries loaded
+hkern.fit_exact(X[:500], y[:500], n_jobs={n_jobs}, sigma=1.0,
+                lam=1e-2)          # warm-up: libraries loaded
 
 def thread_ticks():
     ticks = {{}}
@@ -36,7 +37,7 @@ def thread_ticks():
 
 def run():
     t0, c0, w0 = thread_ticks(), time.process_time(), time.perf_counter()
-    hkern.fit_exact(X, y, n_jobs={n_jobs})
+    hkern.fit_exact(X, y, n_jobs={n_jobs}, sigma=1.0, lam=1e-2)
     ratio = (time.process_time() - c0) / (time.perf_counter() - w0)
     t1 = thread_ticks()
     # Threads that did at least 0.1 s of work: unlike the ratio, not lowered by other load.
@@ -124,7 +125,7 @@ def test_cgroup_cpu_quota(tmp_path, files, expected):
 def test_results_do_not_depend_on_the_thread_limit(rng):
     X = rng.normal(size=(700, 4))
     y = np.sin(X[:, 0])
-    ref = hkern.fit_exact(X, y, n_jobs=2).predict(X)
+    ref = hkern.fit_exact(X, y, n_jobs=2, sigma=1.0, lam=1e-2).predict(X)
     with threadpool_limits(1):
-        got = hkern.fit_exact(X, y).predict(X)
+        got = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2).predict(X)
     np.testing.assert_array_equal(got, ref)

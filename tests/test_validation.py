@@ -151,30 +151,30 @@ def test_r_larger_than_n_is_reduced(data):
     X, y = data
     with pytest.warns(UserWarning, match=r"r=21 is larger than the number of training samples "
                                          r"n=20; using r=20"):
-        model = hkern.fit_nystrom(X, y, r=21)
+        model = hkern.fit_nystrom(X, y, r=21, sigma=1.0, lam=1e-2)
     assert len(model.landmarks_) == 20
 
 
 def test_rff_accepts_r_above_n(data):
     X, y = data  # random features are not a subset of the data, so r > n is legitimate
-    assert hkern.fit_rff(X, y, r=40, seed=0).predict(X).shape == (20,)
+    assert hkern.fit_rff(X, y, r=40, seed=0, sigma=1.0, lam=1e-2).predict(X).shape == (20,)
 
 
 def test_rff_rejects_kernel_without_sampler(data):
     X, y = data
     with pytest.raises(ValueError, match="random Fourier features are not available for "
                                          "kernel='imq'"):
-        hkern.fit_rff(X, y, r=5, kernel="imq")
+        hkern.fit_rff(X, y, r=5, kernel="imq", sigma=1.0, lam=1e-2)
 
 
 def test_exact_refuses_above_memory_budget(data):
     X, y = data
     with pytest.raises(MemoryLimitError, match=r"fit_exact with n=20 \(the n x n kernel matrix\) "
                                                r"needs about .* more than max_memory="):
-        hkern.fit_exact(X, y, solver="direct", max_memory=1000)
+        hkern.fit_exact(X, y, solver="direct", max_memory=1000, sigma=1.0, lam=1e-2)
     # solver="auto" (the default) turns to PCG when the n x n matrix does not fit; nor does it
     with pytest.raises(MemoryLimitError, match=r"fit_exact\(solver='pcg'\) with n=20"):
-        hkern.fit_exact(X, y, max_memory=1000)
+        hkern.fit_exact(X, y, max_memory=1000, sigma=1.0, lam=1e-2)
 
 
 class TestConversions:
@@ -188,15 +188,17 @@ class TestConversions:
     def test_same_result(self, convert, rng):
         X = rng.normal(size=(30, 3))
         y = rng.normal(size=30)
-        ref = hkern.fit_nystrom(X, y, r=10, seed=1).predict(X)
-        got = hkern.fit_nystrom(convert(X), y, r=10, seed=1).predict(convert(X))
+        ref = hkern.fit_nystrom(X, y, r=10, seed=1, sigma=1.0, lam=1e-2).predict(X)
+        got = hkern.fit_nystrom(convert(X), y, r=10, seed=1, sigma=1.0,
+                                lam=1e-2).predict(convert(X))
         np.testing.assert_array_equal(got, ref)
 
     def test_float32(self, rng):
         X = rng.normal(size=(30, 3)).astype(np.float32)
         y = rng.normal(size=30).astype(np.float32)
-        ref = hkern.fit_nystrom(X.astype(np.float64), y.astype(np.float64), r=10, seed=1)
-        got = hkern.fit_nystrom(X, y, r=10, seed=1)
+        ref = hkern.fit_nystrom(X.astype(np.float64), y.astype(np.float64), r=10, seed=1,
+                                sigma=1.0, lam=1e-2)
+        got = hkern.fit_nystrom(X, y, r=10, seed=1, sigma=1.0, lam=1e-2)
         np.testing.assert_array_equal(got.predict(X), ref.predict(X.astype(np.float64)))
         assert got.predict(X).dtype == np.float64
 
@@ -263,7 +265,7 @@ class TestSeed:
         X, y = data
         with pytest.raises(ValueError, match="seed must be None, a non-negative int or a "
                                              "numpy.random.Generator"):
-            hkern.fit_nystrom(X, y, r=5, seed="abc")
+            hkern.fit_nystrom(X, y, r=5, seed="abc", sigma=1.0, lam=1e-2)
 
 
 class TestNJobs:

@@ -33,7 +33,7 @@ class SincFit:
 
     def fit(self, M, step):
         with blas_threads(1):
-            return hkern.fit_slkl(self.X, self.y, r=M, nu=1e-2, sigma=1.0,
+            return hkern.fit_slkl(self.X, self.y, r=M, nu=1e-2, sigma=1.0, lam=1.0,
                                   step=step, seed=0, n_jobs=1)
 
     def time_fit(self, M, step):
@@ -91,7 +91,7 @@ class SincPredict:
         X, y, _ = sinc(1000, 0)
         self.Xt = sinc(20_000, 1)[0]
         with blas_threads(1):
-            self.model = hkern.fit_slkl(X, y, r=M, nu=1e-2, sigma=1.0, seed=0,
+            self.model = hkern.fit_slkl(X, y, r=M, nu=1e-2, sigma=1.0, lam=1.0, seed=0,
                                         n_jobs=1)
 
     def time_predict(self, M):

@@ -317,7 +317,7 @@ class ExactPCGProblem(SelectionProblem):
 
 @selects_hyperparameters("likelihood", iterative=_selection_problem)
 @budgeted
-def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression", seed=None,
+def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
               tol=1e-3, max_iter=500, validation=None, verbose=False, precision="auto",
               max_memory=None):
@@ -333,7 +333,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression"
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge regularisation (the GP noise variance), > 0, or selected.
     seed : None, int or numpy.random.Generator
         The subsample of a hyperparameter selection, and the preconditioner's column draw.

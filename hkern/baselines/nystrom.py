@@ -235,7 +235,7 @@ class NystromPCGProblem(SelectionProblem):
                 functools.partial(select_nystrom_on_shards, problem_class=ShardedNystromProblem))
 @selects_hyperparameters("likelihood", profiles_ridge=True, iterative=_selection_problem)
 @budgeted
-def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
                 tol=1e-4, max_iter=500, validation=None, verbose=False, comm=None,
                 max_memory=None):
@@ -264,7 +264,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="r
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge regularisation, > 0, or selected.
     seed : None, int or numpy.random.Generator
         Landmark sampling.

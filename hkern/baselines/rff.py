@@ -82,7 +82,7 @@ def rff_peak_bytes(n, d, r, n_outputs):
 
 @selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
-def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
             seed=None, n_jobs=None, verbose=False, max_memory=None):
     """Kernel ridge regression on r random Fourier features.
 
@@ -101,7 +101,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regre
     kernel : str
         "gaussian", "laplace", "matern12", "matern32" or "matern52".
     {sigma}
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge regularisation, > 0, or selected.
     seed : None, int or numpy.random.Generator
     task : {"regression", "classification"}

@@ -32,7 +32,7 @@ __all__ = ["fit_hierarchical", "fit_independent"]
 @runs_on_shards("fit_hierarchical", fit_hierarchical_sharded, select_hierarchical_on_shards)
 @selects_hyperparameters("likelihood")
 @budgeted
-def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
+def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
                      task="regression", seed=None, n_jobs=None, jitter=None,
                      partition="random", leaf_size=None, verbose=False, comm=None,
                      max_memory=None):
@@ -54,7 +54,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
     kernel : str
         See :func:`hkern.kernel_matrix`.
     {sigma}
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge regularisation (GP noise variance), > 0, or selected.
     jitter : float or None
         lam' of the paper (doc/specs/hck.md, section 2.5): the base kernel becomes k + lam' on
@@ -154,7 +154,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2,
 
 @selects_hyperparameters("likelihood")
 @budgeted
-def fit_independent(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+def fit_independent(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                     seed=None, n_jobs=None, partition="random", leaf_size=None, verbose=False,
                     max_memory=None):
     """Kernel ridge regression with the independent (block-diagonal) kernel on an HCK tree.

@@ -199,9 +199,19 @@ def repeated_candidate(candidates, sigma, lam):
     return None
 
 
+class ZeroTargets(ValueError):
+    """Every regression target is zero: there is nothing to select by.  The selecting fits
+    catch it and fit at :data:`ZERO_TARGET_VALUES` with a warning (the model predicts 0, the
+    right answer, whatever the kernel), since a default call must not fail on valid data."""
+
+
+# (sigma, lam) for targets of zeros, where any value gives the same predictions (zeros).
+ZERO_TARGET_VALUES = (1.0, 1e-2)
+
+
 def check_targets_vary(Y, task):
     """Refuse regression targets with a column of zeros, which no kernel explains better than
-    another.
+    another: :class:`ZeroTargets` when every column is zero, a ValueError when some are.
 
     The likelihood criterion profiles y's scale out, and zeros have none (every candidate's
     value is -inf); the hold-out criterion would choose among equal errors of 0.  Constant
@@ -219,11 +229,16 @@ def check_targets_vary(Y, task):
     zero = ~np.any(Y != 0.0, axis=0)
     if not zero.any():
         return
-    where = "y is" if Y.shape[1] == 1 else f"y[:, {int(np.argmax(zero))}] is"
-    raise ValueError(f"{where} all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
+    if zero.all():
+        raise ZeroTargets("y is all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
+                          "and ridge that best explain y, and every choice explains zeros "
+                          "equally well; pass numbers for sigma and lam (the model then "
+                          "predicts 0), or check y")
+    raise ValueError(f"y[:, {int(np.argmax(zero))}] is"
+                     " all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
                      "and ridge that best explain y, and every choice explains zeros equally "
-                     "well; pass numbers for sigma and lam (the model then predicts 0), or "
-                     "check y")
+                     "well; pass numbers for sigma and lam (the model then predicts 0 there), "
+                     "or check y")
 
 
 # fit -> its holdout_rows (selects_hyperparameters); a fit without one is absent.

@@ -139,7 +139,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
 
 @selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
-def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, task="regression",
+def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto", task="regression",
              seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
              oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
              threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
@@ -155,7 +155,7 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma=1.0, lam=1e-2, tas
         Per-cluster rank k (see :func:`hkern.meka`).
     n_clusters : int
         Number of clusters c.
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge regularisation, > 0 (or selected).  G~ + lam I must be positive definite; it is
         checked (the K x K Cholesky the direct solver uses anyway) and a ValueError says so
         otherwise.

@@ -21,7 +21,7 @@ class _ExactParameters:
                           "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
                           "    Cholesky solver), from ``model_.n_iter_``.\n"}
 
-    def __init__(self, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+    def __init__(self, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
                  tol=1e-3, max_iter=500, validation=None, criterion="auto", verbose=False,
                  precision="auto", max_memory=None):

@@ -19,7 +19,7 @@ class _HierarchicalParameters:
             "draws": "Split directions and landmarks",
             "size": "``r`` landmarks per tree node, 1 <= r < n"}
 
-    def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+    def __init__(self, r=256, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, jitter=None, partition="random", leaf_size=None,
                  criterion="auto", verbose=False, max_memory=None):
         self.r = r
@@ -88,7 +88,7 @@ class _IndependentParameters:
     _doc = {"model": "hkern.hierarchical.IndependentKRR", "draws": "Split directions",
             "size": "``r`` sets the leaf size as for :func:`hkern.fit_hierarchical`, 1 <= r < n"}
 
-    def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+    def __init__(self, r=256, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, partition="random", leaf_size=None, criterion="auto",
                  verbose=False, max_memory=None):
         self.r = r

@@ -25,7 +25,7 @@ class _NystromParameters:
                           "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
                           "    direct solver), from ``model_.n_iter_``.\n"}
 
-    def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+    def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-4,
                  max_iter=500, validation=None, criterion="auto", verbose=False, max_memory=None):
         self.r = r

@@ -21,7 +21,7 @@ class _RFFParameters:
     _doc = {"model": "hkern.baselines.RFFKRR", "draws": "The frequencies and offsets",
             "size": "``r`` features"}
 
-    def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, lam=1e-2, random_state=None,
+    def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel

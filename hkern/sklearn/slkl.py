@@ -20,7 +20,7 @@ class _SlklParameters:
                           "    Coordinate steps taken, one per output or class (also for one\n"
                           "    output), from ``model_.n_iter_``.\n"}
 
-    def __init__(self, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, random_state=None,
+    def __init__(self, r=256, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None, kkt_tol=None,
                  precompute_columns=True, refresh=1000, candidates=None, criterion="auto",
                  verbose=False, max_memory=None):

@@ -357,7 +357,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
 
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
-def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
              kkt_tol=None, precompute_columns=True, refresh=1000, candidates=None,
              verbose=False, max_memory=None):
@@ -388,10 +388,11 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
         warning; ignored when ``candidates`` is given).
     nu : float
         l1 penalty, > 0; larger gives fewer active landmarks.  Only lam * nu matters
-        (doc/specs/slkl.md, section 3): keep lam = 1 and tune nu.  nu is relative to mean(y^2)
+        (doc/specs/slkl.md, section 3): the default lam="auto" selects the product; with
+        numbers, keep lam = 1 and tune nu.  nu is relative to mean(y^2)
         (the paper's nu is in units of y^2: its nu is hkern's nu times mean(y^2)), so fitting
         c * y gives the same landmarks and weights and c times the predictor (see Notes).
-    lam : float or "auto"
+    lam : float or "auto", default="auto"
         Ridge parameter, > 0 (the paper uses 1), or selected.
     kernel : str
         See :func:`hkern.kernel_matrix`.
@@ -484,7 +485,7 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regres
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-5, 5, size=(400, 2)); r = np.linalg.norm(X, axis=1)
     >>> y = np.sin(r) / r
-    >>> model = hkern.fit_slkl(X, y, r=100, nu=1e-3, sigma=1.0, seed=0)
+    >>> model = hkern.fit_slkl(X, y, r=100, nu=1e-3, sigma=1.0, lam=1.0, seed=0)
     >>> bool(np.all(np.diff(model.objective_[:, 0]) <= 1e-12))   # the exact step is monotone
     True
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3

@@ -45,7 +45,7 @@ def _unif_bytes(n, d, M, k):
 
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
-def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, mu=1.0, candidates=None, verbose=False,
                   max_memory=None):
     r"""The paper's "Unif" baseline: KRR with the kernel :math:`\bar\mu \sum_{m\in S} c_m c_m^T`.
@@ -130,7 +130,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="r
 
 
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
-def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma=1.0, lam=1.0, task="regression",
+def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
 
