@@ -5,9 +5,11 @@ folder first on sys.path, and from the root it would import the uncompiled sourc
 the installed hkern.
 """
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -22,3 +24,26 @@ def run_python(code, *, env=None, drop_env=(), timeout=120):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=timeout, env=full_env, cwd=HERE)
+
+
+def interrupt_child(code, *args, wait):
+    """Run ``code`` (``python -c code *args``) in tests/, send it SIGINT ``wait`` seconds after
+    it prints "start", and return (``lines``, ``sent``, ``out``, ``err``).
+
+    ``lines``: the child's output lines "key value" as a dict (the child prints "caught <time>"
+    when the KeyboardInterrupt reaches it); ``sent``: the time.time() of the signal.  The child
+    is killed if it is still running at the end (120 s at most)."""
+    child = subprocess.Popen([sys.executable, "-c", code, *args], cwd=HERE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "start", child.stderr.read()
+        time.sleep(wait)
+        sent = time.time()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    return lines, sent, out, err

@@ -204,7 +204,30 @@ CASES.update({
     "hck_criteria": hck_case(method=lambda model, B: {
         "profiled": float(model._evidence.profiled_lml()).hex(),
         "lml_of_B": float(model.log_marginal_likelihood(B)).hex()}),
+    "hck_zero_targets": hck_case("ragged", sigma="ard", lam="auto",
+                                 y_local=lambda rank, y: np.zeros_like(y),
+                                 method=lambda model, B: zero_targets_record(model)),
 })
+
+
+def zero_targets_record(model):
+    """A selecting fit of zeros on every rank: the fallback values, predictions of 0, and the
+    warning (as the serial fit)."""
+    return {"sigma": float(model.sigma), "lam": float(model.lam),
+            "zeros": bool(np.all(model.predict(np.zeros((5, model.n_features_in_))) == 0)),
+            "selection": model.selection_ is not None}
+
+
+def nystrom_zero_targets():
+    X, _, _ = problem()
+    off = layout("ragged", len(X), SIZE)
+    lo, hi = off[RANK], off[RANK + 1]
+    model = hkern.fit_nystrom(X[lo:hi], np.zeros(hi - lo), 300,
+                              **dict(FIT, sigma="ard", lam="auto", comm=COMM))
+    return zero_targets_record(model)
+
+
+CASES["nystrom_zero_targets"] = nystrom_zero_targets
 
 
 def fault_case(name):

@@ -97,6 +97,37 @@ def test_same_defaults_where_the_meaning_is_the_same(function):
     assert params["n_jobs"].default is None
 
 
+# The calls that are not long (one kernel pass, no search): the rest report their steps.
+QUICK = {hkern.kernel_matrix, hkern.kernel_diag, hkern.kernel_matvec}
+
+
+@pytest.mark.parametrize("function", [f for f in FUNCTIONS if f not in QUICK], ids=lambda f:
+                         f.__name__)
+def test_every_long_call_takes_verbose(function):
+    assert parameters(function)["verbose"].default is False
+
+
+def test_verbose_prints_one_line_per_step(capsys):
+    import numpy as np
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    y = np.sin(X[:, 0])
+    for call, label, steps in [
+            (lambda v: hkern.meka(X, 5, n_clusters=3, seed=0, psd=True, verbose=v), "meka", 4),
+            (lambda v: hkern.select_columns(X, 20, seed=0, verbose=v), "select_columns", 2),
+            (lambda v: hkern.oasis(X, 20, seed=0, verbose=v), "select_columns", 2),
+            (lambda v: hkern.fit_meka(X, y, 5, n_clusters=3, sigma=1.0, lam=1e-2, seed=0,
+                                      verbose=v), "fit_meka", 4),
+            (lambda v: hkern.fit_grief(X, y, r=20, grid_size=5, max_iter=5, seed=0,
+                                       init_subset=100, verbose=v), "fit_grief", 3)]:
+        call(False)
+        assert capsys.readouterr().out == ""
+        call(True)
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == steps and all(line.startswith(f"[{label} ") for line in lines)
+        with pytest.raises(ValueError, match="verbose must be True or False"):
+            call("yes")
+
+
 def test_positional_use_beyond_the_size_is_refused():
     import numpy as np
     X = np.random.default_rng(0).normal(size=(20, 2))

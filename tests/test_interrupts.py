@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pytest
+from fresh_python import interrupt_child
 
 import hkern
 from hkern.datasets import load_uci, standardize
@@ -144,19 +145,8 @@ def _small_here(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_ctrl_c_stops_the_call_and_the_next_call_works(name):
     setup, small = CASES[name]
-    child = subprocess.Popen([sys.executable, "-c", _child_code(setup, small)], cwd=HERE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "start", child.stderr.read()
-        time.sleep(WAITS.get(name, WAIT))
-        sent = time.time()
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    lines, sent, out, err = interrupt_child(_child_code(setup, small),
+                                            wait=WAITS.get(name, WAIT))
     assert "caught" in lines, f"the call was not interrupted: {out!r} {err[-2000:]!r}"
     latency = float(lines["caught"]) - sent
     assert latency < BOUND, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"

@@ -16,14 +16,11 @@ data.  The tolerances follow from float32 rounding, u = 2^-24 = 6.0e-8:
   many columns there are: a float32 running sum over 120 000 columns would be off by ~1e-4
   (checked below, so that the test would catch it).
 """
-import os
-import subprocess
-import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
+from fresh_python import interrupt_child
 from oracles import KERNELS as ALL_KERNELS
 from oracles import dense_kernel
 
@@ -422,21 +419,7 @@ CHILD = textwrap.dedent("""
 def test_ctrl_c_in_single_precision(which):
     """As tests/test_interrupts.py for the float64 calls: SIGINT 1.5 s into a call of several
     seconds ends it within 1 s, and a following call gives this process's bits."""
-    import signal
-    child = subprocess.Popen([sys.executable, "-c", CHILD, which],
-                             cwd=os.path.dirname(os.path.abspath(__file__)),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "start", child.stderr.read()
-        time.sleep(1.5)
-        sent = time.time()
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    lines, sent, out, err = interrupt_child(CHILD, which, wait=1.5)
     assert "caught" in lines, f"the call was not interrupted: {out!r} {err[-2000:]!r}"
     assert float(lines["caught"]) - sent < 1.0
     rng = np.random.default_rng(0)

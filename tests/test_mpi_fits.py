@@ -75,7 +75,7 @@ def assert_serial(recs, ranks, coef, predictions):
 OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validation",
             "seed_none", "given_landmarks", "oasis_landmarks", "tiny_shard_on_rank1",
             "hck_even", "hck_last", "hck_ragged", "hck_classification", "hck_criteria",
-            "hck_select", "nystrom_select"]
+            "hck_select", "nystrom_select", "hck_zero_targets", "nystrom_zero_targets"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
     "lam_bad_on_rank1": ("ValueError", "lam must be > 0", 1),
@@ -332,6 +332,20 @@ def test_selection_on_shards_makes_the_serial_choice(runs, case):
         np.testing.assert_allclose(rec["values"], values,
                                    rtol=1e-10 if case == "hck_select" else 1e-3)
         np.testing.assert_allclose(rec["coef"], np.ravel(coef), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", ["hck_zero_targets", "nystrom_zero_targets"])
+def test_targets_of_zeros_on_shards_fit_at_the_serial_fallback(runs, case):
+    """sigma="ard", lam="auto" with zeros on every rank: no selection, the fit at sigma = 1,
+    lam = 1e-2 on every rank, predicting 0, as the serial fit does
+    (tests/test_default_calls.py)."""
+    ranks, got = runs
+    recs = got[case]
+    assert sorted(recs) == list(range(ranks))
+    for rec in recs.values():
+        assert rec["outcome"] == "ok", rec
+        assert (rec["sigma"], rec["lam"], rec["zeros"], rec["selection"]) == (1.0, 1e-2, True,
+                                                                              False)
 
 
 def test_hck_pca_partition_needs_one_rank(runs):

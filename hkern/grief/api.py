@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 
 from .._memory import check_memory
+from .._progress import Progress
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
@@ -59,7 +60,7 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
               inference="type2", lengthscales=None, signal_variance=None, noise=None,
               optimize=True, max_iter=200, optimize_subset=None, init_subset=1000,
               n_restarts=RESTARTS_DEFAULT, n_iter=10_000, burn_in=1000, thin=50,
-              w_prior="kernel", grid_inputs=None, max_memory=None):
+              w_prior="kernel", grid_inputs=None, verbose=False, max_memory=None):
     """Fit a GP-GRIEF model: a GP with r product eigenfunctions of a grid of m = prod(mbar_i)
     inducing points (Evans & Nair, "Scalable Gaussian processes with grid-structured
     eigenfunctions", ICML 2018).
@@ -150,6 +151,9 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
         kernels, OpenMP).  BLAS calls made through NumPy/SciPy in the fit and in ``predict``
         run on one thread, so results are bitwise identical for any value.  None: the CPUs
         available, bounded by OMP_NUM_THREADS and an enclosing threadpoolctl limit.
+    verbose : bool, default=False
+        Print one line per step (the grid, the exact-GP initialisation, the type-II search or
+        the type-I sampling) with the seconds since the call started.
     max_memory : int, float or None
         Largest peak memory (bytes) the fit may use; None (default) is the memory available
         now.  The peak (:func:`hkern.grief.api.grief_peak_bytes`: the standardised data, the
@@ -223,6 +227,7 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
     # work runs in hkern's tiled kernels and OpenMP loops on n_threads threads, which give
     # the same bits for any count.
     n_threads = budget_threads()
+    progress = Progress("fit_grief", verbose)
     with blas_threads(1):
         x_scaler = Standardiser(X)
         if x_scaler.active.size == 0:
@@ -250,22 +255,26 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
                              inference, optimize and maxiter > 0, kept // thin),
             max_memory, what=f"fit_grief with n={n}, d={d}, r={min(p, m)}",
             fix="choose a smaller r" + ("" if given else " or init_subset"))
+        progress(f"grid of m = {m} inducing points over {d} inputs, r = {min(p, m)}")
         if given:
             theta0 = _standardised_theta(given, x_scaler, y_std)
         else:
             sub = np.sort(rng.choice(n, size=min(n, init_subset), replace=False))
             theta0 = fit_exact_ard(Xs[sub], ys[sub])
+            progress(f"exact-GP initialisation on {len(sub)} points")
 
         if inference == "type2":
             posterior, lml, record = fit_type2(theta0, Xs, ys, grids, p, rng, optimize, maxiter,
                                                optimize_subset, n_restarts, n_threads)
             theta = record["theta"]
             record["restart_lmls"] = record["restart_lmls"] - n * np.log(y_std)
+            progress(f"type-II search: log marginal likelihood {lml - n * np.log(y_std):.6g}")
         else:
             _check_type1_noise(theta0, d, given)
             posterior, lml, record = fit_type1(theta0, Xs, ys, grids, p, rng, n_iter, burn_in,
                                                thin, w_prior, n_threads)
             theta = theta0
+            progress(f"type-I sampling: {n_iter} MALA steps")
     ls_out = np.full(d_in, np.inf)
     ls_out[active] = np.exp(theta[:d]) * x_scaler.std_
     return GriefGP(inference=inference, n_features=d_in, active_features=active, n_train=n, m=m,

@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from .._model import format_sigma
+from .._progress import Progress
 from .._validation import check_sigma
 from ..kernels import kernel_kind
 from .record import Candidate, HyperparameterSelection
@@ -88,13 +89,6 @@ class IterativeProblem:
     """
 
 
-def _log(verbose, label, started):
-    def say(text):
-        if verbose:
-            print(f"[{label} {time.perf_counter() - started:6.1f} s] {text}", flush=True)
-    return say
-
-
 def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, subsample_start,
                      verbose, data=None):
     """The staged selection (module docstring) for one call of an iterative fit; returns the
@@ -114,7 +108,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     rng = np.random.default_rng([seed, 1])
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
                                      criterion=CRITERION_NAMES[criterion])
-    say = _log(verbose, problem.label, started)
+    say = Progress(problem.label, verbose)
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     sigma0, lam0 = a["sigma"], a["lam"]

@@ -55,6 +55,7 @@ import numpy as np
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma
+from .._progress import Progress
 from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
 from .._validation import check_bool, check_positive, check_seed, check_sigma
@@ -271,10 +272,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
                                      criterion=CRITERIA[criterion])
     label = fit.__name__
-
-    def say(text):
-        if verbose:
-            print(f"[{label} {time.perf_counter() - started:6.1f} s] {text}", flush=True)
+    say = Progress(label, verbose)
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     if lam_mode == "given":
@@ -523,23 +521,25 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
                                       profiles_ridge, verbose, iterative,
                                       n_jobs=arguments["n_jobs"])
             except ZeroTargets:
-                return _fit_zero_targets(fit, arguments, sigma_mode, lam_mode)
+                return fit(**zero_target_arguments(fit.__name__, arguments, sigma_mode,
+                                                   lam_mode))
         fit_with_selection.__signature__ = public
         return fit_with_selection
     return decorate
 
 
-def _fit_zero_targets(fit, arguments, sigma_mode, lam_mode):
-    """The fit at :data:`ZERO_TARGET_VALUES` for what was to be selected, with a warning:
-    targets of zeros give no criterion to select by, and every value predicts 0."""
+def zero_target_arguments(label, arguments, sigma_mode, lam_mode):
+    """The fit's arguments at :data:`ZERO_TARGET_VALUES` for what was to be selected, with a
+    warning: targets of zeros give no criterion to select by, and every value predicts 0.
+    (The serial fit and, on every rank alike, the sharded ones.)"""
     sigma, lam = ZERO_TARGET_VALUES
     arguments = dict(arguments, sigma=sigma if sigma_mode != "given" else arguments["sigma"],
                      lam=lam if lam_mode != "given" else arguments["lam"])
     warnings.warn(f"y is all zeros, so there is nothing to select sigma and lam by (every "
-                  f"value explains zeros equally well): {fit.__name__} fits at "
+                  f"value explains zeros equally well): {label} fits at "
                   f"sigma={format_sigma(arguments['sigma'])}, lam={arguments['lam']:.3g}, "
                   "and predicts 0", UserWarning, stacklevel=3)
-    return fit(**arguments)
+    return arguments
 
 
 @budgeted

@@ -27,8 +27,16 @@ from .._sharded import digest, prepare_sharded_fit
 from .._threads import in_budget
 from .._validation import check_bool
 from .iterative import select_iterative
+from .robust import ZeroTargets
 from .rows import ShardedRows
-from .select import _fit_seed, _select, check_criterion, selection_modes, start_from_subsample
+from .select import (
+    _fit_seed,
+    _select,
+    check_criterion,
+    selection_modes,
+    start_from_subsample,
+    zero_target_arguments,
+)
 
 __all__ = ["select_hierarchical_on_shards", "select_nystrom_on_shards"]
 
@@ -103,6 +111,19 @@ def _agreed(run):
         raise Agreed(exc) from None
 
 
+def _selected(state, label, sharded_fit, arguments, sigma_mode, lam_mode, run):
+    """:func:`_agreed` of the selection ``run``; for targets of zeros on every rank (the check
+    is a sum over ranks, so every rank sees it) the sharded fit at the serial fallback values,
+    as the serial fit does (:func:`~hkern.hyperparameters.select.zero_target_arguments`)."""
+    try:
+        return _agreed(run)
+    except Agreed as agreed:
+        if not isinstance(agreed.error, ZeroTargets):
+            raise
+    return sharded_fit(RankState(state.comm, state.label),
+                       **zero_target_arguments(label, arguments, sigma_mode, lam_mode))
+
+
 def select_hierarchical_on_shards(state, fit, sharded_fit, arguments):
     """fit_hierarchical(..., sigma="auto"|"ard" or lam="auto", comm=comm) on every rank
     (module docstring); ``fit`` is the serial fit (its name and defaults), ``arguments`` the
@@ -116,9 +137,10 @@ def select_hierarchical_on_shards(state, fit, sharded_fit, arguments):
     rows = ShardedRows(state, shards.offsets, inputs.X, inputs.Y)
     verbose = arguments["verbose"] and state.rank == 0
     with in_budget(arguments["n_jobs"]):
-        return _agreed(lambda: _select(fit, arguments, sigma_mode, lam_mode, criterion, False,
-                                       verbose, data=rows, seed=seed,
-                                       call=_candidate(state, sharded_fit)))
+        return _selected(state, label, sharded_fit, arguments, sigma_mode, lam_mode,
+                         lambda: _select(fit, arguments, sigma_mode, lam_mode, criterion,
+                                         False, verbose, data=rows, seed=seed,
+                                         call=_candidate(state, sharded_fit)))
 
 
 def select_nystrom_on_shards(state, fit, sharded_fit, arguments, *, problem_class):
@@ -139,6 +161,7 @@ def select_nystrom_on_shards(state, fit, sharded_fit, arguments, *, problem_clas
         problem.set_target_scale(rows.target_scale())
     verbose = arguments["verbose"] and state.rank == 0
     with in_budget(arguments["n_jobs"]):
-        return _agreed(lambda: select_iterative(problem, a, sigma_mode, lam_mode, criterion,
-                                                seed, start_from_subsample, verbose,
-                                                data=rows))
+        return _selected(state, label, sharded_fit, arguments, sigma_mode, lam_mode,
+                         lambda: select_iterative(problem, a, sigma_mode, lam_mode, criterion,
+                                                  seed, start_from_subsample, verbose,
+                                                  data=rows))

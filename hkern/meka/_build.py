@@ -98,9 +98,10 @@ def check_peak(peak_bytes, max_memory, args, function):
 
 def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
           landmarks_per_cluster, rank_policy, threshold, threshold_kind, psd, kmeans_sample,
-          kmeans_iter, link_rcond, rng, n_jobs):
+          kmeans_iter, link_rcond, rng, n_jobs, progress):
     """The steps of :func:`hkern.meka` on checked arguments, inside the caller's thread budget
-    (``n_jobs`` is the caller's, kept by the approximation for its own methods)."""
+    (``n_jobs`` is the caller's, kept by the approximation for its own methods); each step
+    reported to ``progress`` (a :class:`hkern._progress.Progress`)."""
     n_threads = budget_threads()
     timings = {}
     start = time.perf_counter()
@@ -114,11 +115,13 @@ def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
     starts = np.zeros(c + 1, dtype=np.intp)
     starts[1:] = np.cumsum(np.bincount(labels, minlength=c))
     timings["cluster"] = time.perf_counter() - start
+    sizes = np.diff(starts)
+    progress(f"k-means: {c} clusters of {sizes.min()} to {sizes.max()} points "
+             f"({timings['cluster']:.2f} s)")
 
     start = time.perf_counter()
     Zl, Fl, ranks = landmark_bases(kind, sigma, Xs, starts, rank, rank_policy,
                                    landmarks_per_cluster, rng, n_threads)
-    sizes = np.diff(starts)
     k_starts = np.zeros(c + 1, dtype=np.intp)
     k_starts[1:] = np.cumsum(ranks)
     z_starts = np.zeros(c + 1, dtype=np.intp)
@@ -135,6 +138,7 @@ def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
                                   w_off, n_threads)
     check_status(status, "bases")
     timings["bases"] = time.perf_counter() - start
+    progress(f"landmark bases: total rank {int(k_starts[-1])} ({timings['bases']:.2f} s)")
 
     start = time.perf_counter()
     K = int(k_starts[-1])
@@ -150,6 +154,8 @@ def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
                                   offsets, link_rcond, L, link_ranks, n_threads)
     check_status(status, "link blocks")
     timings["links"] = time.perf_counter() - start
+    progress(f"link blocks: {len(fitted)} of {len(pairs)} pairs fitted "
+             f"({timings['links']:.2f} s)")
 
     approx = MekaApproximation(
         X_sorted=Xs, perm=perm, starts=starts, centroids=centroids, Z=Z, z_starts=z_starts, F=F,
@@ -160,4 +166,5 @@ def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
         start = time.perf_counter()
         approx._make_psd()
         timings["psd"] = time.perf_counter() - start
+        progress(f"projected onto the PSD cone ({timings['psd']:.2f} s)")
     return approx

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from .._progress import Progress
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed, document_sigma
 from ._build import RANK_POLICIES, THRESHOLD_KINDS, build, check_peak, checked_arguments
@@ -26,7 +27,7 @@ __all__ = ["LINK_RCOND", "RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation"
 def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
          oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
          threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
-         link_rcond=LINK_RCOND, max_memory=None):
+         link_rcond=LINK_RCOND, verbose=False, max_memory=None):
     """MEKA approximation G~ = W L W^T of the kernel matrix of X (Si, Hsieh & Dhillon 2017).
 
     1. k-means (k-means++ start, ``kmeans_iter`` Lloyd iterations, scipy ``kmeans2``) on a
@@ -90,6 +91,9 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
         Threads (OpenMP over clusters and cluster pairs, and BLAS); results are bitwise
         identical for any value.  None: the CPUs available, bounded by OMP_NUM_THREADS and an
         enclosing threadpoolctl limit.
+    verbose : bool, default=False
+        Print one line per step (k-means, the landmark bases, the link blocks, the PSD
+        projection) with the seconds since the call started.
     max_memory : int, float or None
         Largest peak memory (bytes) the call may use; None (default) is the memory available
         now.  The peak is estimated from n, d, r, n_clusters and kmeans_sample (see
@@ -131,8 +135,9 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
                              kmeans_iter=kmeans_iter, link_rcond=link_rcond,
                              max_memory=max_memory)
     rng = check_seed(seed)
+    progress = Progress("meka", verbose)
     check_peak(meka_peak_bytes(args, budget_threads()), max_memory, args, "meka")
-    return build(rng=rng, n_jobs=n_jobs, **args)
+    return build(rng=rng, n_jobs=n_jobs, progress=progress, **args)
 
 
 def meka_peak_bytes(args, n_threads):

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
+from .._progress import Progress
 from .._threads import budget_threads, budgeted
 from .._validation import check_int, check_positive, check_seed, check_solver
 from ..hyperparameters import selects_hyperparameters
@@ -231,7 +232,7 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto",
     rng = check_seed(seed)
     check_peak(fit_meka_peak_bytes(args, Y.shape[1], budget_threads()), max_memory, args,
                "fit_meka")
-    G = build(rng=rng, n_jobs=n_jobs, **args)
+    G = build(rng=rng, n_jobs=n_jobs, progress=Progress("fit_meka", verbose), **args)
     alpha, beta, n_iter = _solve(G, Y, inputs.lam, solver, tol, max_iter)
     coef = np.empty((G._z_starts[-1], Y.shape[1]))
     for s in range(G.n_clusters_):

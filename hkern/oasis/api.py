@@ -6,6 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
+from .._progress import Progress
 from .._threads import blas_threads, budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
@@ -160,7 +161,7 @@ def _check_residual(G, F, diag, max_d):
 @budgeted
 @document_sigma
 def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
-                   tol=0.0, rtol=0.0, init=1, refresh=0, max_memory=None):
+                   tol=0.0, rtol=0.0, init=1, refresh=0, verbose=False, max_memory=None):
     """Select Nystrom columns of the kernel matrix of X (or of a PSD matrix).
 
     Parameters
@@ -196,6 +197,9 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
         Threads for the per-step pass over the rows (and BLAS threads); results are identical
         for any value.  None honours OMP_NUM_THREADS, threadpoolctl limits and the CPUs
         available; -1 every CPU.
+    verbose : bool, default=False
+        Print one line when the selection starts and one when it ends, with the seconds since
+        the call started.
     max_memory : int or None
         Most bytes the selection may allocate; None (default): the memory available when the
         call starts.  The adaptive methods need about 8 n (l + l') bytes (F, n x l, and the
@@ -228,6 +232,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     >>> bool(err < 1e-3)
     True
     """
+    progress = Progress("select_columns", verbose)
     check_choice(method, "method", SELECTORS)
     points, G, diag, kind, sigma, copy_bytes = _prepare(X, kernel, sigma, max_memory)
     n = diag.shape[0]
@@ -239,6 +244,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     refresh = check_int(refresh, "refresh", low=0)
     rng = check_seed(seed)
     _check_selection_memory(n, n_columns, method, G is not None, max_memory, copy_bytes)
+    progress(f"{method}: up to {n_columns} columns of {n}")
     if method == "uniform":
         selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
     elif method == "block_rpcholesky":
@@ -248,6 +254,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
                               rng, refresh, n_jobs)
     if G is not None:          # hkern's own kernels are PSD by construction
         _check_residual(G, selection.F, diag, float(diag.max()))
+    progress(f"{len(selection)} columns selected")
     return selection
 
 
@@ -367,7 +374,7 @@ def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, 
 
 
 def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
-          init=1, refresh=0, comm=None, max_memory=None):
+          init=1, refresh=0, comm=None, verbose=False, max_memory=None):
     """oASIS: adaptive Nystrom column selection (Patel, Goldstein, Dyer, Mirhoseini, Baraniuk).
 
     Each step adds the column i maximising the Schur complement Delta_i = G_ii - b_i^T W^{-1}
@@ -394,8 +401,8 @@ def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0
     """
     if comm is not None:
         return oasis_mpi(X, r, kernel=kernel, sigma=sigma, seed=seed, n_jobs=n_jobs, tol=tol,
-                         rtol=rtol, init=init, refresh=refresh, comm=comm,
+                         rtol=rtol, init=init, refresh=refresh, comm=comm, verbose=verbose,
                          max_memory=max_memory)
     return select_columns(X, r, method="oasis", kernel=kernel, sigma=sigma, tol=tol,
                           rtol=rtol, init=init, seed=seed, refresh=refresh, n_jobs=n_jobs,
-                          max_memory=max_memory)
+                          verbose=verbose, max_memory=max_memory)

@@ -51,6 +51,7 @@ from .._mpi import (
     offsets_of,
     resolve_comm,
 )
+from .._progress import Progress
 from .._threads import budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
@@ -248,7 +249,7 @@ def _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs, g
 
 
 def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
-              init=1, refresh=0, comm=None, gather=True, max_memory=None):
+              init=1, refresh=0, comm=None, gather=True, verbose=False, max_memory=None):
     """oASIS on data sharded over MPI ranks: each rank passes only its own rows.
 
     Call it on every rank of ``comm`` with the same arguments and that rank's shard
@@ -280,6 +281,9 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
         Default ``MPI.COMM_WORLD``.
     gather : bool
         Gather C and F (all n rows) to rank 0; the other ranks keep their own rows.
+    verbose : bool, default=False
+        Print (on rank 0) one line when the selection starts and one when it ends, with the
+        seconds since the call started.
     max_memory : int or None
         Most bytes each rank may allocate; None (default): the memory available to it when the
         call starts.  A rank needs about 8 m (l + l') bytes for its m rows (l' = l rounded up
@@ -326,9 +330,14 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
     comm = resolve_comm(comm)
     with every_rank_stops(comm, LABEL):
         state = RankState(comm, LABEL)
+        progress = Progress(LABEL, check_bool(verbose, "verbose") and comm.Get_rank() == 0)
         args = _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
-        return _select(get_mpi(), state, n_jobs=n_jobs, **args)
+        progress(f"oasis on {comm.Get_size()} ranks: up to {args['n_columns']} columns of "
+                 f"{args['offsets'][-1]}")
+        selection = _select(get_mpi(), state, n_jobs=n_jobs, **args)
+        progress(f"{len(selection)} columns selected")
+        return selection
 
 
 def _fill_pivot(buf, core, local, value, z):

@@ -46,7 +46,8 @@ class GriefRegressor(HkernGPRegressor):
                  grid_size=10, inference="type2", lengthscales=None, signal_variance=None,
                  noise=None, optimize=True, max_iter=200, optimize_subset=None,
                  init_subset=1000, n_restarts=RESTARTS_DEFAULT, n_iter=10_000, burn_in=1000,
-                 thin=50, w_prior="kernel", grid_inputs=None, max_memory=None):
+                 thin=50, w_prior="kernel", grid_inputs=None, verbose=False,
+                 max_memory=None):
         self.r = r
         self.kernel = kernel
         self.random_state = random_state
@@ -66,4 +67,5 @@ class GriefRegressor(HkernGPRegressor):
         self.thin = thin
         self.w_prior = w_prior
         self.grid_inputs = grid_inputs
+        self.verbose = verbose
         self.max_memory = max_memory

@@ -145,7 +145,8 @@ class MekaTransformer(HkernTransformer):
     def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma=1.0,
                  random_state=None, n_jobs=None, oversample=2.0, landmarks_per_cluster=None,
                  rank_policy="uniform", threshold=0.0, threshold_kind="fraction",
-                 kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, max_memory=None):
+                 kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, verbose=False,
+                 max_memory=None):
         self.r = r
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -160,6 +161,7 @@ class MekaTransformer(HkernTransformer):
         self.kmeans_sample = kmeans_sample
         self.kmeans_iter = kmeans_iter
         self.link_rcond = link_rcond
+        self.verbose = verbose
         self.max_memory = max_memory
 
     def _fit(self, X):
