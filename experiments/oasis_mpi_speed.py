@@ -28,4 +28,4 @@ comm.Barrier()
 elapsed = time.perf_counter() - start
 if comm.Get_rank() == 0:
     print(f"RESULT ranks={comm.Get_size()} seconds={elapsed:.3f} "
-          f"first={result.indices[:5].tolist()} k={len(result.indices)}")
+          f"first={result.indices_[:5].tolist()} k={len(result.indices_)}")

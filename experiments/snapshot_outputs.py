@@ -71,8 +71,8 @@ def record(out, name, model, X_test):
 def suite(out, tag, X, y, X_test, r):
     for name, fit in fits(r).items():
         record(out, tag + name, fit(X, y), X_test)
-    out[tag + "cols/idx"] = np.asarray(hkern.select_columns(X, r, seed=0).indices, dtype=float)
-    out[tag + "oasis/idx"] = np.asarray(hkern.oasis(X, r, seed=0).indices, dtype=float)
+    out[tag + "cols/idx"] = np.asarray(hkern.select_columns(X, r, seed=0).indices_, dtype=float)
+    out[tag + "oasis/idx"] = np.asarray(hkern.oasis(X, r, seed=0).indices_, dtype=float)
     if X.shape[1] <= 4:
         record(out, tag + "grief", hkern.fit_grief(X, y, 100, seed=0, max_iter=20,
                                                    n_restarts=1), X_test)

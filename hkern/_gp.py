@@ -27,8 +27,9 @@ from scipy.optimize import minimize_scalar
 from ._threads import budget_threads, budgeted
 from ._validation import check_bool
 
-__all__ = ["Evidence", "GaussianProcessKRR", "ProfiledRidge", "best_ridge", "column_quads",
-           "gaussian_lml", "profiled_gaussian_lml"]
+__all__ = ["Evidence", "GaussianProcessKRR", "MarginalLikelihood", "ProfiledRidge", "best_ridge",
+           "column_quads", "gaussian_lml", "likelihood_needs_training_inputs",
+           "profiled_gaussian_lml"]
 
 
 def gaussian_lml(quad, logdet, n, k):
@@ -161,7 +162,76 @@ def column_quads(Y, alpha):
     return np.einsum("ij,ij->j", Y, alpha)
 
 
-class GaussianProcessKRR:
+def likelihood_needs_training_inputs(model, kept):
+    """The error of ``log_marginal_likelihood(y)`` on a model that keeps ``kept`` instead of
+    its training inputs: its likelihood is known at the training targets only."""
+    return ValueError(f"{type(model).__name__} keeps {kept}, not its training inputs, so its "
+                      "likelihood is known at the training targets only: call "
+                      "log_marginal_likelihood() without y")
+
+
+class MarginalLikelihood:
+    """Mixin: ``log_marginal_likelihood(y=None)`` of a kernel ridge model whose fit solved with
+    its target covariance A and kept the :class:`Evidence` (put it before
+    :class:`hkern._model.KernelRidgeModel` in the bases).
+
+    The Gaussian-process models, which keep their training inputs
+    (:class:`GaussianProcessKRR`), implement ``_lml_at(y, max_memory)`` to evaluate other
+    targets.  The feature models (Nystrom, random features: A = Phi Phi^T + lam I) keep only
+    their features' weights, so they know the likelihood of the training targets alone.
+    """
+
+    # What a user can do when an iterative fit left no log-determinant.
+    # What a user can do when an iterative fit left no log-determinant, and on a classifier.
+    _NO_EVIDENCE_FIX = ("fit with the direct solver (solver='direct') for the likelihood, or "
+                        "compare fits by their error on held-out data")
+    _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
+
+    def log_marginal_likelihood(self, y=None, *, max_memory=None):
+        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).
+
+        A = K + lam I, K the model's kernel matrix on the training inputs (for HCK
+        A = K_hier' + (lam - lam') I, whose leaf diagonal blocks are K + lam I; for Nystrom and
+        random features A = Phi Phi^T + lam I, Phi the training inputs' features):
+        -1/2 y^T A^{-1} y - 1/2 log det A - n/2 log(2 pi), in the units of y, summed over the
+        columns of a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
+        (whose prior mean is the training mean of y; here it is 0).
+
+        Parameters
+        ----------
+        y : array_like (n,) or (n, k), optional
+            Targets in training order.  None (default): the training targets, from the fit
+            (no extra work).
+        max_memory : int or None
+            With ``y``: most bytes the evaluation may allocate; None: the memory available when
+            the call starts.
+
+        Raises
+        ------
+        ValueError
+            With ``y`` on a model that keeps no training inputs (Nystrom, random features).
+            With ``y=None`` after an iterative solver (no log-determinant was computed), or on
+            a classifier: class labels have no Gaussian likelihood (pass ``y``, e.g. their +-1
+            one-vs-rest encoding, where the model keeps its training inputs).
+        """
+        if y is None:
+            self._require_regression("log_marginal_likelihood()", self._LABELS_FIX)
+            if self._evidence is None:
+                raise ValueError("this model was fitted by an iterative solver, which computes "
+                                 f"no log-determinant; {self._NO_EVIDENCE_FIX}")
+            return self._evidence.lml()
+        return self._lml_at(y, max_memory)
+
+    def _require_regression(self, call, fix):
+        if self.encoding_.task != "regression":
+            raise ValueError(f"{call} is defined for regression, but this model was fitted with "
+                             f"task='classification' (its predictions are class labels); {fix}")
+
+    def _lml_at(self, y, max_memory):
+        raise likelihood_needs_training_inputs(self, "the weights of its features")
+
+
+class GaussianProcessKRR(MarginalLikelihood):
     """Mixin: ``predict(X, return_std=...)`` and ``log_marginal_likelihood(y=None)`` of a
     kernel ridge model (put it before :class:`hkern._model.KernelRidgeModel` in the bases).
 
@@ -172,6 +242,9 @@ class GaussianProcessKRR:
     shape (m,), unclipped) and ``_lml_at(y, max_memory)`` (the log marginal likelihood of other
     targets).
     """
+
+    _NO_EVIDENCE_FIX = "pass the training targets as y to evaluate it by a factorisation"
+    _LABELS_FIX = "pass y (e.g. the +-1 one-vs-rest encoding of the labels)"
 
     def predict(self, X, *, return_std=False, include_noise=False, max_memory=None):
         """Predictions at X, and with ``return_std`` the posterior standard deviation.
@@ -219,42 +292,3 @@ class GaussianProcessKRR:
         """Predictions and the latent posterior variance at checked X, in the model's budget."""
         var = self._latent_variance(X, budget_threads(), max_memory)
         return self.encoding_.decode(self._scores(X)), var
-
-    def log_marginal_likelihood(self, y=None, *, max_memory=None):
-        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).
-
-        A = K + lam I, K the model's kernel matrix on the training inputs (for HCK
-        A = K_hier' + (lam - lam') I, whose leaf diagonal blocks are K + lam I):
-        -1/2 y^T A^{-1} y - 1/2 log det A - n/2 log(2 pi), in the units of y, summed over the
-        columns of a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
-        (whose prior mean is the training mean of y; here it is 0).
-
-        Parameters
-        ----------
-        y : array_like (n,) or (n, k), optional
-            Targets in training order.  None (default): the training targets, from the fit
-            (no extra work).
-        max_memory : int or None
-            With ``y``: most bytes the evaluation may allocate; None: the memory available when
-            the call starts.
-
-        Raises
-        ------
-        ValueError
-            With ``y=None`` on a classifier: class labels have no Gaussian likelihood (pass
-            ``y``, e.g. their +-1 one-vs-rest encoding, to evaluate it at real targets).
-        """
-        if y is None:
-            self._require_regression("log_marginal_likelihood()",
-                                     "pass y (e.g. the +-1 one-vs-rest encoding of the labels)")
-            if self._evidence is None:
-                raise ValueError("this model was fitted by an iterative solver, which computes "
-                                 "no log-determinant; pass the training targets as y to "
-                                 "evaluate it by a factorisation")
-            return self._evidence.lml()
-        return self._lml_at(y, max_memory)
-
-    def _require_regression(self, call, fix):
-        if self.encoding_.task != "regression":
-            raise ValueError(f"{call} is defined for regression, but this model was fitted with "
-                             f"task='classification' (its predictions are class labels); {fix}")

@@ -2,6 +2,9 @@
 model and the base of the kernel ridge models."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +24,61 @@ from ._validation import (
 from .kernels import kernel_kind
 
 __all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "format_sigma", "prepare_fit",
-           "prepare_sigma", "scaled_copy_bytes"]
+           "prepare_sigma", "recording_selection", "renamed", "scaled_copy_bytes"]
+
+
+# The record of the hyperparameter selection running in this context (hkern.hyperparameters),
+# which every kernel ridge model fitted inside it keeps as ``selection_`` from its construction.
+_SELECTION = contextvars.ContextVar("hkern_selection", default=None)
+
+
+@contextlib.contextmanager
+def recording_selection(record):
+    """Fit the selection's candidates and its final model inside this context: each
+    :class:`KernelRidgeModel` made there is constructed with ``selection_ = record`` (the record
+    is completed before the selection returns its model).  Nothing is set on a model after
+    construction (doc/conventions.md), and the fits need no argument for it."""
+    token = _SELECTION.set(record)
+    try:
+        yield record
+    finally:
+        _SELECTION.reset(token)
+
+
+class renamed:  # lower case: it is used like ``property``
+    """A former attribute name, kept for one release: reading it warns and gives the new one.
+
+    Fitted values end in ``_`` (doc/conventions.md); the models that had fitted values without
+    it (``HierarchicalKRR.r``, ``ColumnSelection.indices``, ...) declare the old name as
+    ``r = renamed("r_")`` so that code written against it keeps working, with a FutureWarning.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> class Fitted:
+    ...     r = renamed("r_")
+    ...     def __init__(self):
+    ...         self.r_ = 3
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     value = Fitted().r
+    >>> value, caught[0].category.__name__
+    (3, 'FutureWarning')
+    """
+
+    def __init__(self, new):
+        self.new = new
+
+    def __set_name__(self, owner, name):
+        self.old = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        warnings.warn(f"{type(obj).__name__}.{self.old} is now {self.new} (fitted values end in "
+                      f"'_'); the old name will be removed in a future release",
+                      FutureWarning, stacklevel=2)
+        return getattr(obj, self.new)
 
 
 @dataclass(frozen=True)
@@ -157,10 +214,6 @@ class KernelRidgeModel(FittedModel):
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
 
-    # The record of how sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection),
-    # None when both were given.
-    selection_ = None
-
     def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs,
                  lengthscales=None, evidence=None):
         super().__init__(n_features=n_features, n_jobs=n_jobs, lengthscales=lengthscales)
@@ -176,6 +229,9 @@ class KernelRidgeModel(FittedModel):
         self._bandwidth = sigma if lengthscales is None else 1.0
         self.lam = lam
         self.encoding_ = encoding
+        # How sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection): the
+        # record of the selection this model is fitted in, None outside one.
+        self.selection_ = _SELECTION.get()
 
     @property
     def sigma_(self):

@@ -30,7 +30,10 @@ class Progress:
         self.verbose = check_bool(verbose, "verbose")
         self.started = time.perf_counter()
 
+    def elapsed(self):
+        """Seconds since the call started (the time its lines show)."""
+        return time.perf_counter() - self.started
+
     def __call__(self, text):
         if self.verbose:
-            print(f"[{self.label} {time.perf_counter() - self.started:6.1f} s] {text}",
-                  flush=True)
+            print(f"[{self.label} {self.elapsed():6.1f} s] {text}", flush=True)

@@ -26,6 +26,10 @@ def run_python(code, *, env=None, drop_env=(), timeout=120):
                           text=True, timeout=timeout, env=full_env, cwd=HERE)
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_child(code, *args, wait):
     """Run ``code`` (``python -c code *args``) in tests/, send it SIGINT ``wait`` seconds after
     it prints "start", and return (``lines``, ``sent``, ``out``, ``err``).
@@ -33,8 +37,11 @@ def interrupt_child(code, *args, wait):
     ``lines``: the child's output lines "key value" as a dict (the child prints "caught <time>"
     when the KeyboardInterrupt reaches it); ``sent``: the time.time() of the signal.  The child
     is killed if it is still running at the end (120 s at most)."""
+    # A test run started in the background of a shell ignores SIGINT, and the child would
+    # inherit that (Python leaves an ignored SIGINT ignored): the child starts from the default.
     child = subprocess.Popen([sys.executable, "-c", code, *args], cwd=HERE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_default_sigint)
     try:
         assert child.stdout.readline().strip() == "start", child.stderr.read()
         time.sleep(wait)

@@ -183,11 +183,11 @@ def report(case, sel=None, exc=None, outcome=None):
         line["outcome"] = outcome
     elif exc is None:
         line["outcome"] = "ok"
-        line.update(C_shape=list(sel.C.shape), row_offset=sel.row_offset)
+        line.update(C_shape=list(sel.C_.shape), row_offset=sel.row_offset_)
         if RANK == 0:
-            line.update(indices=sel.indices.tolist(), W_inv=hexes(sel.W_inv), C=hexes(sel.C),
-                        F=hexes(sel.F),
-                        scores=[None if np.isnan(s) else float(s).hex() for s in sel.scores])
+            line.update(indices=sel.indices_.tolist(), W_inv=hexes(sel.W_inv_), C=hexes(sel.C_),
+                        F=hexes(sel.F_),
+                        scores=[None if np.isnan(s) else float(s).hex() for s in sel.scores_])
     else:
         line.update(outcome="error", type=type(exc).__name__, message=str(exc))
     # One write per record: mpiexec forwards each rank's writes whole, so records of different

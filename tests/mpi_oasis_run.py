@@ -65,8 +65,9 @@ def main(argv):
         gather = rest != ["nogather"]
         result = oasis_mpi(shard(X, layout), ell, sigma=0.5, init=int(init), seed=seed,
                            gather=gather)
-        arrays = dict(indices=result.indices, scores=result.scores, W_inv=result.W_inv,
-                      C=result.C, F=result.F, row_offset=result.row_offset, size=result.size)
+        arrays = dict(indices=result.indices_, scores=result.scores_, W_inv=result.W_inv_,
+                      C=result.C_, F=result.F_, row_offset=result.row_offset_,
+                      size=result.comm_size_)
         if gather and rank == 0:
             name = f"{layout}-{init}.npz"
         elif not gather:

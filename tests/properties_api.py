@@ -288,12 +288,12 @@ def test_select_columns(data, kernel, sigma, n_columns, method, seed, jobs):
                              sigma=sigma, seed=seed, n_jobs=jobs)
     if sel is None:
         return
-    k = len(sel.indices)
+    k = len(sel.indices_)
     assert 1 <= k <= n_columns
-    assert len(set(np.asarray(sel.indices).tolist())) == k
-    assert_finite(sel.C, (n_rows(X), k))
-    assert_finite(sel.F, (n_rows(X), k))
-    assert_finite(sel.W_inv, (k, k))
+    assert len(set(np.asarray(sel.indices_).tolist())) == k
+    assert_finite(sel.C_, (n_rows(X), k))
+    assert_finite(sel.F_, (n_rows(X), k))
+    assert_finite(sel.W_inv_, (k, k))
 
 
 @SETTINGS

@@ -141,11 +141,11 @@ def test_select_columns_equals_scalar_on_scaled_inputs(method):
     X, _, _ = data()
     a = hkern.select_columns(X, 30, method=method, sigma=L, seed=4)
     b = hkern.select_columns(X / L, 30, method=method, sigma=1.0, seed=4)
-    assert_array_equal(a.indices, b.indices)
-    assert_array_equal(a.C, b.C)
-    assert_array_equal(a.W_inv, b.W_inv)
+    assert_array_equal(a.indices_, b.indices_)
+    assert_array_equal(a.C_, b.C_)
+    assert_array_equal(a.W_inv_, b.W_inv_)
     c = hkern.oasis(X, 30, sigma=L, seed=4)
-    assert_array_equal(c.indices, hkern.oasis(X / L, 30, sigma=1.0, seed=4).indices)
+    assert_array_equal(c.indices_, hkern.oasis(X / L, 30, sigma=1.0, seed=4).indices_)
 
 
 def test_oasis_mpi_single_rank_equals_serial():
@@ -154,8 +154,8 @@ def test_oasis_mpi_single_rank_equals_serial():
     X, _, _ = data()
     got = oasis_mpi(X, 30, sigma=L, seed=4)
     ref = hkern.oasis(X / L, 30, sigma=1.0, seed=4)
-    assert_array_equal(got.indices, ref.indices)
-    assert_array_equal(got.C, ref.C)
+    assert_array_equal(got.indices_, ref.indices_)
+    assert_array_equal(got.C_, ref.C_)
 
 
 @pytest.mark.parametrize("name", ["ExactRegressor", "NystromRegressor", "RFFRegressor",

@@ -101,7 +101,7 @@ def test_column_selection_does_not_depend_on_n_jobs(method, data):
     X, _, _ = data
     one = hkern.select_columns(X, 80, method=method, sigma=1.0, seed=2, n_jobs=1)
     two = hkern.select_columns(X, 80, method=method, sigma=1.0, seed=2, n_jobs=2)
-    for attr in ("indices", "C", "W_inv", "F"):
+    for attr in ("indices_", "C_", "W_inv_", "F_"):
         _same(getattr(one, attr), getattr(two, attr))
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from hck_model import make_kern, matrix_to_original, reconstruct, route
 from memory_probe import assert_estimate_close
-from oracles import dense_gp_posterior, dense_lml, hck_system, khier_cross, rel_norm
+from oracles import dense_gp_posterior, dense_kernel, dense_lml, hck_system, khier_cross, rel_norm
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -179,6 +179,45 @@ def test_log_marginal_likelihood_is_the_dense_gaussian_density(spec, k):
     for y in (other[:, 0], other):
         ref = dense_lml(c.A, y)
         assert abs(c.model.log_marginal_likelihood(y) - ref) < 1e-10 * abs(ref)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("fit", ["nystrom", "rff"])
+def test_feature_models_likelihood_is_the_dense_density_under_their_features(fit, k):
+    # A = Phi Phi^T + lam I: Nystrom's Phi Phi^T = K(X, Z) K(Z, Z)^{-1} K(Z, X), random
+    # features' Phi = sqrt(2 / r) cos(X Omega^T + b), both built here from the model's own points.
+    X, Y, _ = data(120, 3)
+    y = Y[:, 0] if k == 1 else Y
+    if fit == "nystrom":
+        model = hkern.fit_nystrom(X, y, r=25, sigma=0.7, lam=LAM, seed=0)
+        Z = model.landmarks_
+        C = dense_kernel(X, Z, sigma=0.7)
+        G = C @ np.linalg.solve(dense_kernel(Z, Z, sigma=0.7), C.T)
+    else:
+        model = hkern.fit_rff(X, y, r=40, sigma=0.7, lam=LAM, seed=0)
+        Phi = np.sqrt(2.0 / 40) * np.cos(X @ model.frequencies_.T + model.offsets_)
+        G = Phi @ Phi.T
+    ref = dense_lml(G + LAM * np.eye(len(X)), y)
+    assert abs(model.log_marginal_likelihood() - ref) < 1e-9 * abs(ref)
+    with pytest.raises(ValueError, match="keeps the weights of its features, not its training "
+                       r"inputs.*log_marginal_likelihood\(\) without y"):
+        model.log_marginal_likelihood(y)
+
+
+def test_iterative_feature_fits_have_no_likelihood_and_say_what_has():
+    X, Y, _ = data(120, 3)
+    model = hkern.fit_nystrom(X, Y[:, 0], r=25, sigma=0.7, lam=LAM, solver="pcg", seed=0)
+    with pytest.raises(ValueError, match="iterative solver.*solver='direct'"):
+        model.log_marginal_likelihood()
+
+
+def test_grief_likelihood_takes_the_shared_signature_and_refuses_other_targets():
+    X, Y, _ = data(120, 3)
+    gp = hkern.fit_grief(X, Y[:, 0], r=20, seed=0)
+    assert gp.log_marginal_likelihood() == gp.log_marginal_likelihood(None) == gp._lml
+    with pytest.raises(ValueError, match="GriefGP keeps its basis and weights, not its training "
+                       "inputs"):
+        gp.log_marginal_likelihood(Y[:, 0])
 
 
 @pytest.mark.parametrize("fit", [hkern.fit_exact, hkern.fit_hierarchical, hkern.fit_independent])

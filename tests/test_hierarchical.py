@@ -661,7 +661,7 @@ def test_duplicate_rows_jitter_by_training_index():
 def test_default_jitter_and_depth():
     X, y, _ = data(200, 28)
     m = hkern.fit_hierarchical(X, y, r=16, lam=0.5, seed=0, sigma=1.0)
-    assert m.jitter == min(1e-3 * 0.5, 1e-8)
+    assert m.jitter_ == min(1e-3 * 0.5, 1e-8)
     assert m.depth_ == math.floor(math.log2(200 / 16)) == 3
 
 
@@ -704,8 +704,8 @@ def test_r_not_below_n_is_reduced_to_one_leaf(small, fit, r):
             model = fit(X, y, r=r, sigma=1.0, lam=lam)
     else:
         model = fit(X, y, r=r, sigma=1.0, lam=lam)
-    assert model.depth_ == 0 and getattr(model, "r", n - 1) == n - 1
-    jitter = getattr(model, "jitter", 0.0)          # HCK's base kernel; none in K_ind
+    assert model.depth_ == 0 and getattr(model, "r_", n - 1) == n - 1
+    jitter = getattr(model, "jitter_", 0.0)         # HCK's base kernel; none in K_ind
     K = hkern.kernel_matrix(X, sigma=1.0) + jitter * np.eye(n)
     alpha = np.linalg.solve(K + (lam - jitter) * np.eye(n), y)
     np.testing.assert_allclose(model.predict(X), K @ alpha - jitter * alpha,

@@ -78,15 +78,15 @@ def _dense(model, X, r, seed, leaf_size, kernel, sigma):
     X_tree, tree, lms = reconstruct(X, r, seed, leaf_size)
     assert np.array_equal(tree["perm"], model.perm_), "replayed tree differs from the model's"
     kern = make_kern(kernel, sigma)
-    A = hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter)
+    A = hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter_)
     return X_tree, lms, kern, A
 
 
 def _assert_predictions(model, scores, X_tree, lms, kern, Y_tree, Xq):
     """Scores of new points against the dense KRR of the same tree, relative to the terms."""
     Xqc = Xq - model.centre_
-    Kq = khier_cross(X_tree, model.depth_, lms, kern, model.jitter, Xqc, route(model, Xq))
-    w = np.linalg.solve(hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter),
+    Kq = khier_cross(X_tree, model.depth_, lms, kern, model.jitter_, Xqc, route(model, Xq))
+    w = np.linalg.solve(hck_system(X_tree, model.depth_, lms, kern, LAM, model.jitter_),
                         Y_tree)
     ref = Kq @ w
     scale = np.abs(Kq) @ np.abs(w)
@@ -250,7 +250,7 @@ def test_r_not_below_n_is_reduced(fit, n, r):
         model = fit(X, y, r=r)
     # depth floor(log2(n / (n - 1))): 1 for n = 2 (leaves of one point), else 0
     assert model.depth_ == (1 if n == 2 else 0) and np.all(np.isfinite(model.predict(X)))
-    assert getattr(model, "r", n - 1) == n - 1          # IndependentKRR keeps no r
+    assert getattr(model, "r_", n - 1) == n - 1         # IndependentKRR keeps no r
 
 
 @pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])

@@ -173,7 +173,7 @@ def test_psd_fix_gives_psd_matrix_close_to_the_original():
     D = P.to_dense()
     w = np.linalg.eigvalsh(D)
     assert w[0] >= -1e-10 * np.linalg.norm(D, 2)
-    assert P.psd and np.abs(P.basis(0).T @ P.basis(0) - np.eye(P.ranks_[0])).max() < 1e-12
+    assert P.psd_ and np.abs(P.basis(0).T @ P.basis(0) - np.eye(P.ranks_[0])).max() < 1e-12
     # The clip removes exactly the negative part of the spectrum (Q is orthonormal).
     neg = np.sqrt(np.sum(w_raw[w_raw < 0] ** 2))
     assert abs(np.linalg.norm(D - G.to_dense()) - neg) <= 1e-8 * np.linalg.norm(D)
@@ -371,7 +371,7 @@ def test_krr_applies_the_psd_fix_by_default():
     model = hkern.fit_meka(X, np.ones(600), r=15, n_clusters=6, sigma=2.0, seed=2,
                            oversample=0.2, lam=1e-8)
     G = model.approximation_
-    assert G.psd
+    assert G.psd_
     D = G.to_dense()
     assert np.linalg.eigvalsh(D)[0] >= -1e-10 * np.linalg.norm(D, 2)
 

@@ -98,18 +98,18 @@ class TestGreedyIsPivotedCholesky:
         pivots, values, gaps = pivoted_cholesky(G, k)
         max_d = G.diagonal().max()
         greedy = hkern.select_columns(G, k, method="greedy", kernel="precomputed")
-        np.testing.assert_array_equal(greedy.indices, pivots,
+        np.testing.assert_array_equal(greedy.indices_, pivots,
                                       err_msg=f"{name}: greedy order != pivoted Cholesky order")
         # The order is decided by real gaps, not by round-off: every non-zero gap between the
         # best and the second-best candidate exceeds the score discrepancy 100-fold.  Zero gaps
         # are exact ties (the Gaussian diagonal at step 0; far outliers whose residual is
         # exactly 1.0), broken by the smallest index in both.
-        discrepancy = max(np.abs(greedy.scores - values).max(), 1e-16 * max_d)
+        discrepancy = max(np.abs(greedy.scores_ - values).max(), 1e-16 * max_d)
         assert discrepancy < 1e-14 * max_d
         assert gaps[gaps > 0].min() > 100 * discrepancy, f"{name}: ill-posed reference order"
         # oASIS with init=0 is literally the same algorithm: bitwise the same result.
         oasis0 = hkern.oasis(G, k, kernel="precomputed", init=0, seed=0)
-        for attr in ("indices", "C", "W_inv", "scores"):
+        for attr in ("indices_", "C_", "W_inv_", "scores_"):
             np.testing.assert_array_equal(getattr(oasis0, attr), getattr(greedy, attr))
 
     @pytest.mark.parametrize("kernel,sigma", [("gaussian", 0.8), ("laplace", 1.5),
@@ -124,20 +124,20 @@ class TestGreedyIsPivotedCholesky:
         from_points = hkern.select_columns(X, k, method="greedy", kernel=kernel, sigma=sigma)
         from_matrix = hkern.select_columns(G, k, method="greedy", kernel="precomputed")
         oasis0 = hkern.oasis(X, k, kernel=kernel, sigma=sigma, init=0, seed=1)
-        np.testing.assert_array_equal(from_matrix.indices, pivots)
-        np.testing.assert_array_equal(from_points.indices, pivots)
-        np.testing.assert_array_equal(oasis0.indices, pivots)
-        assert np.abs(from_points.scores - values).max() < 1e-14
-        assert rel_max(from_points.C, G[:, pivots]) < 1e-12
+        np.testing.assert_array_equal(from_matrix.indices_, pivots)
+        np.testing.assert_array_equal(from_points.indices_, pivots)
+        np.testing.assert_array_equal(oasis0.indices_, pivots)
+        assert np.abs(from_points.scores_ - values).max() < 1e-14
+        assert rel_max(from_points.C_, G[:, pivots]) < 1e-12
 
     def test_ties_go_to_the_smallest_index(self):
         # Identity: every residual diagonal stays exactly 1, so every step is a tie.
         sel = hkern.select_columns(np.eye(50), 20, method="greedy", kernel="precomputed")
-        np.testing.assert_array_equal(sel.indices, np.arange(20))
-        np.testing.assert_array_equal(sel.scores, np.ones(20))
+        np.testing.assert_array_equal(sel.indices_, np.arange(20))
+        np.testing.assert_array_equal(sel.scores_, np.ones(20))
         # Gaussian kernel: diag = 1 everywhere, so the first pivot is row 0.
         X = np.random.default_rng(3).normal(size=(100, 2))
-        assert hkern.select_columns(X, 5, method="greedy").indices[0] == 0
+        assert hkern.select_columns(X, 5, method="greedy").indices_[0] == 0
 
 
 # ------------------------------------------------------------------ 2. scores = diag(G - G~)
@@ -180,11 +180,11 @@ class TestScores:
         G = sym(dense_kernel(X, X, sigma=1.0))
         sel = hkern.select_columns(X, 40, method=method, init=init, seed=5)
         assert len(sel) == 40
-        assert np.isnan(sel.scores[:init]).all() and not np.isnan(sel.scores[init:]).any()
+        assert np.isnan(sel.scores_[:init]).all() and not np.isnan(sel.scores_[init:]).any()
         worst = 0.0
         for t in range(init, len(sel)):
-            expected = residual_diag(G, sel.indices[:t])[sel.indices[t]]
-            worst = max(worst, abs(sel.scores[t] - expected))
+            expected = residual_diag(G, sel.indices_[:t])[sel.indices_[t]]
+            worst = max(worst, abs(sel.scores_[t] - expected))
         assert worst < 1e-10, f"max |score - diag(G - G~)| = {worst:.3g}"
 
     @pytest.mark.parametrize("mode", ["explicit", "points"])
@@ -222,7 +222,7 @@ class TestScores:
         sel = hkern.select_columns(G if X is None else X, 35, method="oasis", init=init, seed=4,
                                    kernel="precomputed" if X is None else "gaussian",
                                    sigma=sigma)
-        np.testing.assert_array_equal(idx, sel.indices)
+        np.testing.assert_array_equal(idx, sel.indices_)
         # The full O(n k^2) recomputation agrees with the incremental updates (spec 8.5).
         incremental = core.delta_array.copy()
         core.recompute_delta(1)
@@ -272,18 +272,18 @@ class TestUpdatesEqualDirectInversion:
             X, kw = (pts, dict(sigma=1.0)) if case == "gauss-points" else (
                 G, dict(kernel="precomputed"))
         sel = hkern.select_columns(X, 30, method=method, init=init, seed=8, **kw)
-        idx = sel.indices
+        idx = sel.indices_
         assert len(idx) == 30
         W = G[np.ix_(idx, idx)]
         assert np.linalg.cond(W) < 1e4   # well-conditioned: the dense reference is accurate
         W_inv = np.linalg.inv(W)
         C = G[:, idx]
         if case == "gauss-points":
-            assert rel_max(sel.C, C) < 1e-13
+            assert rel_max(sel.C_, C) < 1e-13
         else:
-            np.testing.assert_array_equal(sel.C, C)
-        assert rel_max(sel.W_inv, W_inv) < 1e-10
-        assert rel_max(sel.R, W_inv @ C.T) < 1e-10
+            np.testing.assert_array_equal(sel.C_, C)
+        assert rel_max(sel.W_inv_, W_inv) < 1e-10
+        assert rel_max(sel.R_, W_inv @ C.T) < 1e-10
         approx = sel.approximation()
         assert rel_max(approx, C @ W_inv @ C.T) < 1e-10
         F = sel.nystrom()
@@ -314,10 +314,10 @@ class TestTheorem1:
                                        seed=seed)
             assert len(sel) == r, (f"seed {seed}: selected {len(sel)} columns of a rank-{r} "
                                    f"matrix (expected to stop at {r})")
-            assert len(np.unique(sel.indices)) == r
+            assert len(np.unique(sel.indices_)) == r
             worst = max(worst, rel_norm(sel.approximation(), G))
             # Lemma 1: every pick had Delta > 0 (above the 1e-12 floor)
-            scores = sel.scores[~np.isnan(sel.scores)]
+            scores = sel.scores_[~np.isnan(sel.scores_)]
             assert (scores > 1e-12 * G.diagonal().max()).all()
         assert worst < 1e-10, f"||G - G~||_F / ||G||_F = {worst:.3g}"
 
@@ -333,7 +333,7 @@ class TestDistinct:
         for seed in range(20):
             sel = hkern.select_columns(X, 40, method=method, init=init, sigma=0.3, seed=seed)
             assert len(sel) == 40
-            assert len(np.unique(sel.indices)) == 40, f"seed {seed}: repeated index"
+            assert len(np.unique(sel.indices_)) == 40, f"seed {seed}: repeated index"
 
     @pytest.mark.parametrize("method,init", [("greedy", 0), ("oasis", 1), ("rpcholesky", 0)])
     def test_exact_duplicates_are_not_picked(self, method, init):
@@ -345,21 +345,21 @@ class TestDistinct:
         for seed in range(20):
             sel = hkern.select_columns(X, 40, method=method, init=init, sigma=0.3, seed=seed)
             assert len(sel) == 40
-            assert len(np.unique(sel.indices)) == 40, f"seed {seed}: repeated index"
-            assert len(np.unique(X[sel.indices], axis=0)) == 40, f"seed {seed}: picked a twin"
+            assert len(np.unique(sel.indices_)) == 40, f"seed {seed}: repeated index"
+            assert len(np.unique(X[sel.indices_], axis=0)) == 40, f"seed {seed}: picked a twin"
 
     def test_uniform_is_sampling_without_replacement(self):
         G = np.eye(40)
         a = hkern.select_columns(G, 10, method="uniform", kernel="precomputed", seed=3)
         b = hkern.select_columns(G, 10, method="uniform", kernel="precomputed", seed=3)
         c = hkern.select_columns(G, 10, method="uniform", kernel="precomputed", seed=4)
-        np.testing.assert_array_equal(a.indices, b.indices)
-        assert not np.array_equal(a.indices, c.indices)
-        assert np.isnan(a.scores).all()
+        np.testing.assert_array_equal(a.indices_, b.indices_)
+        assert not np.array_equal(a.indices_, c.indices_)
+        assert np.isnan(a.scores_).all()
         counts = np.zeros(40)
         for seed in range(1000):
             idx = hkern.select_columns(G, 10, method="uniform", kernel="precomputed",
-                                       seed=seed).indices
+                                       seed=seed).indices_
             assert len(np.unique(idx)) == 10
             counts[idx] += 1
         # Each index appears with probability 10/40: mean 250, sd ~ 13.7; +-80 is ~6 sd.
@@ -378,26 +378,26 @@ def matrix():
 
 class TestStopping:
     def _check_stop(self, G, sel, tol, l):
-        scores = sel.scores[~np.isnan(sel.scores)]
+        scores = sel.scores_[~np.isnan(sel.scores_)]
         assert (scores > tol).all()
         if len(sel) < l:
-            rest = residual_diag(G, sel.indices)
-            rest[sel.indices] = -np.inf
+            rest = residual_diag(G, sel.indices_)
+            rest[sel.indices_] = -np.inf
             assert rest.max() <= tol * (1 + 1e-9), (
                 f"stopped at {len(sel)} columns with a remaining score {rest.max():.4g} > tol "
                 f"{tol:.4g}")
 
     def test_tol_between_scores(self, matrix):
         G, full = matrix
-        assert (np.diff(full.scores) <= 1e-12).all()  # greedy scores never increase
-        tol = 0.5 * (full.scores[14] + full.scores[15])
+        assert (np.diff(full.scores_) <= 1e-12).all()  # greedy scores never increase
+        tol = 0.5 * (full.scores_[14] + full.scores_[15])
         sel = hkern.select_columns(G, 40, method="greedy", kernel="precomputed", tol=tol)
-        np.testing.assert_array_equal(sel.indices, full.indices[:15])
+        np.testing.assert_array_equal(sel.indices_, full.indices_[:15])
         self._check_stop(G, sel, tol, 40)
 
     def test_tol_equal_to_a_score_stops_before_it(self, matrix):
         G, full = matrix
-        tol = full.scores[15]   # "<= tol" stops: the 16th column is not taken
+        tol = full.scores_[15]   # "<= tol" stops: the 16th column is not taken
         sel = hkern.select_columns(G, 40, method="greedy", kernel="precomputed", tol=tol)
         assert len(sel) == 15
 
@@ -405,13 +405,13 @@ class TestStopping:
         G, full = matrix
         max_d = G.diagonal().max()
         assert max_d > 10
-        tol = 0.5 * (full.scores[9] + full.scores[10])
+        tol = 0.5 * (full.scores_[9] + full.scores_[10])
         by_rtol = hkern.select_columns(G, 40, method="greedy", kernel="precomputed",
                                        rtol=tol / max_d)
-        np.testing.assert_array_equal(by_rtol.indices, full.indices[:10])
+        np.testing.assert_array_equal(by_rtol.indices_, full.indices_[:10])
         # the larger of tol and rtol * max diag wins
         both = hkern.select_columns(G, 40, method="greedy", kernel="precomputed",
-                                    tol=tol, rtol=full.scores[20] / max_d)
+                                    tol=tol, rtol=full.scores_[20] / max_d)
         assert len(both) == 10
         # rtol is not absolute: the same number passed as tol selects more columns
         assert len(hkern.select_columns(G, 40, method="greedy", kernel="precomputed",
@@ -420,7 +420,7 @@ class TestStopping:
     @pytest.mark.parametrize("init", [1, 4])
     def test_oasis_with_init(self, matrix, init):
         G, full = matrix
-        tol = full.scores[20]
+        tol = full.scores_[20]
         for seed in range(5):
             sel = hkern.oasis(G, 40, kernel="precomputed", tol=tol, init=init, seed=seed)
             assert init <= len(sel) < 40
@@ -435,11 +435,11 @@ class TestStopping:
         X = rng.normal(size=(400, 2))
         G = sym(dense_kernel(X, X, sigma=1.0))
         greedy = hkern.select_columns(X, 60, method="greedy")
-        tol = greedy.scores[20]   # ~0.29: many rows already below it, many above
+        tol = greedy.scores_[20]   # ~0.29: many rows already below it, many above
         for seed in range(5):
             sel = hkern.select_columns(X, 60, method="rpcholesky", tol=tol, seed=seed)
-            rest = residual_diag(G, sel.indices)
-            rest[sel.indices] = -np.inf
+            rest = residual_diag(G, sel.indices_)
+            rest[sel.indices_] = -np.inf
             assert len(sel) == 60 or rest.max() <= tol, (
                 f"rpcholesky (seed {seed}) stopped after {len(sel)} of 60 columns although the "
                 f"best remaining score is {rest.max():.3g} > tol = {tol:.3g}; the stopping test "
@@ -465,21 +465,21 @@ class TestReproducibility:
         c = hkern.select_columns(big_points, 30, seed=np.random.default_rng(9), n_jobs=2, **kw)
         assert len(a) == 30
         for other in (b, c):
-            for attr in ("indices", "C", "W_inv", "scores", "F"):
+            for attr in ("indices_", "C_", "W_inv_", "scores_", "F_"):
                 np.testing.assert_array_equal(getattr(a, attr), getattr(other, attr),
                                               err_msg=attr)
         if method in ("rpcholesky", "uniform") or init > 0:
             d = hkern.select_columns(big_points, 30, seed=10, n_jobs=2, **kw)
-            assert not np.array_equal(a.indices, d.indices)
+            assert not np.array_equal(a.indices_, d.indices_)
 
     def test_greedy_matches_pivoted_cholesky_across_chunks(self, big_points):
         sel = hkern.select_columns(big_points, 25, method="greedy", sigma=0.3, n_jobs=2)
-        G = dense_kernel(big_points, big_points[sel.indices], sigma=0.3)  # only the needed columns
+        G = dense_kernel(big_points, big_points[sel.indices_], sigma=0.3)  # only the needed columns
         # Pivoted Cholesky on the (n x k) columns: the residual diagonal needs only those.
         L = np.zeros((9000, 25))
         d = np.ones(9000)
         picked = np.zeros(9000, dtype=bool)
-        for t, i in enumerate(sel.indices):
+        for t, i in enumerate(sel.indices_):
             cand = np.where(picked, -np.inf, d)
             assert i == np.argmax(cand), f"step {t}: picked {i}, reference {np.argmax(cand)}"
             picked[i] = True
@@ -494,8 +494,8 @@ class TestReproducibility:
         expected = np.r_[0, 4096, 8192 + np.arange(8)]
         for n_jobs in (1, 2):
             sel = hkern.select_columns(X, 10, method="greedy", sigma=1.0, n_jobs=n_jobs)
-            np.testing.assert_array_equal(sel.indices, expected)
-            np.testing.assert_array_equal(sel.scores, np.ones(10))
+            np.testing.assert_array_equal(sel.indices_, expected)
+            np.testing.assert_array_equal(sel.scores_, np.ones(10))
 
 
 # ------------------------------------------------------------------ 8. non-PSD / bad matrices
@@ -563,8 +563,8 @@ class TestBadMatrices:
             pytest.fail(f"PSD Gaussian kernel matrix (n=200, 2-D normal points, sigma=1, "
                         f"method={method!r}, n_columns=200) rejected: {exc}")
         G = dense_kernel(X, X, sigma=1.0)
-        assert len(np.unique(sel.indices)) == len(sel)
-        assert rel_norm(nystrom_dense(G, sel.indices), G) < 1e-6
+        assert len(np.unique(sel.indices_)) == len(sel)
+        assert rel_norm(nystrom_dense(G, sel.indices_), G) < 1e-6
 
 
 # ------------------------------------------------------------------ 9. bad arguments
@@ -609,8 +609,8 @@ def test_oasis_entry_point_is_method_oasis():
     X = np.random.default_rng(72).normal(size=(100, 2))
     a = hkern.oasis(X, 20, sigma=0.5, init=2, seed=3)
     b = hkern.select_columns(X, 20, method="oasis", sigma=0.5, init=2, seed=3)
-    assert a.method == "oasis"
-    for attr in ("indices", "C", "W_inv"):
+    assert a.method_ == "oasis"
+    for attr in ("indices_", "C_", "W_inv_"):
         np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
     with pytest.raises(ValueError, match="init must be <= 20"):
         hkern.oasis(X, 20, init=21)
@@ -629,9 +629,9 @@ class TestFitNystromLandmarks:
         X, y, X_test = krr_problem
         sigma, lam = 0.5, 1e-2
         sel = hkern.oasis(X, 25, sigma=sigma, seed=0)
-        model = hkern.fit_nystrom(X, y, sigma=sigma, lam=lam, landmarks=sel.indices)
-        np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices))
-        K_nys, alpha, pred = nystrom_krr(X, X[sel.indices], y, lam, sigma=sigma, X_test=X_test)
+        model = hkern.fit_nystrom(X, y, sigma=sigma, lam=lam, landmarks=sel.indices_)
+        np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices_))
+        K_nys, alpha, pred = nystrom_krr(X, X[sel.indices_], y, lam, sigma=sigma, X_test=X_test)
         assert rel_norm(sel.approximation(), K_nys) < 1e-10
         assert rel_norm(model.predict(X), K_nys @ alpha) < 1e-9
         assert rel_norm(model.predict(X_test), pred) < 1e-9
@@ -641,8 +641,8 @@ class TestFitNystromLandmarks:
         X, y, X_test = krr_problem
         model = hkern.fit_nystrom(X, y, r=30, sigma=0.5, lam=1e-2, seed=4, landmarks=method)
         sel = hkern.select_columns(X, 30, method=method, sigma=0.5, seed=4)
-        np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices))
-        same = hkern.fit_nystrom(X, y, sigma=0.5, lam=1e-2, landmarks=sel.indices)
+        np.testing.assert_array_equal(model.landmark_indices_, np.sort(sel.indices_))
+        same = hkern.fit_nystrom(X, y, sigma=0.5, lam=1e-2, landmarks=sel.indices_)
         assert rel_norm(model.predict(X_test), same.predict(X_test)) < 1e-12
         # adaptive landmarks beat the uniform ones on the training fit of K here
         assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 0.2
@@ -722,8 +722,8 @@ class TestRefresh:
         refreshed = hkern.oasis(X, 80, sigma=0.8, seed=3, refresh=7)
         # The same columns: recomputation only removes round-off from the incremental updates,
         # which is far smaller than the gaps between the best and second-best scores here.
-        np.testing.assert_array_equal(refreshed.indices, plain.indices)
-        np.testing.assert_allclose(refreshed.scores[1:], plain.scores[1:], rtol=1e-9)
+        np.testing.assert_array_equal(refreshed.indices_, plain.indices_)
+        np.testing.assert_allclose(refreshed.scores_[1:], plain.scores_[1:], rtol=1e-9)
 
     def test_refresh_must_be_a_non_negative_integer(self):
         X = np.random.default_rng(0).normal(size=(50, 2))
@@ -760,7 +760,7 @@ def test_block_rpcholesky_draws_the_pivots_of_rpcholesky():
     for seed in range(trials):
         sel = hkern.select_columns(G, 2, method="block_rpcholesky", kernel="precomputed",
                                    seed=seed)
-        counts[sel.indices[0], sel.indices[1]] += 1
+        counts[sel.indices_[0], sel.indices_[1]] += 1
     freq = counts / trials
     se = np.sqrt(P * (1 - P) / trials) + 1e-12
     assert np.all(np.abs(freq - P) <= 4.5 * se + 1e-3), (freq, P)
@@ -770,16 +770,16 @@ def test_block_rpcholesky_factor_and_stopping(rng):
     X = rng.standard_normal((700, 4))
     K = hkern.kernel_matrix(X, sigma=1.2)
     sel = hkern.select_columns(X, 150, method="block_rpcholesky", sigma=1.2, seed=3)
-    assert len(set(sel.indices.tolist())) == 150 and sel.F.shape == (700, 150)
-    assert np.abs(sel.F @ sel.F.T - sel.approximation()).max() <= 1e-10
-    np.testing.assert_allclose(sel.C, K[:, sel.indices], rtol=0, atol=1e-15)
-    residual = K - sel.F @ sel.F.T
+    assert len(set(sel.indices_.tolist())) == 150 and sel.F_.shape == (700, 150)
+    assert np.abs(sel.F_ @ sel.F_.T - sel.approximation()).max() <= 1e-10
+    np.testing.assert_allclose(sel.C_, K[:, sel.indices_], rtol=0, atol=1e-15)
+    residual = K - sel.F_ @ sel.F_.T
     assert np.linalg.eigvalsh(residual).min() >= -1e-10          # G - F F^T stays PSD
-    assert np.abs(np.diag(residual)[sel.indices]).max() <= 1e-10  # exact at the pivots
+    assert np.abs(np.diag(residual)[sel.indices_]).max() <= 1e-10  # exact at the pivots
     again = hkern.select_columns(X, 150, method="block_rpcholesky", sigma=1.2, seed=3, n_jobs=2)
-    assert np.array_equal(again.indices, sel.indices) and np.array_equal(again.F, sel.F)
+    assert np.array_equal(again.indices_, sel.indices_) and np.array_equal(again.F_, sel.F_)
     # A matrix of rank 3: the selection stops at 3 columns.
     B = rng.standard_normal((60, 3))
     low = hkern.select_columns(B @ B.T, 10, method="block_rpcholesky", kernel="precomputed",
                                seed=0)
-    assert len(low.indices) == 3
+    assert len(low.indices_) == 3

@@ -93,9 +93,9 @@ def test_same_selection_as_serial(selections, serial, ranks, layout, init):
     data, bit for bit: indices, scores, W^{-1}, and the gathered C and F."""
     got, ref = selections[ranks][f"{layout}-{init}.npz"], serial[init]
     assert int(got["size"]) == ranks and int(got["row_offset"]) == 0
-    assert got["indices"].tolist() == ref.indices.tolist()
+    assert got["indices"].tolist() == ref.indices_.tolist()
     for attr in ("scores", "W_inv", "C", "F"):
-        assert_bitwise(got[attr], getattr(ref, attr), attr)
+        assert_bitwise(got[attr], getattr(ref, attr + "_"), attr)
 
 
 @pytest.mark.parametrize("ranks,layout", [(ranks, layout) for ranks in RANK_COUNTS[1:]
@@ -110,10 +110,11 @@ def test_each_rank_keeps_its_rows_without_gather(selections, serial, ranks, layo
     for rank, part in enumerate(parts):
         assert int(part["row_offset"]) == offsets[rank]
         assert part["C"].shape == part["F"].shape == (counts[rank], len(ref))
-        assert part["indices"].tolist() == ref.indices.tolist()
-        assert_bitwise(part["W_inv"], ref.W_inv, "W_inv")
+        assert part["indices"].tolist() == ref.indices_.tolist()
+        assert_bitwise(part["W_inv"], ref.W_inv_, "W_inv")
     for attr in ("C", "F"):
-        assert_bitwise(np.concatenate([part[attr] for part in parts]), getattr(ref, attr), attr)
+        joined = np.concatenate([part[attr] for part in parts])
+        assert_bitwise(joined, getattr(ref, attr + "_"), attr)
 
 
 @pytest.mark.parametrize("fmt,ranks", [("npy", 2), ("csv", 3)])
@@ -134,8 +135,8 @@ def test_command_line_entry(tmp_path, fmt, ranks):
     assert f"oASIS-P on {ranks} ranks: 30 columns of n = 1200" in out.stdout
     saved = np.load(tmp_path / "sel.npz")
     ref = hkern.oasis(X, 30, sigma=0.7, seed=2)
-    np.testing.assert_array_equal(saved["indices"], ref.indices)
-    assert_bitwise(saved["W_inv"], ref.W_inv, "W_inv")
+    np.testing.assert_array_equal(saved["indices"], ref.indices_)
+    assert_bitwise(saved["W_inv"], ref.W_inv_, "W_inv")
 
 
 def test_precomputed_is_refused():
@@ -241,11 +242,11 @@ def batch(tmp_path_factory):
 
 def assert_same_as_serial(rec, ref):
     assert rec["outcome"] == "ok", rec
-    assert rec["indices"] == ref.indices.tolist()
-    assert rec["scores"] == [None if np.isnan(s) else float(s).hex() for s in ref.scores]
-    assert rec["W_inv"] == hexes(ref.W_inv)
-    assert rec["C"] == hexes(ref.C)
-    assert rec["F"] == hexes(ref.F)
+    assert rec["indices"] == ref.indices_.tolist()
+    assert rec["scores"] == [None if np.isnan(s) else float(s).hex() for s in ref.scores_]
+    assert rec["W_inv"] == hexes(ref.W_inv_)
+    assert rec["C"] == hexes(ref.C_)
+    assert rec["F"] == hexes(ref.F_)
 
 
 @pytest.mark.parametrize("n,init", SMALL)
@@ -263,7 +264,7 @@ def test_fewer_rows_than_ranks_without_gather(batch):
     got = batch["small_n2_nogather"]
     assert all(rec["outcome"] == "ok" for rec in got.values())
     ref = hkern.oasis(data(2), 2, sigma=0.7, seed=3)
-    assert got[0]["indices"] == ref.indices.tolist()
+    assert got[0]["indices"] == ref.indices_.tolist()
     assert [got[r]["C_shape"] for r in range(RANKS)] == [[1, 2], [1, 2], [0, 2]]
     assert [got[r]["row_offset"] for r in range(RANKS)] == [0, 1, 2]
 
@@ -314,9 +315,9 @@ def test_extreme_magnitudes_match_serial(batch, tag, kernel):
     assert all(rec["outcome"] == "ok" for rec in got.values()), got
     ref = hkern.oasis(data(40, scale=scale), 10, kernel=kernel, sigma=sigma, seed=1)
     assert_same_as_serial(got[0], ref)
-    assert np.isfinite(ref.C).all() and np.isfinite(ref.W_inv).all()
+    assert np.isfinite(ref.C_).all() and np.isfinite(ref.W_inv_).all()
     if tag == "tiny_sigma":          # K = I: every column is new, with score 1
-        assert len(ref) == 10 and (ref.scores[1:] == 1.0).all()
+        assert len(ref) == 10 and (ref.scores_[1:] == 1.0).all()
     if tag == "huge_sigma":          # K = ones: one column explains everything
         assert len(ref) == 1
 
@@ -412,7 +413,7 @@ def test_command_line_fewer_rows_than_ranks(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "oASIS-P on 3 ranks: 2 columns of n = 2" in out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "sel.npz")["indices"],
-                                  hkern.oasis(data(2), 2, seed=0).indices)
+                                  hkern.oasis(data(2), 2, seed=0).indices_)
 
 
 # ------------------------------------------------------------------ one process (no mpiexec)
@@ -430,7 +431,7 @@ def test_n_jobs_in_one_process(n_jobs):
     from hkern.oasis.sharded import oasis_mpi
     got = oasis_mpi(data(300), 15, sigma=0.5, seed=4, n_jobs=n_jobs)
     ref = hkern.oasis(data(300), 15, sigma=0.5, seed=4, n_jobs=1)
-    for attr in ("indices", "C", "F", "W_inv", "scores"):
+    for attr in ("indices_", "C_", "F_", "W_inv_", "scores_"):
         np.testing.assert_array_equal(getattr(got, attr), getattr(ref, attr), err_msg=attr)
 
 
@@ -455,8 +456,8 @@ def test_oasis_with_comm_is_oasis_p():
     sharded = hkern.oasis(X, 30, sigma=0.8, seed=3, comm=MPI.COMM_SELF)
     serial = hkern.oasis(X, 30, sigma=0.8, seed=3)
     direct = oasis_mpi(X, 30, sigma=0.8, seed=3, comm=MPI.COMM_SELF)
-    assert sharded.size == 1 and sharded.rank == 0
-    for a in ("indices", "C", "W_inv", "scores", "F"):
+    assert sharded.comm_size_ == 1 and sharded.comm_rank_ == 0
+    for a in ("indices_", "C_", "W_inv_", "scores_", "F_"):
         assert np.array_equal(getattr(sharded, a), getattr(serial, a), equal_nan=True), a
         assert np.array_equal(getattr(sharded, a), getattr(direct, a), equal_nan=True), a
 

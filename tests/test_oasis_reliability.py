@@ -18,7 +18,7 @@ from hkern.oasis import api
 
 METHODS = ("oasis", "greedy", "rpcholesky", "uniform")
 ADAPTIVE = ("oasis", "greedy", "rpcholesky")
-ATTRS = ("indices", "C", "W_inv", "scores", "F")
+ATTRS = ("indices_", "C_", "W_inv_", "scores_", "F_")
 
 
 def assert_same(a, b):
@@ -65,7 +65,7 @@ def test_read_only_one_by_one_precomputed():
     """n = 1: the diagonal of a 1 x 1 read-only matrix is itself contiguous and read-only."""
     sel = hkern.select_columns(read_only(np.array([[4.0]])), 1, method="greedy",
                                kernel="precomputed")
-    assert sel.indices.tolist() == [0] and sel.W_inv.tolist() == [[0.25]]
+    assert sel.indices_.tolist() == [0] and sel.W_inv_.tolist() == [[0.25]]
 
 
 def test_read_only_non_contiguous_and_float32(points):
@@ -91,7 +91,7 @@ def test_read_only_points_in_oasis_mpi(points):
 
 
 def assert_finite(sel):
-    for attr in ("C", "W_inv", "F"):
+    for attr in ("C_", "W_inv_", "F_"):
         assert np.isfinite(getattr(sel, attr)).all(), attr
 
 
@@ -102,16 +102,16 @@ def test_tiny_sigma_gives_the_identity(points, kernel, method):
     W^{-1} = I and F = C."""
     sel = hkern.select_columns(points, 15, method=method, kernel=kernel, sigma=1e-300, seed=0)
     assert_finite(sel)
-    assert len(sel) == 15 and len(set(sel.indices.tolist())) == 15
+    assert len(sel) == 15 and len(set(sel.indices_.tolist())) == 15
     if method != "uniform":
-        adaptive_scores = sel.scores[1:] if method == "oasis" else sel.scores
+        adaptive_scores = sel.scores_[1:] if method == "oasis" else sel.scores_
         assert (adaptive_scores == 1.0).all()
     if method == "greedy":              # ties go to the smallest row
-        assert sel.indices.tolist() == list(range(15))
-    I = np.eye(300)[:, sel.indices]
-    np.testing.assert_array_equal(sel.C, I)
-    np.testing.assert_array_equal(sel.W_inv, np.eye(15))
-    np.testing.assert_array_equal(sel.F, I)
+        assert sel.indices_.tolist() == list(range(15))
+    I = np.eye(300)[:, sel.indices_]
+    np.testing.assert_array_equal(sel.C_, I)
+    np.testing.assert_array_equal(sel.W_inv_, np.eye(15))
+    np.testing.assert_array_equal(sel.F_, I)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -128,8 +128,8 @@ def test_huge_sigma_gives_all_ones(points, kernel, method):
         sel = hkern.select_columns(points, 5, method=method, kernel=kernel, sigma=1e300, seed=0)
     assert len(sel) == 1
     assert_finite(sel)
-    np.testing.assert_array_equal(sel.C, np.ones((300, 1)))
-    np.testing.assert_array_equal(sel.W_inv, [[1.0]])
+    np.testing.assert_array_equal(sel.C_, np.ones((300, 1)))
+    np.testing.assert_array_equal(sel.W_inv_, [[1.0]])
     np.testing.assert_array_equal(sel.approximation(), np.ones((300, 300)))
 
 
@@ -144,11 +144,11 @@ def test_data_and_sigma_scaled_together(kernel, method, scale):
     sel = hkern.select_columns(X * scale, 12, method=method, kernel=kernel, sigma=0.8 * scale,
                                seed=2)
     assert_finite(sel)
-    np.testing.assert_array_equal(sel.indices, ref.indices)
-    np.testing.assert_allclose(sel.C, ref.C, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(sel.F, ref.F, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(sel.W_inv, ref.W_inv, rtol=0,
-                               atol=1e-12 * np.abs(ref.W_inv).max())
+    np.testing.assert_array_equal(sel.indices_, ref.indices_)
+    np.testing.assert_allclose(sel.C_, ref.C_, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(sel.F_, ref.F_, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(sel.W_inv_, ref.W_inv_, rtol=0,
+                               atol=1e-12 * np.abs(ref.W_inv_).max())
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -158,10 +158,10 @@ def test_precomputed_scaled(gram, method, scale):
     ref = hkern.select_columns(gram, 20, method=method, kernel="precomputed", seed=4)
     sel = hkern.select_columns(gram * scale, 20, method=method, kernel="precomputed", seed=4)
     assert_finite(sel)
-    np.testing.assert_array_equal(sel.indices, ref.indices)
-    np.testing.assert_allclose(sel.scores, ref.scores * scale, rtol=1e-12)
-    np.testing.assert_allclose(sel.W_inv * scale, ref.W_inv, rtol=1e-9,
-                               atol=1e-12 * np.abs(ref.W_inv).max())
+    np.testing.assert_array_equal(sel.indices_, ref.indices_)
+    np.testing.assert_allclose(sel.scores_, ref.scores_ * scale, rtol=1e-12)
+    np.testing.assert_allclose(sel.W_inv_ * scale, ref.W_inv_, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref.W_inv_).max())
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -177,7 +177,7 @@ def test_zero_matrix():
     """G = 0: greedy returns no columns (G~ = 0 = G); random initial columns cannot give a
     non-singular W, which the message says."""
     sel = hkern.select_columns(np.zeros((6, 6)), 3, method="greedy", kernel="precomputed")
-    assert len(sel) == 0 and sel.C.shape == (6, 0)
+    assert len(sel) == 0 and sel.C_.shape == (6, 0)
     with pytest.raises(ValueError, match="singular W.*zero matrix"):
         hkern.oasis(np.zeros((6, 6)), 3, kernel="precomputed", seed=0)
 
@@ -281,13 +281,13 @@ def test_column_selection_products_run_in_its_thread_budget(monkeypatch, points)
         def __matmul__(self, other):
             seen.append(blas_threads_now())
             return np.asarray(self) @ np.asarray(other)
-    sel.W_inv = sel.W_inv.view(Probe)
-    sel.C = sel.C.view(Probe)
+    sel.W_inv_ = sel.W_inv_.view(Probe)
+    sel.C_ = sel.C_.view(Probe)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        R = sel.R
+        R = sel.R_
         G = sel.approximation()
     assert seen and set(seen) == {1}
-    np.testing.assert_allclose(np.asarray(G), np.asarray(sel.C) @ np.asarray(R), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(G), np.asarray(sel.C_) @ np.asarray(R), atol=1e-12)
 
 
 def test_approximation_memory_guard(points):

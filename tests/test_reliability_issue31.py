@@ -128,7 +128,7 @@ def test_low_rank_psd_matrix_still_selects(method):
     B[7] = B[3]
     G = B @ B.T
     sel = hkern.select_columns(G, 10, method=method, kernel="precomputed", seed=0)
-    assert len(sel.indices) == 5
+    assert len(sel.indices_) == 5
     assert np.abs(sel.approximation() - G).max() <= 1e-10 * np.abs(G).max()
 
 
@@ -140,7 +140,7 @@ def test_precomputed_kernel_matrix_selects_as_the_points(issue_data):
     for method in ["oasis", "greedy", "rpcholesky"]:
         a = hkern.select_columns(X, 20, method=method, sigma=1.0, seed=0)
         b = hkern.select_columns(K, 20, method=method, kernel="precomputed", seed=0)
-        assert np.array_equal(a.indices, b.indices)
+        assert np.array_equal(a.indices_, b.indices_)
 
 
 # ------------------------------------------------------------- bug 6: n_jobs beyond the CPUs

@@ -190,7 +190,7 @@ def test_scale_converged_objective_invariant(scale_problem):
         K_tilde = (C * mu) @ C.T
         fit = y @ np.linalg.solve(np.eye(len(y)) + K_tilde, y) / (y @ y)
         # objective_ ends on F rebuilt from its definition: it matches the dense F
-        F = fit * (y @ y) + model.nu * np.mean(y ** 2) * mu.sum()
+        F = fit * (y @ y) + model.nu_ * np.mean(y ** 2) * mu.sum()
         assert abs(model.objective_[model.n_iter_[0], 0] - F) <= 1e-6 * F
         fits.append(fit)
     assert max(fits) - min(fits) <= 1e-6 * fits[0], fits

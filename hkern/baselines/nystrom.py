@@ -72,7 +72,7 @@ def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
         return uniform_landmarks(X.shape[0], r, rng)
     selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
                                n_jobs=n_jobs, max_memory=max_memory)
-    return np.sort(selection.indices)
+    return np.sort(selection.indices_)
 
 
 def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
@@ -291,7 +291,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     landmarks : {"uniform", "oasis", "greedy", "rpcholesky", "block_rpcholesky"} or array of int
         How the landmarks are chosen (see :func:`hkern.select_columns`; the adaptive methods
         may stop before r columns when the kernel matrix is numerically of lower rank), or the
-        row indices of X to use (e.g. ``hkern.oasis(X, r).indices``).
+        row indices of X to use (e.g. ``hkern.oasis(X, r).indices_``).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.

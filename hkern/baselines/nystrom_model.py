@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._gp import MarginalLikelihood
 from .._model import KernelRidgeModel
 from .._threads import budget_threads
 from .._validation import check_rank, check_row_indices
@@ -17,7 +18,7 @@ NYSTROM_SOLVERS = ("direct", "pcg")
 
 
 
-class NystromKRR(KernelRidgeModel):
+class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     """Nystrom KRR: f(x) = k(x, Z) beta for landmarks Z.
 
     Attributes

@@ -92,7 +92,7 @@ def _oasis_centres(state, fit, r, rng, max_memory):
                               max_memory=max_memory)
     except Exception as exc:        # oasis_mpi raises its errors on every rank alike
         raise Agreed(exc) from None
-    return np.sort(selection.indices)
+    return np.sort(selection.indices_)
 
 
 def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,

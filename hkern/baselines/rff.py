@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
+from .._gp import MarginalLikelihood
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._threads import budget_threads, budgeted
@@ -15,7 +16,7 @@ from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 __all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes", "rff_features", "check_phases"]
 
 
-class RFFKRR(KernelRidgeModel):
+class RFFKRR(MarginalLikelihood, KernelRidgeModel):
     """Ridge regression on z(x) = sqrt(2/r) cos(Omega x + b).
 
     Attributes

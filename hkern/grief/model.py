@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._model import FittedModel
+from .._gp import likelihood_needs_training_inputs
+from .._model import FittedModel, renamed
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_bool
 
@@ -20,7 +21,7 @@ class GriefGP(FittedModel):
 
     Attributes
     ----------
-    inference : {"type2", "type1"}
+    inference_ : {"type2", "type1"}
     n_features_in_ : int
         Number of columns of the training X.
     active_features_ : ndarray of int
@@ -77,7 +78,7 @@ class GriefGP(FittedModel):
                  screened=None, n_iter=None, restart_n_iter=None, samples=None,
                  acceptance_rate=None, mala_step=None):
         super().__init__(n_features=n_features, n_jobs=n_jobs)
-        self.inference = inference
+        self.inference_ = inference
         self.active_features_ = active_features
         self.n_train_ = n_train
         self.lengthscales_ = lengthscales
@@ -104,6 +105,8 @@ class GriefGP(FittedModel):
         self._y_mean = y_mean
         self._y_std = y_std
         self._lml = lml
+
+    inference = renamed("inference_")
 
     # -- prediction ------------------------------------------------------------------------
     def _standardise(self, X):
@@ -175,7 +178,7 @@ class GriefGP(FittedModel):
             var = var + self._posterior.noise
         return mean, np.sqrt(var) * self._y_std
 
-    def log_marginal_likelihood(self):
+    def log_marginal_likelihood(self, y=None, *, max_memory=None):
         """log p(y | hyperparameters) of the fitted model, in the original units of y.
 
         The log density of the training targets under the fitted GP, the same meaning as the
@@ -185,7 +188,9 @@ class GriefGP(FittedModel):
         s2 Phi Phi' + noise I at the fitted hyperparameters.  Type I: the SVD-basis model at
         the posterior-mean weights and noise.  The Jacobian of the scaling of y, -n log(std y),
         is included so the value is the density of y itself.  The model does not keep the
-        training inputs, so it is not evaluated at other targets.
+        training inputs, so it is not evaluated at other targets: ``y`` (and ``max_memory``,
+        which goes with it) are there for the signature every GP model shares
+        (:meth:`hkern.HierarchicalKRR.log_marginal_likelihood`), and a ``y`` is refused.
 
         Examples
         --------
@@ -195,10 +200,12 @@ class GriefGP(FittedModel):
         >>> bool(np.isfinite(hkern.fit_grief(X, y, r=30, seed=0).log_marginal_likelihood()))
         True
         """
+        if y is not None:
+            raise likelihood_needs_training_inputs(self, "its basis and weights")
         return self._lml
 
     def _repr_fields(self):
-        return {"inference": repr(self.inference), "p": str(self.p_), "m": _short(self.m_),
+        return {"inference": repr(self.inference_), "p": str(self.p_), "m": _short(self.m_),
                 "d": str(self.n_features_in_)}
 
 

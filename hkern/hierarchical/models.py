@@ -6,7 +6,7 @@ import numpy as np
 
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
-from .._model import KernelRidgeModel
+from .._model import KernelRidgeModel, renamed
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_int, check_rhs, check_seed, check_targets
 from . import _blocks, _posterior, _tree
@@ -97,9 +97,9 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
 
     Attributes
     ----------
-    r : int
-        Landmarks per non-leaf node.
-    jitter : float
+    r_ : int
+        Landmarks per non-leaf node (the fit's ``r``, at most n - 1).
+    jitter_ : float
         lam', added to the base kernel on identical training points.
     depth_ : int
         Depth J of the tree (2^J leaves).
@@ -136,8 +136,11 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         self._weights_tree = weights
         self._pred_vectors = pred_vectors
         self._pred_offsets = pred_offsets
-        self.r = r
-        self.jitter = jitter
+        self.r_ = r
+        self.jitter_ = jitter
+
+    r = renamed("r_")
+    jitter = renamed("jitter_")
 
     def _scores(self, X):
         n_threads = budget_threads()
@@ -255,7 +258,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         """Posterior variance of f at X under K_hier' (hkern/hierarchical/_posterior.pyx)."""
         n = len(self.perm_)
         check_memory(self._posterior_bytes(X.shape[0], n_threads), max_memory,
-                     what=f"the HCK posterior variance with n={n}, r={self.r} at "
+                     what=f"the HCK posterior variance with n={n}, r={self.r_} at "
                      f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
 
         def evaluate(Xg, leaf_start):
@@ -297,7 +300,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
             return self._pca_dense(n_components, n_threads)
         # The same bits for any thread count, so fewer threads change only the time.
         return self._pca_lanczos(n_components, rng,
-                                 min(n_threads, max(1, n * self.r // PCA_WORK_PER_THREAD)))
+                                 min(n_threads, max(1, n * self.r_ // PCA_WORK_PER_THREAD)))
 
     def _pca_lanczos(self, n_components, rng, n_threads):
         """Top eigenpairs of C K_hier C by ARPACK's Lanczos over the matvec."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._gp import Evidence
 from .._memory import check_memory
-from .._model import KernelRidgeModel, format_sigma
+from .._model import KernelRidgeModel, format_sigma, renamed
 from .._mpi import Agreed, RankState, every_rank_stops, get_mpi, offsets_of
 from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
@@ -111,7 +111,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
 
     Attributes
     ----------
-    r, jitter, depth_
+    r_, jitter_, depth_
         As for :class:`hkern.HierarchicalKRR`.
     levels_ : int
         Tree levels split over the ranks (ceil(log2 P)); below them each rank owns whole
@@ -146,13 +146,16 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         self._pred_vectors = pred_vectors
         self._pred_offsets = pred_offsets
         self._logdet = logdet
-        self.r = r
-        self.jitter = jitter
+        self.r_ = r
+        self.jitter_ = jitter
         self.depth_ = tree.depth
         self.levels_ = tree.levels
         self.n_ = int(tree.count[0])
         self.perm_ = tree.perm
         self._posterior = None          # the posterior variance's factors, made when asked
+
+    r = renamed("r_")
+    jitter = renamed("jitter_")
 
     # -- predictions: each test point to the rank of its subtree and back
 
@@ -337,7 +340,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         raise NotImplementedError(
             f"kernel_pca is not available on a model fitted on shards (comm with "
             f"{self._comm.Get_size()} ranks): gather X on one rank and fit there without comm, "
-            f"hkern.fit_hierarchical(X, y, r={self.r}, kernel={self.kernel!r}, sigma=..., "
+            f"hkern.fit_hierarchical(X, y, r={self.r_}, kernel={self.kernel!r}, sigma=..., "
             f"lam={self.lam:g}, seed=...) with this fit's sigma and seed (the sharded fit is "
             f"the serial fit of the concatenated shards), and call its kernel_pca; it needs "
             f"O(n r) memory on that rank")
@@ -355,7 +358,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         return _matvec(state, self._op, Bt, budget_threads())
 
     def _repr_fields(self):
-        return {"r": str(self.r), "kernel": repr(self.kernel), "sigma": format_sigma(self.sigma),
+        return {"r": str(self.r_), "kernel": repr(self.kernel), "sigma": format_sigma(self.sigma),
                 "lam": f"{self.lam:g}", "ranks": str(self._comm.Get_size())}
 
 

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from .._model import format_sigma
+from .._model import format_sigma, recording_selection
 from .._progress import Progress
 from .._validation import check_sigma
 from ..kernels import kernel_kind
@@ -98,7 +98,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     (:func:`hkern.hyperparameters.select.start_from_subsample`).  ``data``: the
     :class:`~hkern.hyperparameters.rows.SelectionRows` of the checked rows (on shards); None
     reads X and y of ``arguments``."""
-    started = time.perf_counter()
+    say = Progress(problem.label, verbose)
     a = arguments
     if data is None:
         data = LocalRows.of(a)
@@ -108,7 +108,6 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     rng = np.random.default_rng([seed, 1])
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
                                      criterion=CRITERION_NAMES[criterion])
-    say = Progress(problem.label, verbose)
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     sigma0, lam0 = a["sigma"], a["lam"]
@@ -187,10 +186,10 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     if state is not None and criterion == "holdout":
         state = problem.extend(state, rows)
     t0 = time.perf_counter()
-    model = problem.final(chosen.sigma, chosen.lam, state)
+    with recording_selection(record):
+        model = problem.final(chosen.sigma, chosen.lam, state)
     record.refit_seconds = time.perf_counter() - t0
-    record.seconds = time.perf_counter() - started
-    model.selection_ = record
+    record.seconds = say.elapsed()
     say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g} (final fit "
         f"{record.refit_seconds:.1f} s)")
     return model

@@ -229,16 +229,11 @@ def check_targets_vary(Y, task):
     zero = ~np.any(Y != 0.0, axis=0)
     if not zero.any():
         return
-    if zero.all():
-        raise ZeroTargets("y is all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
-                          "and ridge that best explain y, and every choice explains zeros "
-                          "equally well; pass numbers for sigma and lam (the model then "
-                          "predicts 0), or check y")
-    raise ValueError(f"y[:, {int(np.argmax(zero))}] is"
-                     " all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel "
-                     "and ridge that best explain y, and every choice explains zeros equally "
-                     "well; pass numbers for sigma and lam (the model then predicts 0 there), "
-                     "or check y")
+    which, there = ("y is", "") if zero.all() else (f"y[:, {int(np.argmax(zero))}] is", " there")
+    message = (f"{which} all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel and "
+               "ridge that best explain y, and every choice explains zeros equally well; pass "
+               f"numbers for sigma and lam (the model then predicts 0{there}), or check y")
+    raise ZeroTargets(message) if zero.all() else ValueError(message)
 
 
 # fit -> its holdout_rows (selects_hyperparameters); a fit without one is absent.

@@ -54,7 +54,7 @@ import numpy as np
 
 from .._gp import ProfiledRidge
 from .._memory import check_memory
-from .._model import format_sigma
+from .._model import format_sigma, recording_selection
 from .._progress import Progress
 from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
@@ -257,7 +257,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     :class:`~hkern.hyperparameters.rows.ShardedRows` of the checked rows; ``call(arguments)``,
     the sharded fit; ``seed``, the int every rank uses.  The likelihood criterion only.
     """
-    started = time.perf_counter()
+    say = Progress(fit.__name__, verbose)
     a = dict(arguments)
     if data is None:
         data = LocalRows.of(a)
@@ -271,8 +271,6 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     rng = np.random.default_rng([seed, 1])       # the subsample and hold-out draws
     record = HyperparameterSelection(sigma_mode=sigma_mode, lam_mode=lam_mode,
                                      criterion=CRITERIA[criterion])
-    label = fit.__name__
-    say = Progress(label, verbose)
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     if lam_mode == "given":
@@ -309,7 +307,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         if rows is not None:
             arguments.update(X=data.X[rows], y=y_all[rows])
             arguments = holdout_arguments(fit, arguments, n, rows)
-        return call(arguments)
+        with recording_selection(record):
+            return call(arguments)
 
     def in_user_units(value):
         """A candidate's criterion for the user's y: minus a mean squared error times scale^2;
@@ -355,10 +354,10 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
             value, model = -math.inf, None
         else:
             if holdout is None and model._evidence is None:
-                raise ValueError(f"{label} computes no log-determinant with these arguments (an "
-                                 "iterative solver), and the likelihood criterion of sigma='auto',"
-                                 " 'ard' and lam='auto' needs it; pass the direct solver "
-                                 "(solver='direct'), or numbers for sigma and lam")
+                raise ValueError(f"{say.label} computes no log-determinant with these "
+                                 "arguments (an iterative solver), and the likelihood criterion "
+                                 "of sigma='auto', 'ard' and lam='auto' needs it; pass the direct "
+                                 "solver (solver='direct'), or numbers for sigma and lam")
             value = holdout(model) if holdout is not None else model._evidence.profiled_lml()
             lam = model.lam
         seconds = time.perf_counter() - t0
@@ -386,8 +385,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         t0 = time.perf_counter()
         model = fit_at(chosen.sigma, chosen.lam, final=True)
         record.refit_seconds = time.perf_counter() - t0
-    record.seconds = time.perf_counter() - started
-    model.selection_ = record
+    record.seconds = say.elapsed()
     say(f"chose sigma={format_sigma(model.sigma)} lam={model.lam:.3g}")
     return model
 

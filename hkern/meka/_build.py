@@ -157,14 +157,16 @@ def build(*, X, name, kind, sigma, lengthscales, rank, n_clusters, oversample,
     progress(f"link blocks: {len(fitted)} of {len(pairs)} pairs fitted "
              f"({timings['links']:.2f} s)")
 
-    approx = MekaApproximation(
-        X_sorted=Xs, perm=perm, starts=starts, centroids=centroids, Z=Z, z_starts=z_starts, F=F,
-        f_off=f_off, k_starts=k_starts, W=W, w_off=w_off, L=L,
-        zeroed_pairs=np.ascontiguousarray(pairs[zero]), kernel=name, kind=kind, sigma=sigma,
-        lengthscales=lengthscales, shift=shift, timings=timings, psd=False, n_jobs=n_jobs)
+    parts = dict(X_sorted=Xs, perm=perm, starts=starts, centroids=centroids, Z=Z,
+                 z_starts=z_starts, f_off=f_off, k_starts=k_starts, w_off=w_off,
+                 zeroed_pairs=np.ascontiguousarray(pairs[zero]), kernel=name, kind=kind,
+                 sigma=sigma, lengthscales=lengthscales, shift=shift, timings=timings,
+                 n_jobs=n_jobs)
+    approx = MekaApproximation(**parts, L=L, W=W, F=F, psd=False)
     if psd:
         start = time.perf_counter()
-        approx._make_psd()
+        L, W, F = approx._psd_factors()
         timings["psd"] = time.perf_counter() - start
+        approx = MekaApproximation(**parts, L=L, W=W, F=F, psd=True)
         progress(f"projected onto the PSD cone ({timings['psd']:.2f} s)")
     return approx

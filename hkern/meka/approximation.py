@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _linalg
-from .._model import FittedModel, format_sigma
+from .._model import FittedModel, format_sigma, renamed
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_array, check_int, check_seed
 from ..kernels._api import _kernel_matrix_trusted
@@ -47,7 +47,7 @@ class MekaApproximation(FittedModel):
         Cluster pairs (s < t) whose link block was set to zero by the threshold.
     timings_ : dict
         Seconds spent in clustering, bases and links (the paper's T_C, T_W, T_L).
-    psd : bool
+    psd_ : bool
         Whether the PSD fix was applied (then the basis blocks have orthonormal columns).
     kernel : str
         Canonical kernel name.
@@ -85,7 +85,9 @@ class MekaApproximation(FittedModel):
         self._bandwidth = sigma
         self._shift = shift
         self.timings_ = timings
-        self.psd = psd
+        self.psd_ = psd
+
+    psd = renamed("psd_")
 
     # -------------------------------------------------------------- structure
     @property
@@ -284,7 +286,7 @@ class MekaApproximation(FittedModel):
 
         After the PSD fix W is already orthonormal: (W, None, L) without any work.
         """
-        if self.psd:
+        if self.psd_:
             return self._W, None, self.L_
         Qs, Rs, Lp = self._orthonormal_form()
         return np.concatenate([Q.ravel() for Q in Qs]), Rs, Lp
@@ -344,25 +346,27 @@ class MekaApproximation(FittedModel):
         out[self._perm] = V
         return w, out
 
-    def _make_psd(self):
-        """MEKA-PSD (doc/specs/meka.md, 3a): clip the negative eigenvalues of L' = R L R^T.
+    def _psd_factors(self):
+        """MEKA-PSD (doc/specs/meka.md, 3a): the factors (L, W, F) of the approximation with
+        the negative eigenvalues of L' = R L R^T clipped, for a new MekaApproximation.
 
-        Afterwards W^(s) <- Q_s (orthonormal), F^(s) <- F^(s) R_s^{-1} (so that still
+        W^(s) <- Q_s (orthonormal), F^(s) <- F^(s) R_s^{-1} (so that still
         W^(s) = K(X_s, Z_s) F^(s)) and L <- L'_+: G~ = Q L'_+ Q^T, the Frobenius-nearest PSD
-        matrix within span(Q).
+        matrix within span(Q).  W and F are overwritten in place (they are the largest arrays:
+        no copy), so this approximation is spent: only the new one may be used.
         """
         Qs, Rs, Lp = self._orthonormal_form()
         w, U = _linalg.eigh(Lp)
         w = np.maximum(w, 0.0)
         Lpsd = _linalg.matmul(U * w, U, trans_b=True)
-        self.L_ = np.ascontiguousarray(0.5 * (Lpsd + Lpsd.T))
+        L = np.ascontiguousarray(0.5 * (Lpsd + Lpsd.T))
         for s in range(self.n_clusters_):
             n_s, k_s = self.sizes_[s], self.ranks_[s]
             self._W[self._w_off[s]:self._w_off[s] + n_s * k_s] = Qs[s].ravel()
             F = _linalg.solve_triangular(Rs[s], self._feature_map(s), lower=False, left=False)
             m_s = F.shape[0]
             self._F[self._f_off[s]:self._f_off[s] + m_s * k_s] = F.ravel()
-        self.psd = True
+        return L, self._W, self._F
 
     # -------------------------------------------------------------- new points
     def _prepare_new(self, X):
@@ -390,5 +394,5 @@ class MekaApproximation(FittedModel):
     def _repr_fields(self):
         return {"n": str(self.n_samples), "n_clusters": str(self.n_clusters_),
                 "K": str(self.L_.shape[0]), "kernel": repr(self.kernel),
-                "sigma": format_sigma(self.sigma), "psd": str(self.psd)}
+                "sigma": format_sigma(self.sigma), "psd": str(self.psd_)}
 

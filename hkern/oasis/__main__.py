@@ -77,11 +77,11 @@ def main(argv=None):
         if comm.Get_rank() == 0:
             p.exit(2, f"{p.prog}: error: {exc}\n")
         return 2
-    if result.rank == 0:
-        print(f"oASIS-P on {result.size} ranks: {len(result.indices)} columns of n = {n}; "
-              f"first indices {result.indices[:10].tolist()}")
+    if result.comm_rank_ == 0:
+        print(f"oASIS-P on {result.comm_size_} ranks: {len(result.indices_)} columns of n = {n}; "
+              f"first indices {result.indices_[:10].tolist()}")
         if args.out:
-            np.savez(args.out, indices=result.indices, W_inv=result.W_inv, scores=result.scores)
+            np.savez(args.out, indices=result.indices_, W_inv=result.W_inv_, scores=result.scores_)
     return 0
 
 

@@ -111,6 +111,11 @@ def _check_selection_memory(n, n_columns, method, precomputed, max_memory, copy_
                  fix="choose a smaller r")
 
 
+def _n_features(points):
+    """The selection's n_features_in_: the columns of the points, None for a precomputed G."""
+    return None if points is None else points.shape[1]
+
+
 def _columns(points, G, kind, sigma, idx, n_threads):
     """G(:, idx) as an (n, len(idx)) array."""
     if G is not None:
@@ -253,7 +258,7 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
         selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init,
                               rng, refresh, n_jobs)
     if G is not None:          # hkern's own kernels are PSD by construction
-        _check_residual(G, selection.F, diag, float(diag.max()))
+        _check_residual(G, selection.F_, diag, float(diag.max()))
     progress(f"{len(selection)} columns selected")
     return selection
 
@@ -269,7 +274,7 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
     L = _cholesky_of_w(np.ascontiguousarray(C[idx]), max_d, "uniformly drawn columns")
     F = _linalg.solve_triangular(L, C.T, lower=True).T.copy()
     return ColumnSelection(idx, C, _w_inverse(L, max_d), np.full(n_columns, np.nan), F,
-                           "uniform", n_jobs=n_jobs)
+                           "uniform", n_features=_n_features(points), n_jobs=n_jobs)
 
 
 def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
@@ -297,7 +302,7 @@ def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
                                           budget_threads(), keep_columns=True)
     L = _cholesky_of_w(np.ascontiguousarray(C[indices]), max_d, "block-RPCholesky pivots")
     return ColumnSelection(indices, C, _w_inverse(L, max_d), scores, F, "block_rpcholesky",
-                           n_jobs=n_jobs)
+                           n_features=_n_features(points), n_jobs=n_jobs)
 
 
 def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, trace_stop=0.0,
@@ -309,7 +314,7 @@ def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, tra
     F rounded to ``dtype``)."""
     if method != "block_rpcholesky":
         return select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
-                              n_jobs=n_jobs, max_memory=max_memory).F.astype(dtype, copy=False)
+                              n_jobs=n_jobs, max_memory=max_memory).F_.astype(dtype, copy=False)
     _, kind = kernel_kind(kernel)
     n = X.shape[0]
     check_memory(np.dtype(dtype).itemsize * n * r + 8 * (3 * n * BLOCK + r * r + 2 * n),
@@ -370,7 +375,8 @@ def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, 
     # C and W^{-1} once, at the end: W = G(idx, idx) = L L^T with L = F[idx] lower triangular.
     W_inv = _w_inverse(np.ascontiguousarray(F[indices]), max_d)
     C = _columns(points, G, kind, sigma, indices, n_threads)
-    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method, n_jobs=n_jobs)
+    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, method,
+                           n_features=_n_features(points), n_jobs=n_jobs)
 
 
 def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0, rtol=0.0,
@@ -396,7 +402,7 @@ def oasis(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol=0.0
     >>> import numpy as np, hkern
     >>> X = np.random.default_rng(0).normal(size=(400, 2))
     >>> sel = hkern.oasis(X, r=40, sigma=1.0, seed=0)
-    >>> sel.C.shape, sel.W_inv.shape
+    >>> sel.C_.shape, sel.W_inv_.shape
     ((400, 40), (40, 40))
     """
     if comm is not None:

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from .._model import FittedModel, renamed
 from .._threads import budgeted
 from .block_rpcholesky import BLOCK
 
@@ -20,31 +21,37 @@ NUMERICAL_FLOOR = 1e-12
 NEGATIVE_TOL = 1e-8
 
 
-class ColumnSelection:
+class ColumnSelection(FittedModel):
     """Selected columns of a PSD matrix G and its Nystrom approximation G~ = C W^{-1} C^T.
 
     Attributes
     ----------
-    indices : ndarray (k,)
+    indices_ : ndarray (k,)
         Selected columns, in selection order.
-    C : ndarray (n, k)
-        G(:, indices).
-    W_inv : ndarray (k, k)
-        W^{-1}, W = G(indices, indices).
-    scores : ndarray (k,)
+    C_ : ndarray (n, k)
+        G(:, ``indices_``).
+    W_inv_ : ndarray (k, k)
+        W^{-1}, W = G(``indices_``, ``indices_``).
+    scores_ : ndarray (k,)
         Delta_i = diag(G - G~)_i of each column when it was selected (NaN for the random
         initial columns of oASIS and for uniform sampling).
-    F : ndarray (n, k)
+    F_ : ndarray (n, k)
         Cholesky factor of the approximation, G~ = F F^T (the Nystrom features).
-    method : str
+    R_ : ndarray (k, n)
+        W^{-1} C^T, so that G~ = C R (computed when read).
+    method_ : str
         The selection rule that produced it.
+    row_offset_ : int
+        Row of the full data that the first row of ``C_`` and ``F_`` is: 0, except on the ranks
+        of :func:`hkern.oasis.sharded.oasis_mpi` that hold only their own block of rows.
+    comm_rank_, comm_size_ : int
+        MPI rank that holds this result and the number of ranks (0 and 1 when serial); not a
+        numerical rank, which is ``len(selection)``.
+    n_features_in_ : int or None
+        Number of columns of the points the kernel was evaluated on; None when a precomputed
+        matrix G was given.
     n_jobs : int or None
-        The selection's ``n_jobs``: the thread budget of :attr:`R` and :meth:`approximation`.
-    row_offset : int
-        Row of the full data that the first row of ``C`` and ``F`` is: 0, except on the ranks of
-        :func:`hkern.oasis.sharded.oasis_mpi` that hold only their own block of rows.
-    rank, size : int
-        MPI rank that holds this result and the number of ranks (0 and 1 when serial).
+        The selection's ``n_jobs``: the thread budget of :attr:`R_` and :meth:`approximation`.
 
     Examples
     --------
@@ -55,28 +62,39 @@ class ColumnSelection:
     >>> X = np.random.default_rng(0).normal(size=(300, 2))
     >>> sel = hkern.select_columns(X, 20, method="greedy", sigma=1.0)
     >>> G_approx = sel.approximation()
-    >>> bool(np.allclose(G_approx, sel.F @ sel.F.T))
+    >>> bool(np.allclose(G_approx, sel.F_ @ sel.F_.T))
     True
     """
 
-    def __init__(self, indices, C, W_inv, scores, F, method, *, n_jobs=None, row_offset=0, rank=0,
-                 size=1):
-        self.indices = indices
-        self.C = C
-        self.W_inv = W_inv
-        self.scores = scores
-        self.F = F
-        self.method = method
-        self.n_jobs = n_jobs
-        self.row_offset = row_offset
-        self.rank = rank
-        self.size = size
+    def __init__(self, indices, C, W_inv, scores, F, method, *, n_features, n_jobs=None,
+                 row_offset=0, comm_rank=0, comm_size=1):
+        super().__init__(n_features=n_features, n_jobs=n_jobs)
+        self.indices_ = indices
+        self.C_ = C
+        self.W_inv_ = W_inv
+        self.scores_ = scores
+        self.F_ = F
+        self.method_ = method
+        self.row_offset_ = row_offset
+        self.comm_rank_ = comm_rank
+        self.comm_size_ = comm_size
+
+    indices = renamed("indices_")
+    C = renamed("C_")
+    W_inv = renamed("W_inv_")
+    scores = renamed("scores_")
+    F = renamed("F_")
+    R = renamed("R_")
+    method = renamed("method_")
+    row_offset = renamed("row_offset_")
+    rank = renamed("comm_rank_")
+    size = renamed("comm_size_")
 
     @property
     @budgeted
-    def R(self):
+    def R_(self):
         """R = W^{-1} C^T (k, n): G~ = C R."""
-        return self.W_inv @ self.C.T
+        return self.W_inv_ @ self.C_.T
 
     @budgeted
     def approximation(self, max_memory=None):
@@ -88,21 +106,21 @@ class ColumnSelection:
             Most bytes it may allocate (8 n^2 for G~ and 8 n k for C W^{-1}); None (default):
             the memory available when the call starts.
         """
-        n, k = self.C.shape
+        n, k = self.C_.shape
         check_memory(8 * n * n + 8 * n * k, max_memory,
                      what=f"ColumnSelection.approximation with n={n} (the dense n x n matrix)",
-                     fix="use the factors C, W_inv or F instead of the dense matrix")
-        return self.C @ self.W_inv @ self.C.T
+                     fix="use the factors C_, W_inv_ or F_ instead of the dense matrix")
+        return self.C_ @ self.W_inv_ @ self.C_.T
 
     def nystrom(self):
         """Nystrom features F (n, k) with F F^T = G~ (F = C L^{-T}, W = L L^T)."""
-        return self.F
+        return self.F_
 
     def __len__(self):
-        return len(self.indices)
+        return len(self.indices_)
 
-    def __repr__(self):
-        return f"ColumnSelection(method={self.method!r}, k={len(self.indices)})"
+    def _repr_fields(self):
+        return {"method": repr(self.method_), "k": str(len(self.indices_))}
 
 
 # Rows of G per block of the symmetry check: a (block x n) temporary of at most 32 MiB.

@@ -296,7 +296,7 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
     ColumnSelection
         ``indices`` (global row numbers), ``W_inv`` and ``scores`` on every rank; ``C`` and
         ``F`` with all n rows on rank 0 when ``gather``, otherwise (and on the other ranks)
-        the rank's own rows, which start at global row ``result.row_offset``.
+        the rank's own rows, which start at global row ``result.row_offset_``.
 
     Raises
     ------
@@ -324,7 +324,7 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
     >>> X_local = X[offsets[comm.rank]: offsets[comm.rank + 1]]     # doctest: +SKIP
     >>> sel = oasis_mpi(X_local, 50, sigma=1.0, seed=0, comm=comm)  # doctest: +SKIP
     >>> serial = hkern.oasis(X, 50, sigma=1.0, seed=0)              # doctest: +SKIP
-    >>> bool(np.array_equal(sel.indices, serial.indices))           # doctest: +SKIP
+    >>> bool(np.array_equal(sel.indices_, serial.indices_))           # doctest: +SKIP
     True
     """
     comm = resolve_comm(comm)
@@ -443,5 +443,6 @@ def _select(MPI, state, *, points, diag, kind, sigma, n_columns, tol, rtol, refr
         counts = np.diff(offsets) * k
         comm.Gatherv(C_local, [C, counts] if rank == 0 else None, root=0)
         comm.Gatherv(F_local, [F, counts] if rank == 0 else None, root=0)
-    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, "oasis", n_jobs=n_jobs,
-                           row_offset=row_offset, rank=rank, size=state.size)
+    return ColumnSelection(indices, C, W_inv, np.asarray(scores), F, "oasis",
+                           n_features=d, n_jobs=n_jobs, row_offset=row_offset,
+                           comm_rank=rank, comm_size=state.size)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._memory import check_memory
-from .._model import KernelRidgeModel, prepare_fit
+from .._model import KernelRidgeModel, prepare_fit, renamed
 from .._targets import on_target_grid
 from .._targets import target_scale as rms_scale
 from .._threads import blas_threads, budget_threads, budgeted
@@ -69,7 +69,7 @@ class SlklModel(KernelRidgeModel):
     converged_ : ndarray of bool (k,)
         Per output, whether the stopping rule (and the KKT test when requested) ended the
         descent, rather than max_iter.
-    nu : float
+    nu_ : float
         The l1 penalty, relative to mean(y^2) (per output: the penalty is nu mean(y_j^2)).
 
     Examples
@@ -100,7 +100,9 @@ class SlklModel(KernelRidgeModel):
         self.objective_ = objective
         self.n_iter_ = n_iter
         self.converged_ = converged
-        self.nu = nu
+        self.nu_ = nu
+
+    nu = renamed("nu_")
 
     @property
     def m0_(self):

@@ -1,7 +1,7 @@
 """Preconditioners for kernel ridge systems (K + lam I) a = y.
 
 :class:`NystromPreconditioner` is M = F F^T + lam I for a Nystrom factor F (n x k) of the kernel
-matrix (K ~ F F^T, e.g. ``select_columns(...).F``), applied by the Woodbury identity
+matrix (K ~ F F^T, e.g. ``select_columns(...).F_``), applied by the Woodbury identity
 
     M^{-1} R = (R - F S^{-1} F^T R) / lam,    S = lam I + F^T F = L_S L_S^T,
 
