@@ -97,6 +97,15 @@ def test_same_defaults_where_the_meaning_is_the_same(function):
     assert params["n_jobs"].default is None
 
 
+@pytest.mark.parametrize("function", [hkern.fit_exact, hkern.fit_nystrom, hkern.fit_meka],
+                         ids=lambda f: f.__name__)
+def test_one_cg_stopping_rule(function):
+    # tol is CG's relative residual and max_iter its iteration limit in all three (exact PCG,
+    # FALKON, MEKA's CG): one default, measured in doc/solvers.md ("One tolerance").
+    params = parameters(function)
+    assert params["tol"].default == 1e-3 and params["max_iter"].default == 1000
+
+
 # The calls that are not long (one kernel pass, no search): the rest report their steps.
 QUICK = {hkern.kernel_matrix, hkern.kernel_diag, hkern.kernel_matvec}
 

@@ -61,7 +61,7 @@ FITS = {
     "independent": lambda X, y, s: hkern.fit_independent(X, y, r=32, sigma=s, seed=0, lam=1e-2),
     "meka_direct": lambda X, y, s: hkern.fit_meka(X, y, 8, n_clusters=4, sigma=s, seed=0, lam=1e-2),
     "meka_cg": lambda X, y, s: hkern.fit_meka(X, y, 8, n_clusters=4, sigma=s, seed=0,
-                                              solver="pcg", lam=1e-2),
+                                              solver="pcg", tol=1e-10, lam=1e-2),
     "slkl": lambda X, y, s: hkern.fit_slkl(X, y, r=80, nu=1e-3, sigma=s, seed=0, lam=1.0),
     # lam 1e-2: the descent stops on a relative decrease of F, and for 3.7 y on y / s it
     # stopped elsewhere (predictions 1.8e-3 apart) before it ran on y / rms(y) on a grid.

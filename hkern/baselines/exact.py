@@ -319,7 +319,7 @@ class ExactPCGProblem(SelectionProblem):
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
-              tol=1e-3, max_iter=500, validation=None, verbose=False, precision="auto",
+              tol=1e-3, max_iter=1000, validation=None, verbose=False, precision="auto",
               max_memory=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.

@@ -237,7 +237,7 @@ class NystromPCGProblem(SelectionProblem):
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
-                tol=1e-4, max_iter=500, validation=None, verbose=False, comm=None,
+                tol=1e-3, max_iter=1000, validation=None, verbose=False, comm=None,
                 max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 

@@ -141,7 +141,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
 @selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
 def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto", task="regression",
-             seed=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000, psd=True,
+             seed=None, n_jobs=None, solver="direct", tol=1e-3, max_iter=1000, psd=True,
              oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
              threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
              link_rcond=LINK_RCOND, verbose=False, max_memory=None):

@@ -23,7 +23,7 @@ class _ExactParameters:
 
     def __init__(self, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
-                 tol=1e-3, max_iter=500, validation=None, criterion="auto", verbose=False,
+                 tol=1e-3, max_iter=1000, validation=None, criterion="auto", verbose=False,
                  precision="auto", max_memory=None):
         self.kernel = kernel
         self.sigma = sigma

@@ -32,7 +32,7 @@ class _MekaParameters:
                           "    the direct solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma="ard", lam="auto",
-                 random_state=None, n_jobs=None, solver="direct", tol=1e-10, max_iter=1000,
+                 random_state=None, n_jobs=None, solver="direct", tol=1e-3, max_iter=1000,
                  psd=True, oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform",
                  threshold=0.0, threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
                  link_rcond=LINK_RCOND, criterion="auto", verbose=False, max_memory=None):

@@ -26,8 +26,8 @@ class _NystromParameters:
                           "    direct solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
-                 n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-4,
-                 max_iter=500, validation=None, criterion="auto", verbose=False, max_memory=None):
+                 n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-3,
+                 max_iter=1000, validation=None, criterion="auto", verbose=False, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
