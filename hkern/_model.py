@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,7 @@ from ._validation import (
     check_positive,
     check_sigma,
     scale_inputs,
+    warn_user,
 )
 from .kernels import kernel_kind
 
@@ -75,9 +75,8 @@ class renamed:  # lower case: it is used like ``property``
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        warnings.warn(f"{type(obj).__name__}.{self.old} is now {self.new} (fitted values end in "
-                      f"'_'); the old name will be removed in a future release",
-                      FutureWarning, stacklevel=2)
+        warn_user(f"{type(obj).__name__}.{self.old} is now {self.new} (fitted values end in "
+                  "'_'); the old name will be removed in a future release", FutureWarning)
         return getattr(obj, self.new)
 
 

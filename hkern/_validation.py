@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import numbers
 import operator
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -20,6 +22,21 @@ __all__ = [
     "document_sigma", "check_rank", "check_int", "check_seed",
     "check_choice", "check_bool", "read_csv",
 ]
+
+
+
+# hkern's own source folder: warn_user's frames inside it are not the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message, category):
+    """``warnings.warn`` pointing at the user's line: the first caller outside hkern, however
+    many of hkern's functions and decorators lie between (a fixed ``stacklevel`` points into
+    whichever decorator happens to be innermost)."""
+    frame, level = sys._getframe(1), 2      # stacklevel 2: warn_user's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def _describe_nonfinite(arr, name):
@@ -322,8 +339,7 @@ def check_rank(r, n_samples, name="r", *, largest=None, what=None):
     largest = n_samples if largest is None else largest
     if r > largest:
         bound = what or f"the number of training samples n={n_samples}"
-        warnings.warn(f"{name}={r} is larger than {bound}; using {name}={largest}",
-                      UserWarning, stacklevel=3)
+        warn_user(f"{name}={r} is larger than {bound}; using {name}={largest}", UserWarning)
         return largest
     return r
 
@@ -383,9 +399,9 @@ def check_solver(solver, choices, former=None):
     replaced by today's with a FutureWarning."""
     if former and isinstance(solver, str) and solver in former:
         new = former[solver]
-        warnings.warn(f"solver={solver!r} is now called solver={new!r} (one set of solver names "
-                      "for every fit: 'direct', 'pcg', 'auto'); the old name will be removed",
-                      FutureWarning, stacklevel=4)
+        warn_user(f"solver={solver!r} is now called solver={new!r} (one set of solver names for "
+                  "every fit: 'direct', 'pcg', 'auto'); the old name will be removed",
+                  FutureWarning)
         return new
     return check_choice(solver, "solver", choices)
 

@@ -106,6 +106,44 @@ def test_one_cg_stopping_rule(function):
     assert params["tol"].default == 1e-3 and params["max_iter"].default == 1000
 
 
+def test_grief_learns_what_sigma_and_lam_stand_for_and_says_so():
+    # issue 33, item 2: fit_grief has no sigma, lam or task, for a reason its help() gives.
+    params = parameters(hkern.fit_grief)
+    assert not {"sigma", "lam", "task"} & set(params)
+    assert {"lengthscales", "signal_variance", "noise", "optimize"} <= set(params)
+    doc = " ".join(hkern.fit_grief.__doc__.split())
+    assert "takes no ``sigma``, ``lam`` or ``task``" in doc and "regression" in doc
+
+
+def _warned_here(call, category):
+    """The warnings of ``call()`` of ``category``, checked to point at this file's line."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    found = [w for w in caught if issubclass(w.category, category)]
+    assert found, f"no {category.__name__}"
+    assert {w.filename for w in found} == {__file__}, [(w.filename, w.lineno) for w in found]
+    return found
+
+
+def test_warnings_point_at_the_users_line():
+    # However many decorators a fit has (fit_hierarchical: shards, selection, thread budget),
+    # a warning names the line that called it (hkern._validation.warn_user).
+    import numpy as np
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    _warned_here(lambda: hkern.fit_hierarchical(X, y, r=100, sigma=1.0, lam=0.1), UserWarning)
+    _warned_here(lambda: hkern.fit_nystrom(X, y, r=100, sigma=1.0, lam=0.1), UserWarning)
+    _warned_here(lambda: hkern.fit_hierarchical(X, np.zeros(40), r=8), UserWarning)
+    _warned_here(lambda: hkern.fit_exact(X, y, solver="pcg", max_iter=1, sigma=0.3, lam=1e-6,
+                                         tol=1e-10), hkern.ConvergenceWarning)
+    _warned_here(lambda: hkern.fit_exact(X, y, solver="cholesky", sigma=1.0, lam=0.1),
+                 FutureWarning)
+    model = hkern.fit_hierarchical(X, y, r=8, sigma=1.0, lam=0.1)
+    _warned_here(lambda: model.r, FutureWarning)
+
+
 # The calls that are not long (one kernel pass, no search): the rest report their steps.
 QUICK = {hkern.kernel_matrix, hkern.kernel_diag, hkern.kernel_matvec}
 

@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 
 import hkern
 
-from .common import SlowFit, kin40k, model_rmse
+from .common import SlowFit, grid, kin40k, model_rmse
 
 KERNEL = "gaussian"
 SIGMA = 2.0
@@ -49,7 +49,7 @@ class _LowRankFit(SlowFit):
     in the source, so an inherited one would be shared between the subclasses).
     """
 
-    params = [256, 1024]
+    params = grid([256, 1024])
     param_names = ["r"]
 
     def _cache(self):
@@ -148,7 +148,7 @@ class Exact(SlowFit):
 class NystromThreads(SlowFit):
     """fit_nystrom (r = 1024) on kin40k with 1 and 2 threads (results are bitwise identical)."""
 
-    params = [1, 2]
+    params = grid([1, 2])
     param_names = ["n_jobs"]
 
     def setup(self, n_jobs):

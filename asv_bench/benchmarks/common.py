@@ -4,10 +4,26 @@ asv also imports this module looking for benchmarks; it defines none (no ``time_
 ``peakmem_`` or ``track_`` names).
 """
 import functools
+import os
 
 import numpy as np
 
 from hkern.datasets import load_uci, standardize
+
+# HKERN_ASV_SMOKE=1 (set by .ci/run): each parametrised benchmark runs at the first value of
+# each of its parameters only.  CI checks that the suite imports and runs, not the timings, and
+# the full grids took most of its 14 minutes of asv.
+SMOKE = os.environ.get("HKERN_ASV_SMOKE") == "1"
+
+
+def grid(params):
+    """A benchmark's ``params`` (one list, or a tuple of lists), cut to the first value of each
+    parameter in a smoke run (:data:`SMOKE`)."""
+    if not SMOKE:
+        return params
+    if isinstance(params, tuple):
+        return tuple(values[:1] for values in params)
+    return params[:1]
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,12 +9,12 @@ from hkern.datasets import make_regression
 from hkern.grief import GriefBasis, make_grids
 from hkern.grief._lml import plain_lml, svd_lml, svd_transform
 
-from .common import SlowFit, model_rmse
+from .common import SlowFit, grid, model_rmse
 
 
 class Basis(SlowFit):
     """Phi (n x p) as products of 1-D eigenfunctions, OpenMP over rows."""
-    params = ([20_000, 100_000], [1, 2])
+    params = grid(([20_000, 100_000], [1, 2]))
     param_names = ["n", "n_jobs"]
     repeat = (1, 5, 30.0)
     timeout = 300
@@ -29,7 +29,7 @@ class Basis(SlowFit):
 
 class LML:
     """One LML + gradient evaluation after the O(n p^2) precompute: independent of n."""
-    params = ([10_000, 200_000], ["svd", "plain"])
+    params = grid(([10_000, 200_000], ["svd", "plain"]))
     param_names = ["n", "form"]
     timeout = 300
 

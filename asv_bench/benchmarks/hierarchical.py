@@ -15,7 +15,7 @@ from hkern.datasets import make_regression
 from hkern.hierarchical import _tree
 from hkern.hierarchical.factor import build_tree
 
-from .common import SlowFit, kin40k, model_rmse
+from .common import SlowFit, grid, kin40k, model_rmse
 
 SIGMA = 1.5
 LAM = 0.01
@@ -30,7 +30,7 @@ class _SlowFit(SlowFit):
 class HierarchicalKin40k(_SlowFit):
     """fit_hierarchical on the 36000 kin40k training points."""
 
-    params = [256, 512]
+    params = grid([256, 512])
     param_names = ["r"]
 
     def setup(self, r):
@@ -68,7 +68,7 @@ class HierarchicalKin40k(_SlowFit):
 class IndependentKin40k(_SlowFit):
     """fit_independent (block-diagonal kernel on the same tree) on kin40k."""
 
-    params = [256, 512]
+    params = grid([256, 512])
     param_names = ["r"]
 
     def setup(self, r):
@@ -89,7 +89,7 @@ class HierarchicalScaling(_SlowFit):
     """Fit time and peak memory against n at r = 128 (n = 10^6: target <= 40 s and peak RSS
     <= 1.5 (4 n r + n d) 8 bytes = 5.81 GiB)."""
 
-    params = [125_000, 1_000_000]
+    params = grid([125_000, 1_000_000])
     param_names = ["n"]
     repeat = (1, 1, 60.0)
 
@@ -107,7 +107,7 @@ class InversionRate(_SlowFit):
     """GFLOP/s of the HCK construction and of its inversion phase (BLAS/LAPACK flops only),
     n = 200000."""
 
-    params = [128, 512]
+    params = grid([128, 512])
     param_names = ["r"]
 
     def setup(self, r):
@@ -147,7 +147,7 @@ class InversionRate(_SlowFit):
 class HierarchicalThreads(_SlowFit):
     """fit_hierarchical (r = 128) on make_regression(100 000, d=8) with 1 and 2 threads."""
 
-    params = [1, 2]
+    params = grid([1, 2])
     param_names = ["n_jobs"]
 
     def setup(self, n_jobs):

@@ -9,7 +9,7 @@ from threadpoolctl import threadpool_limits
 
 import hkern
 
-from .common import Quick
+from .common import Quick, grid
 
 SIGMA = 2.0
 N_FEATURES = 8
@@ -34,7 +34,7 @@ def prefault(n_rows):
 
 
 class _RowsThreads(Quick):
-    params = ([20_000, 200_000], [1, 2])
+    params = grid(([20_000, 200_000], [1, 2]))
     param_names = ["n_rows", "n_jobs"]
 
 
@@ -68,7 +68,7 @@ class KernelMatrix(_RowsThreads):
 class OtherKernels(Quick):
     """Every kernel family at one size (200_000 x 256, one thread); gaussian for reference."""
 
-    params = ["gaussian", "laplace", "matern32"]
+    params = grid(["gaussian", "laplace", "matern32"])
     param_names = ["kernel"]
 
     n_rows = 200_000
@@ -101,7 +101,7 @@ class KernelAccuracy:
     from differences (no GEMM cancellation), 2000 x 256: Gaussian exp(-||x - y||_2^2 / (2
     sigma^2)) and Laplace exp(-||x - y||_1 / sigma)."""
 
-    params = ["gaussian", "laplace"]
+    params = grid(["gaussian", "laplace"])
     param_names = ["kernel"]
 
     def setup(self, kernel):

@@ -10,7 +10,7 @@ import numpy as np
 import hkern
 from hkern.baselines.nystrom import nystrom_feature_map
 
-from .common import Quick, SlowFit, kin40k, model_rmse
+from .common import Quick, SlowFit, grid, kin40k, model_rmse
 
 SIGMA = 2.0   # gamma = 1 / (2 sigma^2) = 0.125
 LAM = 0.01
@@ -29,7 +29,7 @@ def nystrom_rel_error(X, r, sigma, n_rows, seed=0):
 
 
 class MekaBuild(SlowFit):
-    params = ([(10, 64), (20, 64), (10, 128)],)
+    params = grid(([(10, 64), (20, 64), (10, 128)],))
     param_names = ["(c, k)"]
     timeout = 300
 
@@ -69,7 +69,7 @@ class MekaMatvec(Quick):
 
 
 class MekaKRR(SlowFit):
-    params = (["direct", "pcg"],)
+    params = grid((["direct", "pcg"],))
     param_names = ["solver"]
     timeout = 300
 

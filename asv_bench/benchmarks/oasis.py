@@ -10,7 +10,7 @@ from scipy.spatial.distance import pdist
 import hkern
 from hkern.datasets import make_regression, make_two_moons
 
-from .common import SlowFit
+from .common import SlowFit, grid
 
 
 class _Selection(SlowFit):
@@ -19,7 +19,7 @@ class _Selection(SlowFit):
 
 
 class SelectionTime(_Selection):
-    params = (["oasis", "rpcholesky", "uniform"], [20_000, 100_000])
+    params = grid((["oasis", "rpcholesky", "uniform"], [20_000, 100_000]))
     param_names = ["method", "n"]
 
     def setup(self, method, n):
@@ -33,7 +33,7 @@ class SelectionTime(_Selection):
 
 
 class TwoMoonsError:
-    params = ["oasis", "rpcholesky", "uniform", "greedy"]
+    params = grid(["oasis", "rpcholesky", "uniform", "greedy"])
     param_names = ["method"]
     timeout = 300
 
@@ -52,7 +52,7 @@ class TwoMoonsError:
 class SelectionThreads(_Selection):
     """oASIS, 200 columns of make_regression(20 000, d=8), with 1 and 2 threads."""
 
-    params = [1, 2]
+    params = grid([1, 2])
     param_names = ["n_jobs"]
 
     def setup(self, n_jobs):

@@ -11,6 +11,8 @@ from hkern.slkl._core import SlklCore
 import hkern
 from hkern._threads import blas_threads
 
+from .common import grid
+
 
 def sinc(n, seed):
     rng = np.random.default_rng(seed)
@@ -21,7 +23,7 @@ def sinc(n, seed):
 
 
 class SincFit:
-    params: ClassVar = ([256, 1000], ["exact", "newton"])
+    params: ClassVar = grid(([256, 1000], ["exact", "newton"]))
     param_names: ClassVar = ["n_candidates", "step"]
     number = 1
     repeat = (1, 3, 30.0)
@@ -54,7 +56,7 @@ class SincFit:
 
 class StepTime:
     """2000 coordinate steps leaving a weight at 0 with m0 = 100 active (O(n m0) each)."""
-    params: ClassVar = [2000, 8000, 32000]
+    params: ClassVar = grid([2000, 8000, 32000])
     param_names: ClassVar = ["n"]
     number = 1
     repeat = (3, 10, 10.0)
@@ -81,7 +83,7 @@ class StepTime:
 class SincPredict:
     """Prediction on 20 000 sinc points: the kernel at the m0 active landmarks only."""
 
-    params: ClassVar = [256, 1000]
+    params: ClassVar = grid([256, 1000])
     param_names: ClassVar = ["n_candidates"]
     number = 1
     repeat = (3, 10, 10.0)

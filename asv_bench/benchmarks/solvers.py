@@ -20,7 +20,7 @@ from hkern import _linalg
 from hkern.kernels import kernel_kind
 from hkern.kernels._api import _kernel_matvec_trusted, _kernel_normal_times_trusted
 
-from .common import Quick, SlowFit, kin40k, model_rmse
+from .common import Quick, SlowFit, grid, kin40k, model_rmse
 
 SEED = 0
 EXACT_N, EXACT_SIGMA, EXACT_LAM, EXACT_RANK = 12_000, 1.41, 1e-2, 1000
@@ -90,7 +90,7 @@ def fit_nystrom_direct(X, y, m):
 class NystromPCG(SlowFit):
     """FALKON (fit_nystrom solver='pcg') and the direct Nystrom fit on all of kin40k."""
 
-    params = [2048, 4096]
+    params = grid([2048, 4096])
     param_names = ["M"]
 
     def setup_cache(self):
@@ -124,7 +124,7 @@ class NystromPCG(SlowFit):
 class KernelEngine(Quick):
     """K u and K^T (K u) for the Gaussian kernel, X (36 000, 8), Z (4096, 8)."""
 
-    params = [1, 2]
+    params = grid([1, 2])
     param_names = ["n_jobs"]
     n, m = 36_000, 4096
 
@@ -165,7 +165,7 @@ class TriangularSolve(Quick):
     """One right-hand side against an 8192 x 8192 triangle (FALKON's four solves per
     iteration), each orientation, 1 and 2 threads."""
 
-    params = ([1, 2], [False, True])
+    params = grid(([1, 2], [False, True]))
     param_names = ["n_jobs", "trans"]
     m = 8192
 
@@ -181,7 +181,7 @@ class TriangularSolve(Quick):
 class CholeskyPair(SlowFit):
     """FALKON's two factors of a 4096 x 4096 kernel matrix in its own memory."""
 
-    params = [1, 2]
+    params = grid([1, 2])
     param_names = ["n_jobs"]
     m = 4096
 

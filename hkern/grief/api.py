@@ -74,6 +74,12 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
     ``active_features_``).  The kernel is SE-ARD, s2 exp(-sum_i (x_i - z_i)^2 / (2 ls_i^2)),
     factored with unit amplitude per dimension; each 1-D grid kernel matrix gets a 1e-12 jitter.
 
+    Unlike the other fits it takes no ``sigma``, ``lam`` or ``task``: a Gaussian process learns
+    its lengthscales, signal variance and noise variance (``lengthscales``, ``signal_variance``
+    and ``noise`` start the search, or fix the values with ``optimize=False``), the three
+    numbers that ``sigma`` and ``lam`` stand for in a kernel ridge fit, and its Gaussian
+    likelihood models real-valued targets only (regression).
+
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_features)

@@ -48,7 +48,6 @@ import functools
 import inspect
 import math
 import time
-import warnings
 
 import numpy as np
 
@@ -58,7 +57,7 @@ from .._model import format_sigma, recording_selection
 from .._progress import Progress
 from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
-from .._validation import check_bool, check_positive, check_seed, check_sigma
+from .._validation import check_bool, check_positive, check_seed, check_sigma, warn_user
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
@@ -533,10 +532,10 @@ def zero_target_arguments(label, arguments, sigma_mode, lam_mode):
     sigma, lam = ZERO_TARGET_VALUES
     arguments = dict(arguments, sigma=sigma if sigma_mode != "given" else arguments["sigma"],
                      lam=lam if lam_mode != "given" else arguments["lam"])
-    warnings.warn(f"y is all zeros, so there is nothing to select sigma and lam by (every "
-                  f"value explains zeros equally well): {label} fits at "
-                  f"sigma={format_sigma(arguments['sigma'])}, lam={arguments['lam']:.3g}, "
-                  "and predicts 0", UserWarning, stacklevel=3)
+    warn_user(f"y is all zeros, so there is nothing to select sigma and lam by (every value "
+              f"explains zeros equally well): {label} fits at "
+              f"sigma={format_sigma(arguments['sigma'])}, lam={arguments['lam']:.3g}, and "
+              "predicts 0", UserWarning)
     return arguments
 
 

@@ -28,13 +28,13 @@ of every quadratic form.  dA/dlog lam = lam I.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
 
 from .._gp import Evidence, column_quads
+from .._validation import warn_user
 from ..kernels._api import _kernel_matvec_trusted
 from ..oasis.api import nystrom_factor
 from .cg import ConvergenceWarning, block_pcg, lanczos_tridiagonal
@@ -224,10 +224,10 @@ def stochastic_lml(apply_a, Y, preconditioner, *, n_probes=30, rng=None, tol=1e-
     res = block_pcg(apply_a, np.hstack([Y, Z]), apply_m=preconditioner, tol=tol,
                     max_iter=max_iter, x0=start, record_lanczos=True)
     if not res.converged.all():
-        warnings.warn(f"{int(np.sum(~res.converged))} of {k + t} CG columns did not meet "
-                      f"tol={tol:g} (true relative residual up to "
-                      f"{res.true_residual.max():.3g}) within max_iter={max_iter}",
-                      ConvergenceWarning, stacklevel=2)
+        warn_user(f"{int(np.sum(~res.converged))} of {k + t} CG columns did not meet "
+                  f"tol={tol:g} (true relative residual up to "
+                  f"{res.true_residual.max():.3g}) within max_iter={max_iter}",
+                  ConvergenceWarning)
     W = preconditioner(Z)
     # z^T M^{-1} z = ||M^{-1/2} z||^2 scales the Lanczos quadrature from the unit vector e_1.
     norms2 = np.einsum("ij,ij->j", Z, W)

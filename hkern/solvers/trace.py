@@ -4,14 +4,20 @@ progress lines and the record of an iterative solve on the model (:class:`Solver
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._model import prepare_fit
 from .._targets import encode_targets
-from .._validation import check_array, check_int, check_positive, check_targets, scale_inputs
+from .._validation import (
+    check_array,
+    check_int,
+    check_positive,
+    check_targets,
+    scale_inputs,
+    warn_user,
+)
 from ..kernels._api import _kernel_matvec_trusted
 from .cg import ConvergenceWarning, block_pcg
 
@@ -168,10 +174,10 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
         why = _why_not_converged(result, max_iter)
         if precision == "mixed" and not why.startswith("stopped at max_iter"):
             why += "; or precision='double', whose products are exact to float64"
-        warnings.warn(f"{label} {why}: the true relative residual ||b - A x|| / ||b|| is "
-                      f"{result.true_residual.max():.3g} > tol={tol:g}"
-                      + (f"; {fix}" if why.startswith("stopped at max_iter") else ""),
-                      ConvergenceWarning, stacklevel=4)
+        warn_user(f"{label} {why}: the true relative residual ||b - A x|| / ||b|| is "
+                  f"{result.true_residual.max():.3g} > tol={tol:g}"
+                  + (f"; {fix}" if why.startswith("stopped at max_iter") else ""),
+                  ConvergenceWarning)
     trace = SolverTrace(residuals=np.array(result.residuals), seconds=np.array(result.seconds),
                         validation_error=np.array(errors) if error is not None else None,
                         converged=bool(result.converged.all()),
