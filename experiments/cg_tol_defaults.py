@@ -49,6 +49,28 @@ def timed(fit, *args, **kw):
     return model, time.perf_counter() - t0
 
 
+def sweep(label, fit, tols, test, **kw):
+    """{tol: test RMSE, iterations (the largest over outputs) and seconds} of ``fit`` at each
+    tol, printed as it goes."""
+    X_test, y_test = test
+    rows = {}
+    for tol in tols:
+        m, s = timed(fit, tol=tol, **kw)
+        n_iter = int(np.max(m.n_iter_))
+        rows[f"{tol:g}"] = dict(rmse=rmse(m, X_test, y_test), n_iter=n_iter, seconds=s)
+        print(f"{label} tol {tol:g}: RMSE {rows[f'{tol:g}']['rmse']:.5f}, {n_iter} it, "
+              f"{s:.1f} s", flush=True)
+    return rows
+
+
+def direct(label, fit, test, **kw):
+    """The direct solver's fit: the converged reference."""
+    m, s = timed(fit, solver="direct", **kw)
+    value = rmse(m, *test)
+    print(f"{label} direct: RMSE {value:.5f} ({s:.1f} s)", flush=True)
+    return dict(rmse=value, seconds=s)
+
+
 def main():
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["falkon", "meka"]
     sets = sys.argv[2].split(",") if len(sys.argv) > 2 else ["kin40k", "pol", "elevators",
@@ -58,41 +80,22 @@ def main():
         Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
         sigma, lam = selected_values(name)
         rows = out.setdefault(name, {})
-        common = dict(sigma=sigma, lam=lam, seed=0, n_jobs=2)
+        test = (Xte, yte)
+        common = dict(X=Xtr, y=ytr, sigma=sigma, lam=lam, seed=0, n_jobs=2)
         if "falkon" in parts:
-            ref, s = timed(hkern.fit_nystrom, Xtr, ytr, r=1024, solver="direct", **common)
-            rows["falkon"] = {"direct": dict(rmse=rmse(ref, Xte, yte), seconds=s)}
-            print(f"{name} nystrom r=1024 direct: RMSE {rmse(ref, Xte, yte):.5f} ({s:.1f} s)",
-                  flush=True)
-            for tol in TOLS:
-                m, s = timed(hkern.fit_nystrom, Xtr, ytr, r=1024, solver="pcg", tol=tol,
-                             max_iter=1000, **common)
-                rows["falkon"][f"{tol:g}"] = dict(rmse=rmse(m, Xte, yte), n_iter=m.n_iter_,
-                                                  seconds=s)
-                print(f"{name} falkon r=1024 tol {tol:g}: RMSE {rmse(m, Xte, yte):.5f}, "
-                      f"{m.n_iter_} it, {s:.1f} s", flush=True)
+            nystrom = dict(common, r=1024)
+            rows["falkon"] = {"direct": direct(f"{name} nystrom r=1024", hkern.fit_nystrom,
+                                               test, **nystrom)}
+            rows["falkon"].update(sweep(f"{name} falkon r=1024", hkern.fit_nystrom, TOLS, test,
+                                        solver="pcg", max_iter=1000, **nystrom))
         if "falkon4096" in parts:
-            rows["falkon4096"] = {}
-            for tol in TOLS[:3]:
-                m, s = timed(hkern.fit_nystrom, Xtr, ytr, r=4096, solver="pcg", tol=tol,
-                             max_iter=1000, **common)
-                rows["falkon4096"][f"{tol:g}"] = dict(rmse=rmse(m, Xte, yte), n_iter=m.n_iter_,
-                                                      seconds=s)
-                print(f"{name} falkon r=4096 tol {tol:g}: RMSE {rmse(m, Xte, yte):.5f}, "
-                      f"{m.n_iter_} it, {s:.1f} s", flush=True)
+            rows["falkon4096"] = sweep(f"{name} falkon r=4096", hkern.fit_nystrom, TOLS[:3],
+                                       test, solver="pcg", max_iter=1000, r=4096, **common)
         if "meka" in parts:
-            kw = dict(n_clusters=8, **common)
-            ref, s = timed(hkern.fit_meka, Xtr, ytr, 128, solver="direct", **kw)
-            rows["meka"] = {"direct": dict(rmse=rmse(ref, Xte, yte), seconds=s)}
-            print(f"{name} meka r=128 direct: RMSE {rmse(ref, Xte, yte):.5f} ({s:.1f} s)",
-                  flush=True)
-            for tol in [1e-10] + TOLS:
-                m, s = timed(hkern.fit_meka, Xtr, ytr, 128, solver="pcg", tol=tol,
-                             max_iter=5000, **kw)
-                rows["meka"][f"{tol:g}"] = dict(rmse=rmse(m, Xte, yte),
-                                                n_iter=int(np.max(m.n_iter_)), seconds=s)
-                print(f"{name} meka cg tol {tol:g}: RMSE {rmse(m, Xte, yte):.5f}, "
-                      f"{int(np.max(m.n_iter_))} it, {s:.1f} s", flush=True)
+            meka = dict(common, r=128, n_clusters=8)
+            rows["meka"] = {"direct": direct(f"{name} meka r=128", hkern.fit_meka, test, **meka)}
+            rows["meka"].update(sweep(f"{name} meka cg", hkern.fit_meka, [1e-10] + TOLS, test,
+                                      solver="pcg", max_iter=5000, **meka))
         json.dump(out, open(RECORD, "w"), indent=1)
 
 
