@@ -181,7 +181,6 @@ class MarginalLikelihood:
     their features' weights, so they know the likelihood of the training targets alone.
     """
 
-    # What a user can do when an iterative fit left no log-determinant.
     # What a user can do when an iterative fit left no log-determinant, and on a classifier.
     _NO_EVIDENCE_FIX = ("fit with the direct solver (solver='direct') for the likelihood, or "
                         "compare fits by their error on held-out data")
