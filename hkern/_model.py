@@ -10,13 +10,13 @@ import numpy as np
 
 from ._gp import ProfiledRidge
 from ._memory import check_memory
+from ._parameters import check_parameter
 from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
 from ._validation import (
     check_array,
     check_bandwidth,
     check_n_features,
-    check_positive,
     check_sigma,
     scale_inputs,
     warn_user,
@@ -322,7 +322,6 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest)
     if not (profiles_ridge and isinstance(lam, ProfiledRidge)):
-        lam = check_positive(lam, "lam",
-                             "the ridge regularisation must be positive (try 1e-3 to 1)")
+        lam = check_parameter("lam", lam)
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
                      bandwidth=bandwidth, lengthscales=lengthscales, lam=lam)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from ._validation import check_bool
+from ._parameters import check_parameter
 
 __all__ = ["Progress"]
 
@@ -27,7 +27,7 @@ class Progress:
 
     def __init__(self, label, verbose):
         self.label = label
-        self.verbose = check_bool(verbose, "verbose")
+        self.verbose = check_parameter("verbose", verbose)
         self.started = time.perf_counter()
 
     def elapsed(self):

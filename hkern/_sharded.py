@@ -24,9 +24,10 @@ from ._mpi import (
     every_rank_stops,
     offsets_of,
 )
+from ._parameters import check_parameter
 from ._targets import local_classes
 from ._threads import resolve_n_jobs
-from ._validation import check_array, check_positive, check_seed, check_sigma, check_targets
+from ._validation import check_array, check_seed, check_sigma, check_targets
 from .kernels import kernel_kind
 
 __all__ = ["ShardedFit", "digest", "gather_rows", "prepare_sharded_fit", "runs_on_shards",
@@ -137,7 +138,7 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
         # The arguments' own checks first, so that a bad value names itself, not "differs".
         kernel_kind(kernel)
         _, lengthscales = check_sigma(sigma, points.shape[1])
-        check_positive(lam, "lam", "the ridge regularisation must be positive (try 1e-3 to 1)")
+        check_parameter("lam", lam)
         # The bandwidth is checked against all the data, as serially: its largest magnitude.
         scaled = np.abs(points) if lengthscales is None else np.abs(points) / lengthscales
         largest = float(scaled.max()) if scaled.size else 0.0

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import gzip
 import numbers
-import operator
 import os
 import sys
 import warnings
 
 import numpy as np
+
+from ._parameters import Boolean, Integer, Options, Real, check_parameter
 
 __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
@@ -203,21 +204,9 @@ def check_n_features(X, n_features, name="X"):
     return X
 
 
-def _check_real_scalar(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return value
-
-
 def check_positive(value, name, hint=""):
-    """A finite float > 0."""
-    value = _check_real_scalar(value, name)
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}" + (f"; {hint}" if hint else ""))
-    return value
+    """A finite float > 0 (the wording of :mod:`hkern._parameters`)."""
+    return Real(0, None, "neither").check(value, name, hint)
 
 
 def check_bandwidth(sigma, *arrays):
@@ -309,25 +298,12 @@ def scale_inputs(X, lengthscales, name="X"):
 
 def check_nonnegative(value, name, hint=""):
     """A finite float >= 0."""
-    value = _check_real_scalar(value, name)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}" + (f"; {hint}" if hint else ""))
-    return value
+    return Real(0).check(value, name, hint)
 
 
 def check_int(value, name, *, low=None, high=None, hint=""):
     """An integer in [low, high] (either bound may be None)."""
-    try:
-        if isinstance(value, (bool, np.bool_)):
-            raise TypeError
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}" + (f"; {hint}" if hint else ""))
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value}" + (f"; {hint}" if hint else ""))
-    return value
+    return Integer(low, high).check(value, name, hint)
 
 
 def check_rank(r, n_samples, name="r", *, largest=None, what=None):
@@ -335,7 +311,7 @@ def check_rank(r, n_samples, name="r", *, largest=None, what=None):
     ``largest`` (default ``n_samples``) when above it, as scikit-learn's ``Nystroem`` reduces
     ``n_components`` (a default r of 256 or 1024 then works on a small data set, and in
     scikit-learn's checks).  ``what`` names the bound in the warning."""
-    r = check_int(r, name, low=1)
+    r = check_parameter(name, r)
     largest = n_samples if largest is None else largest
     if r > largest:
         bound = what or f"the number of training samples n={n_samples}"
@@ -375,17 +351,12 @@ def check_seed(seed, name="seed"):
 def check_bool(value, name):
     """True or False (numpy booleans included); anything else is refused, not truth-tested
     (``"no"`` would be true)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise ValueError(f"{name} must be True or False, got {value!r}")
+    return Boolean().check(value, name)
 
 
 def check_choice(value, name, choices):
     """One of a fixed set of strings."""
-    if value not in choices:
-        options = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {options}; got {value!r}")
-    return value
+    return Options(*choices).check(value, name)
 
 
 # One set of solver names for every fit: "direct" factorises, "pcg" iterates (conjugate
@@ -394,16 +365,17 @@ def check_choice(value, name, choices):
 # names are still accepted by those fits, with a FutureWarning.
 
 
-def check_solver(solver, choices, former=None):
-    """``solver`` checked against the fit's ``choices``; a ``former`` name ({old: new}) is
-    replaced by today's with a FutureWarning."""
+def check_solver(solver, where, former=None):
+    """``solver`` of the fit ``where`` checked against its declared choices
+    (:mod:`hkern._parameters`); a ``former`` name ({old: new}) is replaced by today's with a
+    FutureWarning."""
     if former and isinstance(solver, str) and solver in former:
         new = former[solver]
         warn_user(f"solver={solver!r} is now called solver={new!r} (one set of solver names for "
                   "every fit: 'direct', 'pcg', 'auto'); the old name will be removed",
                   FutureWarning)
         return new
-    return check_choice(solver, "solver", choices)
+    return check_parameter("solver", solver, where)
 
 
 def read_csv(path):

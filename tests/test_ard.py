@@ -226,9 +226,9 @@ BAD = [
     (None, "sigma must be a real number > 0"),
     ([1.0, 1j, 1.0], "complex"),
     (np.array([], dtype=float), r"shape \(0,\)"),
-    (0.0, "sigma must be > 0"),
-    (-1.0, "sigma must be > 0"),
-    (np.nan, "sigma must be finite"),
+    (0.0, "sigma must be a real number > 0, got 0.0"),
+    (-1.0, "sigma must be a real number > 0, got -1.0"),
+    (np.nan, "sigma must be a real number > 0, got nan"),
     (True, "sigma must be a real number"),
 ]
 ENTRY_POINTS = {

@@ -183,7 +183,7 @@ class TestSmallDefects:
     @pytest.mark.parametrize("rcond", [1, 1.5])
     def test_rcond_that_drops_every_eigenvalue_refused(self, rcond, problem):
         X, y = problem
-        with pytest.raises(ValueError, match="rcond must be < 1"):
+        with pytest.raises(ValueError, match=r"rcond must be a real number in \[0, 1\)"):
             hkern.fit_nystrom(X, y, r=10, rcond=rcond, sigma=1.0, lam=1e-2)
 
     def test_rcond_just_below_one_keeps_the_top_eigenvalue(self, problem):

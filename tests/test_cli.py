@@ -106,14 +106,14 @@ def test_console_script_runs(tmp_path):
     (["--n-jobs", "0"], "argument --n-jobs: n_jobs must be None or a non-zero integer, got 0"),
     (["--n-jobs", "1.5"], "argument --n-jobs: invalid literal for int()"),
     (["--sigma", "-1"], "argument --sigma: --sigma must be 'auto' or 'ard' or a number > 0; got "
-                        "'-1' (--sigma must be > 0, got -1.0)"),
+                        "'-1' (--sigma must be a real number > 0, got -1.0)"),
     (["--sigma", "median"], "argument --sigma: --sigma must be 'auto' or 'ard' or a number > 0; "
                             "got 'median'"),
     (["--lam", "0"], "argument --lam: --lam must be 'auto' or a number > 0; got '0' (--lam must "
-                     "be > 0, got 0.0)"),
+                     "be a real number > 0, got 0.0)"),
     (["--kernel", "foo"], "argument --kernel: kernel must be one of"),
-    (["--r", "0"], "argument --r: --r must be >= 1, got 0"),
-    (["--split", "10"], "argument --split: --split must be <= 9, got 10"),
+    (["--r", "0"], "argument --r: --r must be an integer >= 1, got 0"),
+    (["--split", "10"], "argument --split: --split must be an integer in [0, 9], got 10"),
 ])
 def test_bad_options_are_usage_errors(argv, message, capsys):
     # Issue 16 defect 12: --n-jobs 0 printed a traceback from inside the first fit.

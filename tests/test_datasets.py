@@ -53,9 +53,9 @@ class TestLoadUci:
 
     def test_bad_split(self, tiny):
         root, _, _ = tiny
-        with pytest.raises(ValueError, match="split must be <= 9, got 10"):
+        with pytest.raises(ValueError, match=r"split must be an integer in \[0, 9\], got 10"):
             load_uci("tiny", split=10, data_dir=root)
-        with pytest.raises(ValueError, match="split must be >= 0"):
+        with pytest.raises(ValueError, match=r"split must be an integer in \[0, 9\], got -1"):
             load_uci("tiny", split=-1, data_dir=root)
 
     def test_unknown_name_lists_what_is_there(self, tiny):
@@ -83,8 +83,9 @@ class TestSynthetic:
         X2, y2 = make_regression(50, d=3, noise=0.0, seed=1)
         np.testing.assert_array_equal(y, y2)
 
-    @pytest.mark.parametrize("kw, msg", [({"n": 0}, "n must be >= 1"), ({"d": 0}, "d must be >= 1"),
-                                         ({"noise": -1.0}, "noise must be >= 0")])
+    @pytest.mark.parametrize("kw, msg", [({"n": 0}, "n must be an integer >= 1"),
+                                         ({"d": 0}, "d must be an integer >= 1"),
+                                         ({"noise": -1.0}, "noise must be a real number >= 0")])
     def test_bad_arguments(self, kw, msg):
         args = {"n": 10, "d": 2} | kw
         with pytest.raises(ValueError, match=msg):

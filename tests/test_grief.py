@@ -352,18 +352,19 @@ def test_type1_mala():
 
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs,match", [
-    ({"r": 0}, "r must be >= 1"),
+    ({"r": 0}, "r must be an integer >= 1"),
     ({"r": 2.5}, "r must be an integer"),
-    ({"grid_size": 1}, "grid_size must be >= 2"),
-    ({"grid_size": [10, 1]}, r"grid_size\[1\] must be >= 2"),
+    ({"grid_size": 1}, "grid_size must be an integer >= 2"),
+    ({"grid_size": [10, 1]}, r"grid_size\[1\] must be an integer >= 2"),
     ({"grid_size": [10, 10, 10]}, "grid_size has 3 entries"),
     ({"kernel": "laplace"}, "kernel must be 'gaussian'"),
     ({"inference": "type3"}, "inference must be one of"),
     ({"lengthscales": 1.0}, "give all of lengthscales"),
     ({"lengthscales": -1.0, "signal_variance": 1.0, "noise": 0.1}, "lengthscales must be"),
-    ({"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.0}, "noise must be > 0"),
+    ({"lengthscales": 1.0, "signal_variance": 1.0, "noise": 0.0},
+     "noise must be None or a real number > 0, got 0.0"),
     ({"seed": -1}, "seed must be a non-negative"),
-    ({"n_restarts": -1}, "n_restarts must be >= 0"),
+    ({"n_restarts": -1}, "n_restarts must be an integer >= 0"),
     ({"inference": "type1", "w_prior": "flat"}, "w_prior must be one of"),
 ])
 def test_bad_arguments(kwargs, match):

@@ -676,14 +676,14 @@ def small():
 
 @pytest.mark.parametrize("fit", [hkern.fit_hierarchical, hkern.fit_independent])
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(r=0), "r must be >= 1"),
-    (dict(r=-3), "r must be >= 1"),
-    (dict(r=8, leaf_size=0), "leaf_size must be >= 1"),
+    (dict(r=0), "r must be an integer >= 1"),
+    (dict(r=-3), "r must be an integer >= 1"),
+    (dict(r=8, leaf_size=0), "leaf_size must be None or an integer >= 1"),
     (dict(r=8, partition="kmeans"), "partition must be one of"),
-    (dict(r=8, sigma=0.0), "sigma must be > 0"),
-    (dict(r=8, sigma=-1.0), "sigma must be > 0"),
-    (dict(r=8, lam=0.0), "lam must be > 0"),
-    (dict(r=8, lam=-1e-2), "lam must be > 0"),
+    (dict(r=8, sigma=0.0), "sigma must be a real number > 0"),
+    (dict(r=8, sigma=-1.0), "sigma must be a real number > 0"),
+    (dict(r=8, lam=0.0), "lam must be a real number > 0 or 'auto', got 0.0"),
+    (dict(r=8, lam=-1e-2), "lam must be a real number > 0 or 'auto', got -0.01"),
 ])
 def test_bad_arguments(small, fit, kwargs, match):
     X, y = small
@@ -713,9 +713,9 @@ def test_r_not_below_n_is_reduced_to_one_leaf(small, fit, r):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(jitter=-1e-6), "jitter must be >= 0"),
-    (dict(jitter=1e-2), "jitter must be smaller than lam"),
-    (dict(jitter=0.5), "jitter must be smaller than lam"),
+    (dict(jitter=-1e-6), r"jitter must be None or a real number in \[0, lam = "),
+    (dict(jitter=1e-2), r"jitter must be None or a real number in \[0, lam = "),
+    (dict(jitter=0.5), r"jitter must be None or a real number in \[0, lam = "),
 ])
 def test_bad_jitter(small, kwargs, match):
     X, y = small

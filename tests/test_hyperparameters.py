@@ -444,9 +444,9 @@ def test_summary_and_repr_name_the_choice():
 BAD = [
     (dict(sigma="median"), r"sigma must be .*'auto' .* or 'ard' .*got the string 'median'"),
     (dict(sigma="AUTO"), "got the string 'AUTO'"),
-    (dict(lam="best"), r"lam must be a number > 0 or 'auto' \(selected\); got the string 'best'"),
+    (dict(lam="best"), "lam must be a real number > 0 or 'auto', got 'best'"),
     (dict(sigma="auto", verbose="yes"), "verbose must be True or False"),
-    (dict(sigma="ard", lam=-1.0), "lam must be > 0"),
+    (dict(sigma="ard", lam=-1.0), "lam must be a real number > 0 or 'auto', got -1.0"),
     (dict(sigma=[1.0, 2.0], lam="auto"), r"array of 3 lengthscales"),
     (dict(sigma=[1.0, 0.0, 2.0], lam="auto"), r"sigma\[1\] = 0.0"),
     (dict(sigma=[1.0, np.nan, 2.0], lam="auto"), r"finite; sigma\[1\] = nan"),

@@ -78,7 +78,7 @@ OK_CASES = ["even", "last", "ragged", "many_centres", "classification", "validat
             "hck_select", "nystrom_select", "hck_zero_targets", "nystrom_zero_targets"]
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
-    "lam_bad_on_rank1": ("ValueError", "lam must be > 0", 1),
+    "lam_bad_on_rank1": ("ValueError", "lam must be a real number > 0", 1),
     "tol_differs": ("ValueError", "differ between ranks: tol", None),
     "nan_on_rank1": ("ValueError", "X contains NaN", 1),
     "d_differs_on_last": ("ValueError", "X has 4 features on rank 0 but 5 on rank", None),
@@ -87,8 +87,8 @@ ERROR_CASES = {
     "n_jobs_bad_on_rank1": ("ValueError", "n_jobs must be None or a non-zero integer", 1),
     "memory_on_rank1": ("MemoryLimitError", "fit_nystrom on rank 1 of", 1),
     # (r above n is reduced with a warning on every rank, as serially: not an error)
-    "oasis_r_zero": ("ValueError", "r must be >= 1", None),
-    "hck_r_zero": ("ValueError", "r must be >= 1", None),
+    "oasis_r_zero": ("ValueError", "r must be an integer", None),
+    "hck_r_zero": ("ValueError", "r must be an integer >= 1", None),
     "hck_nan_y_on_rank1": ("ValueError", "y contains NaN", 1),
     "hck_solve_bad_rows_on_rank1": ("ValueError", "B must have shape", 1),
     "hck_select_holdout_refused": ("ValueError", "by their likelihood: pass criterion='auto' "

@@ -577,17 +577,17 @@ def _bad_calls():
     Gnan = np.eye(30)
     Gnan[2, 2] = np.nan
     return [
-        ("n_columns>n", (X, 31), {}, "r must be <= 30"),
-        ("n_columns<1", (X, 0), {}, "r must be >= 1"),
+        ("n_columns>n", (X, 31), {}, r"r must be an integer in \[1, n = 30\], got 31"),
+        ("n_columns<1", (X, 0), {}, r"r must be an integer in \[1, n = 30\], got 0"),
         ("n_columns-float", (X, 2.5), {}, "r must be an integer"),
-        ("tol<0", (X, 5), dict(tol=-1e-3), "tol must be >= 0"),
-        ("rtol<0", (X, 5), dict(rtol=-1e-3), "rtol must be >= 0"),
-        ("tol-nan", (X, 5), dict(tol=np.nan), "tol must be finite"),
+        ("tol<0", (X, 5), dict(tol=-1e-3), "tol must be a real number >= 0"),
+        ("rtol<0", (X, 5), dict(rtol=-1e-3), "rtol must be a real number >= 0"),
+        ("tol-nan", (X, 5), dict(tol=np.nan), "tol must be a real number >= 0, got nan"),
         ("method", (X, 5), dict(method="leverage"), "method must be one of"),
-        ("init>l", (X, 5), dict(init=6), "init must be <= 5"),
-        ("init<0", (X, 5), dict(init=-1), "init must be >= 0"),
-        ("sigma=0", (X, 5), dict(sigma=0.0), "sigma must be > 0"),
-        ("sigma<0", (X, 5), dict(sigma=-1.0), "sigma must be > 0"),
+        ("init>l", (X, 5), dict(init=6), r"init must be an integer in \[0, r = 5\], got 6"),
+        ("init<0", (X, 5), dict(init=-1), r"init must be an integer in \[0, r = 5\], got -1"),
+        ("sigma=0", (X, 5), dict(sigma=0.0), "sigma must be a real number > 0"),
+        ("sigma<0", (X, 5), dict(sigma=-1.0), "sigma must be a real number > 0"),
         ("kernel", (X, 5), dict(kernel="poly"), "kernel must be one of"),
         ("X-nan", (Xnan, 5), {}, "X contains NaN"),
         ("G-nan", (Gnan, 5), dict(kernel="precomputed"), "X contains NaN"),
@@ -612,7 +612,7 @@ def test_oasis_entry_point_is_method_oasis():
     assert a.method_ == "oasis"
     for attr in ("indices_", "C_", "W_inv_"):
         np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
-    with pytest.raises(ValueError, match="init must be <= 20"):
+    with pytest.raises(ValueError, match=r"init must be an integer in \[0, r = 20\]"):
         hkern.oasis(X, 20, init=21)
 
 
@@ -663,7 +663,7 @@ class TestFitNystromLandmarks:
         (np.array([-1, 5, 7]), "must index rows"),
         (np.array([3, 5, 3]), "repeated"),
         (np.array([1.0, 2.0, 3.0]), "integer"),
-        (np.array([], dtype=np.intp), "r must be >= 1|non-empty"),
+        (np.array([], dtype=np.intp), "r must be an integer >= 1|non-empty"),
         (np.array([[1, 2], [3, 4]]), "1-D"),
         ("leverage", "landmarks must be one of"),
     ])
@@ -727,7 +727,7 @@ class TestRefresh:
 
     def test_refresh_must_be_a_non_negative_integer(self):
         X = np.random.default_rng(0).normal(size=(50, 2))
-        with pytest.raises(ValueError, match="refresh must be >= 0"):
+        with pytest.raises(ValueError, match="refresh must be an integer >= 0"):
             hkern.oasis(X, 5, refresh=-1)
 
 

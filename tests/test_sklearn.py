@@ -135,11 +135,11 @@ def test_multi_output_regression_is_one_fit(cls, data):
 
 def test_hkern_errors_reach_the_user(data):
     X, y, _, _ = data
-    with pytest.raises(ValueError, match="r must be >= 1"):
+    with pytest.raises(ValueError, match="r must be an integer >= 1"):
         hs.HierarchicalRegressor(r=0).fit(X[:20], y[:20])
     with pytest.warns(UserWarning, match="r=50 is larger than n - 1 = 19"):
         assert hs.HierarchicalRegressor(r=50).fit(X[:20], y[:20]).model_.r_ == 19
-    with pytest.raises(ValueError, match="sigma must be > 0"):
+    with pytest.raises(ValueError, match="sigma must be a real number > 0"):
         hs.NystromRegressor(r=10, sigma=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="random_state|RandomState"):
         hs.RFFRegressor(r=10, random_state="zero").fit(X, y)

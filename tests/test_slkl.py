@@ -280,17 +280,17 @@ X_BAD, Y_BAD = sinc_problem(20, 16)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"nu": 0.0}, "nu must be > 0"),
-    ({"nu": -1.0}, "nu must be > 0"),
-    ({"lam": 0.0}, "lam must be > 0"),
-    ({"lam": -0.5}, "lam must be > 0"),
-    ({"r": 0}, "r must be >= 1"),
+    ({"nu": 0.0}, "nu must be a real number > 0"),
+    ({"nu": -1.0}, "nu must be a real number > 0"),
+    ({"lam": 0.0}, "lam must be a real number > 0"),
+    ({"lam": -0.5}, "lam must be a real number > 0"),
+    ({"r": 0}, "r must be an integer >= 1"),
     ({"step": "gradient"}, "step must be one of"),
-    ({"tol": -1e-4}, "tol must be > 0"),
-    ({"kkt_tol": 0.0}, "kkt_tol must be > 0"),
-    ({"max_iter": 0}, "max_iter must be >= 1"),
-    ({"refresh": -1}, "refresh must be >= 0"),
-    ({"sigma": 0.0}, "sigma must be > 0"),
+    ({"tol": -1e-4}, "tol must be None or a real number > 0"),
+    ({"kkt_tol": 0.0}, "kkt_tol must be None or a real number > 0"),
+    ({"max_iter": 0}, "max_iter must be None or an integer >= 1"),
+    ({"refresh": -1}, "refresh must be an integer >= 0"),
+    ({"sigma": 0.0}, "sigma must be a real number > 0"),
     ({"candidates": [1, 1, 2]}, "repeated"),
     ({"candidates": [0, 20]}, "candidates must index rows"),
     ({"seed": -1}, "seed must be a non-negative"),
@@ -302,7 +302,7 @@ def test_bad_input(kwargs, message):
 
 @pytest.mark.parametrize("fit", [hkern.fit_slkl_unif, hkern.fit_slkl_krrm])
 def test_bad_input_baselines(fit):
-    with pytest.raises(ValueError, match="lam must be > 0"):
+    with pytest.raises(ValueError, match="lam must be a real number > 0"):
         fit(X_BAD, Y_BAD, r=5, lam=0.0)
     with pytest.warns(UserWarning, match="r=30 is larger than the number of training samples "
                                          "n=20; using r=20"):

@@ -114,9 +114,9 @@ def test_tol_outside_zero_one_is_refused(fit, tol):
 
 @pytest.mark.parametrize("solver", ["direct", "auto"])
 @pytest.mark.parametrize("changes,text", [
-    ({"tol": -1}, "tol must be > 0"),
-    ({"tol": 2.0}, "tol must be < 1"),
-    ({"max_iter": 0}, "max_iter must be >= 1"),
+    ({"tol": -1}, r"tol must be a real number in \(0, 1\), got -1"),
+    ({"tol": 2.0}, r"tol must be a real number in \(0, 1\), got 2.0"),
+    ({"max_iter": 0}, "max_iter must be an integer >= 1"),
     ({"r": 0}, "r must be"),
     ({"validation": (X60[:5], np.full(5, np.nan))}, "validation y contains NaN"),
     ({"validation": (X60[:5], Y60[:4])}, "validation y has 4 rows but validation X has 5"),

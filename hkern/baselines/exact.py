@@ -10,13 +10,11 @@ from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._parameters import check_parameter
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
     check_array,
-    check_bool,
-    check_choice,
-    check_int,
     check_rhs,
     check_solver,
 )
@@ -34,7 +32,6 @@ from ..solvers.exact_pcg import (
 )
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import (
-    PRECISIONS,
     check_early_validation,
     check_stopping,
     check_validation,
@@ -167,10 +164,7 @@ def _check_pcg_arguments(n, r, tol, max_iter):
     if n < 2:
         raise ValueError("solver='pcg' needs at least 2 training points (its preconditioner has "
                          "rank < n); use solver='direct'")
-    rank = default_rank(n) if r is None else check_int(
-        r, "r", low=1, high=n - 1,
-        hint="the preconditioner's rank r must be below n (at rank n, solve directly with "
-             "solver='direct')")
+    rank = default_rank(n) if r is None else check_parameter("r", r, "fit_exact", n=n)
     tol, max_iter = check_stopping(tol, max_iter)
     return rank, tol, max_iter
 
@@ -182,8 +176,8 @@ def _check_unused_pcg_arguments(solver, r, tol, max_iter, validation, check_val,
     (it would do nothing).  ``solver``: the user's ("direct" or "auto"); ``check_val()``
     checks the validation set as the PCG fit would."""
     check_stopping(tol, max_iter)
-    if r is not None:
-        check_int(r, "r", low=1, hint="the rank of the PCG preconditioner")
+    # r is checked against n only where it is used: under solver="direct" it is refused below.
+    check_parameter("r", r, "fit_exact", n=None)
     if validation is not None:
         check_val()
     if solver == "direct":
@@ -202,9 +196,9 @@ def _selection_problem(arguments):
     None when the call runs the Cholesky solver; every argument of the PCG solver is checked
     here, before any work."""
     a = arguments
-    solver = check_solver(a["solver"], SOLVERS, FORMER_SOLVERS)
-    check_choice(a["preconditioner"], "preconditioner", tuple(PRECONDITIONERS))
-    check_choice(a["precision"], "precision", PRECISIONS)
+    solver = check_solver(a["solver"], "fit_exact", FORMER_SOLVERS)
+    check_parameter("preconditioner", a["preconditioner"], "fit_exact")
+    check_parameter("precision", a["precision"], "fit_exact")
     X = check_array(a["X"], "X")
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
     if _solver_of(solver, X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
@@ -307,7 +301,7 @@ class ExactPCGProblem(SelectionProblem):
         alpha, trace, n_iter = solve_pcg(
             inputs, preconditioner=self.preconditioner, rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
-            verbose=check_bool(self.a["verbose"], "verbose"), max_memory=self.a["max_memory"],
+            verbose=check_parameter("verbose", self.a["verbose"]), max_memory=self.a["max_memory"],
             n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
             preconditioner_seconds=time.perf_counter() - t0, precision=self.a["precision"])
         del apply_m
@@ -426,9 +420,9 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
     >>> float(np.abs(model.predict(X) - y).max()) < 0.05
     True
     """
-    solver = check_solver(solver, SOLVERS, FORMER_SOLVERS)
-    check_choice(preconditioner, "preconditioner", tuple(PRECONDITIONERS))
-    check_choice(precision, "precision", PRECISIONS)
+    solver = check_solver(solver, "fit_exact", FORMER_SOLVERS)
+    check_parameter("preconditioner", preconditioner, "fit_exact")
+    check_parameter("precision", precision, "fit_exact")
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
@@ -461,7 +455,7 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
     alpha, trace, n_iter = solve_pcg(
         inputs, preconditioner=PRECONDITIONERS[preconditioner], rank=rank, tol=tol,
         max_iter=max_iter, seed=seed,
-        validation=validation, verbose=check_bool(verbose, "verbose"), max_memory=max_memory,
+        validation=validation, verbose=check_parameter("verbose", verbose), max_memory=max_memory,
         n_threads=budget_threads(), adaptive=r is None, precision=precision)
     return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
                     **inputs.model_params(n_jobs))

@@ -11,14 +11,12 @@ from .. import _linalg
 from .._gp import ProfiledRidge, profiled_gaussian_lml
 from .._memory import check_memory
 from .._model import prepare_fit
+from .._parameters import check_parameter
 from .._sharded import runs_on_shards
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
     check_array,
-    check_bool,
-    check_choice,
-    check_nonnegative,
     check_seed,
     scale_inputs,
 )
@@ -34,7 +32,7 @@ from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
-from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
+from .nystrom_model import NystromKRR, check_landmarks, uniform_landmarks
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond",
@@ -54,11 +52,7 @@ def nystrom_feature_map(W, rcond):
 
 def check_rcond(rcond):
     """The relative eigenvalue cutoff of W, checked: 0 <= rcond < 1."""
-    rcond = check_nonnegative(rcond, "rcond")
-    if rcond >= 1:
-        raise ValueError(f"rcond must be < 1 (the relative eigenvalue cutoff of W); got {rcond}, "
-                         "which would drop every eigenvalue and fit the zero function")
-    return rcond
+    return check_parameter("rcond", rcond, "fit_nystrom")
 
 
 def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
@@ -109,7 +103,7 @@ def _selection_problem(arguments):
     or None for the direct solver; the PCG solver's arguments are checked here, before any
     work."""
     a = arguments
-    check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
+    check_parameter("solver", a["solver"], "fit_nystrom")
     if a["solver"] != "pcg":
         # The fit refuses these too, but only after the selection's subsample GP.
         check_stopping(a["tol"], a["max_iter"])
@@ -226,7 +220,7 @@ class NystromPCGProblem(SelectionProblem):
         validation = check_validation(self.a["validation"], inputs)
         indices, Z, coef, trace, n_iter, _ = self._solve(
             inputs, sigma, self.tol, self.final_start(x0), validation=validation,
-            verbose=check_bool(self.a["verbose"], "verbose"))
+            verbose=check_parameter("verbose", self.a["verbose"]))
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                           evidence=None, **inputs.model_params(self.a["n_jobs"]))
 
@@ -335,7 +329,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     >>> float(np.sqrt(np.mean((model.predict(X) - y) ** 2))) < 0.05
     True
     """
-    check_choice(solver, "solver", NYSTROM_SOLVERS)
+    check_parameter("solver", solver, "fit_nystrom")
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
@@ -349,7 +343,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
                              "lam='auto' needs it: pass solver='direct', or a number for lam")
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
-        verbose = check_bool(verbose, "verbose")
+        verbose = check_parameter("verbose", verbose)
         peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads()), n, r,
                                     landmarks)
     else:

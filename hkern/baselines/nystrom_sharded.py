@@ -21,16 +21,17 @@ import numpy as np
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._mpi import Agreed, RankState, offsets_of
+from .._parameters import check_parameter
 from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import budget_threads, in_budget
-from .._validation import check_bool, check_choice, check_seed, scale_inputs
+from .._validation import check_choice, check_seed, scale_inputs
 from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import ConvergenceWarning, falkon_bytes
 from ..solvers.falkon import solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
-from .nystrom_model import NYSTROM_SOLVERS, NystromKRR, check_landmarks, uniform_landmarks
+from .nystrom_model import NystromKRR, check_landmarks, uniform_landmarks
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
@@ -45,13 +46,13 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
     start)."""
     def check_arguments():
-        check_choice(solver, "solver", NYSTROM_SOLVERS)
+        check_parameter("solver", solver, "fit_nystrom")
         if solver == "direct":
             raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON: pass "
                              "solver='pcg'")
         if isinstance(landmarks, str):
             check_choice(landmarks, "landmarks", SHARDED_LANDMARKS)
-        return check_stopping(tol, max_iter), check_bool(verbose, "verbose")
+        return check_stopping(tol, max_iter), check_parameter("verbose", verbose)
 
     stopping = state.run(check_arguments)
     arguments = dict(r=r, kernel=kernel, sigma=np.asarray(sigma).tolist()
@@ -179,7 +180,7 @@ class ShardedNystromProblem(SelectionProblem):
         self.state, self.shards, self.sharded_fit = state, shards, sharded_fit
 
         def check():
-            check_choice(a["solver"], "solver", NYSTROM_SOLVERS)
+            check_parameter("solver", a["solver"], "fit_nystrom")
             if a["solver"] != "pcg":
                 raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON: pass "
                                  "solver='pcg'")

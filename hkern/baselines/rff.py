@@ -7,8 +7,9 @@ from .. import _linalg
 from .._gp import MarginalLikelihood
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
+from .._parameters import check_parameter
 from .._threads import budget_threads, budgeted
-from .._validation import check_int, check_seed
+from .._validation import check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..kernels import sample_spectral
 from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
@@ -137,7 +138,7 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
-    r = check_int(r, "r", low=1)
+    r = check_parameter("r", r)
     rng = check_seed(seed)
     n, d = X.shape
     check_memory(rff_peak_bytes(n, d, r, Y.shape[1]) + inputs.scaled_bytes, max_memory,

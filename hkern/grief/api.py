@@ -9,14 +9,12 @@ import numbers
 import numpy as np
 
 from .._memory import check_memory
+from .._parameters import check_parameter
 from .._progress import Progress
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
-    check_bool,
-    check_choice,
     check_int,
-    check_positive,
     check_seed,
     check_targets,
 )
@@ -199,27 +197,21 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
                              "output")
         y = y[:, 0].copy()
     n, d_in = X.shape
-    p = check_int(r, "r", low=1, hint="r is the number of basis functions (the paper's p)")
+    p = check_parameter("r", r)
     sizes = _check_grid_size(grid_size, d_in)
     if not isinstance(kernel, str) or kernel.lower() not in KERNELS:
         raise ValueError(f"kernel must be 'gaussian' (SE-ARD, the product kernel GRIEF needs); "
                          f"got {kernel!r}")
-    inference = check_choice(inference, "inference", ("type2", "type1"))
-    w_prior = check_choice(w_prior, "w_prior", ("unit", "kernel"))
-    maxiter = check_int(max_iter, "max_iter", low=0)
-    init_subset = check_int(init_subset, "init_subset", low=2)
-    n_restarts = check_int(n_restarts, "n_restarts", low=0)
-    if optimize_subset is not None:
-        optimize_subset = check_int(optimize_subset, "optimize_subset", low=2)
-    optimize = check_bool(optimize, "optimize")
-    n_iter = check_int(n_iter, "n_iter", low=1)
-    burn_in = check_int(burn_in, "burn_in", low=0, high=n_iter - 1,
-                        hint="burn_in must leave some iterations to keep")
-    kept = n_iter - burn_in
-    thin = check_int(thin, "thin", low=1, high=kept,
-                     hint=f"MALA keeps every thin-th of the n_iter - burn_in = {kept} iterations "
-                          "after burn-in, so thin above that keeps no sample; lower thin or "
-                          "raise n_iter")
+    inference = check_parameter("inference", inference)
+    w_prior = check_parameter("w_prior", w_prior)
+    maxiter = check_parameter("max_iter", max_iter, "fit_grief")
+    init_subset = check_parameter("init_subset", init_subset)
+    n_restarts = check_parameter("n_restarts", n_restarts)
+    optimize_subset = check_parameter("optimize_subset", optimize_subset)
+    optimize = check_parameter("optimize", optimize)
+    n_iter = check_parameter("n_iter", n_iter)
+    burn_in = check_parameter("burn_in", burn_in, n_iter=n_iter)
+    thin = check_parameter("thin", thin, n_iter=n_iter, burn_in=burn_in)
     rng = check_seed(seed)
     if grid_inputs is not None:
         grid_inputs = check_array(grid_inputs, "grid_inputs")
@@ -258,7 +250,7 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
         check_memory(
             grief_peak_bytes(n, d, min(p, m), 0 if given else min(n, init_subset),
                              n if optimize_subset is None else min(n, optimize_subset),
-                             inference, optimize and maxiter > 0, kept // thin),
+                             inference, optimize and maxiter > 0, (n_iter - burn_in) // thin),
             max_memory, what=f"fit_grief with n={n}, d={d}, r={min(p, m)}",
             fix="choose a smaller r" + ("" if given else " or init_subset"))
         progress(f"grid of m = {m} inducing points over {d} inputs, r = {min(p, m)}")
@@ -339,8 +331,8 @@ def _given_hyperparameters(lengthscales, signal_variance, noise, d_in):
                          f"of X), got {lengthscales!r}") from None
     if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
         raise ValueError(f"lengthscales must be finite and > 0, got {lengthscales!r}")
-    return (ls, check_positive(signal_variance, "signal_variance"),
-            check_positive(noise, "noise"))
+    return (ls, check_parameter("signal_variance", signal_variance),
+            check_parameter("noise", noise))
 
 
 def _standardised_theta(given, x_scaler, y_std):

@@ -8,9 +8,10 @@ import numpy as np
 from .._gp import Evidence, column_quads
 from .._memory import check_memory
 from .._model import prepare_fit
+from .._parameters import check_parameter
 from .._sharded import runs_on_shards
 from .._threads import blas_threads, budget_threads, budgeted
-from .._validation import check_nonnegative, check_seed
+from .._validation import check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..hyperparameters.sharded import select_hierarchical_on_shards
 from . import _blocks
@@ -126,12 +127,9 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
     X, Y = inputs.X, inputs.Y
     n = X.shape[0]
     r, leaf_size = check_tree_args(n, r, leaf_size, partition)
+    jitter = check_parameter("jitter", jitter, lam=inputs.lam)
     if jitter is None:
         jitter = default_jitter(inputs.lam)
-    jitter = check_nonnegative(jitter, "jitter")
-    if jitter >= inputs.lam:
-        raise ValueError(f"jitter must be smaller than lam={inputs.lam:g}, got {jitter:g}; the "
-                         "leaf blocks are K + lam I and the jitter is part of lam")
     rng = check_seed(seed)
     n_threads = budget_threads()
     depth = tree_depth(n, r, leaf_size)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from .._validation import check_choice, check_int, check_rank
-from . import _tree
+from .._parameters import check_parameter
+from .._validation import check_rank
 
 __all__ = ["PCA_ITERATIONS", "check_tree_args", "default_jitter", "fix_for_fit",
            "hck_fit_bytes", "independent_fit_bytes", "tree_centre", "tree_depth", "tree_sizes"]
@@ -132,7 +132,6 @@ def check_tree_args(n, r, leaf_size, partition):
     # r >= n: one leaf, the exact kernel (r = n - 1 gives depth 0).
     r = check_rank(r, n, "r", largest=n - 1,
                    what=f"n - 1 = {n - 1} for n={n} training samples (one leaf: the exact kernel)")
-    if leaf_size is not None:
-        leaf_size = check_int(leaf_size, "leaf_size", low=1)
-    check_choice(partition, "partition", tuple(_tree.PARTITIONS))
+    leaf_size = check_parameter("leaf_size", leaf_size)
+    check_parameter("partition", partition)
     return r, leaf_size

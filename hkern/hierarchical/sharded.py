@@ -28,9 +28,10 @@ from .._gp import Evidence
 from .._memory import check_memory
 from .._model import KernelRidgeModel, format_sigma, renamed
 from .._mpi import Agreed, RankState, every_rank_stops, get_mpi, offsets_of
+from .._parameters import check_parameter
 from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
-from .._validation import check_array, check_bool, check_choice, check_nonnegative, check_rhs
+from .._validation import check_array, check_bool, check_choice, check_rhs
 from . import _posterior, _tree
 from ._hck import HCKOperator
 from .plan import check_tree_args, default_jitter, hck_fit_bytes, tree_depth
@@ -446,10 +447,8 @@ def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, 
     inputs, n, size = fit.inputs, fit.n, state.size
     try:       # the same checks with the same (agreed) values on every rank
         r, leaf_size = check_tree_args(n, r, leaf_size, partition)
-        jit = default_jitter(inputs.lam) if jitter is None else check_nonnegative(jitter,
-                                                                                  "jitter")
-        if jit >= inputs.lam:
-            raise ValueError(f"jitter must be smaller than lam={inputs.lam:g}, got {jit:g}")
+        jit = check_parameter("jitter", jitter, lam=inputs.lam)
+        jit = default_jitter(inputs.lam) if jit is None else jit
     except ValueError as exc:
         raise Agreed(exc) from None
     depth = tree_depth(n, r, leaf_size)

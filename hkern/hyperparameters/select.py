@@ -54,10 +54,11 @@ import numpy as np
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma, recording_selection
+from .._parameters import check_parameter
 from .._progress import Progress
 from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
-from .._validation import check_bool, check_positive, check_seed, check_sigma, warn_user
+from .._validation import check_bool, check_seed, check_sigma, warn_user
 from ..kernels import kernel_kind
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
@@ -136,10 +137,7 @@ def selection_modes(sigma, lam):
                              f"lengthscale per feature, selected); got the string {sigma!r}")
         sigma_mode = sigma
     if isinstance(lam, str):
-        if lam not in LAM_CHOICES:
-            raise ValueError(f"lam must be a number > 0 or 'auto' (selected); got the string "
-                             f"{lam!r}")
-        lam_mode = lam
+        lam_mode = check_parameter("lam", lam)
     return sigma_mode, lam_mode
 
 
@@ -273,8 +271,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 
     given_sigma = None if sigma_mode != "given" else check_sigma(a["sigma"], d)
     if lam_mode == "given":
-        check_positive(a["lam"], "lam", "the ridge regularisation must be positive (try 1e-3 "
-                       "to 1, or 'auto')")
+        check_parameter("lam", a["lam"])
     sigma0, lam0 = a["sigma"], a["lam"]
     # Every selected lengthscale stays within what the data resolve (robust.py).
     scales = data.scales() if sigma_mode != "given" else None
@@ -450,9 +447,7 @@ ITERATIVE_DEFAULT_CRITERION = "holdout"
 def check_criterion(criterion, default, label):
     """The user's ``criterion`` checked against the method's ``default`` ("auto" stays "auto":
     it depends on the solver, see _run_in_budget)."""
-    if not isinstance(criterion, str) or criterion not in CRITERION_CHOICES:
-        raise ValueError(f"criterion must be one of {list(CRITERION_CHOICES)}; got "
-                         f"{criterion!r}")
+    check_parameter("criterion", criterion)
     if criterion == "likelihood" and default == "holdout":
         raise ValueError(f"{label} has no likelihood to select hyperparameters with (its "
                          "approximation need not be positive definite): pass "

@@ -9,14 +9,10 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
+from .._parameters import check_parameter
 from .._threads import blas_threads, budget_threads
 from .._validation import (
     check_array,
-    check_bool,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
     check_rank,
 )
 from ..kernels._api import _centred_for_accuracy, kernel_kind
@@ -43,8 +39,7 @@ def check_status(status, what):
 def check_sizes(rank, n_clusters, n):
     """(rank, n_clusters) checked against the n points: each an integer in [1, n]."""
     rank = check_rank(rank, n, "r")
-    n_clusters = check_int(n_clusters, "n_clusters", low=1, high=n,
-                           hint=f"the number of clusters cannot exceed the n={n} points")
+    n_clusters = check_parameter("n_clusters", n_clusters, n=n)
     return rank, n_clusters
 
 
@@ -59,25 +54,18 @@ def checked_arguments(X, rank, n_clusters, *, kernel, sigma, oversample, landmar
     name, kind = kernel_kind(kernel)
     X, _, sigma, lengthscales = prepare_sigma(X, sigma, max_memory)
     rank, n_clusters = check_sizes(rank, n_clusters, n)
-    kmeans_sample = check_int(kmeans_sample, "kmeans_sample", low=1)
+    kmeans_sample = check_parameter("kmeans_sample", kmeans_sample)
     if n_clusters > min(n, kmeans_sample):
         raise ValueError(f"n_clusters={n_clusters} exceeds kmeans_sample={kmeans_sample}, the "
                          "number of points k-means runs on; raise kmeans_sample")
-    kmeans_iter = check_int(kmeans_iter, "kmeans_iter", low=1)
-    oversample = check_nonnegative(oversample, "oversample", "rho = 2 is the paper's choice")
-    if landmarks_per_cluster is not None:
-        landmarks_per_cluster = check_int(landmarks_per_cluster, "landmarks_per_cluster", low=1)
-    rank_policy = check_choice(rank_policy, "rank_policy", RANK_POLICIES)
-    threshold_kind = check_choice(threshold_kind, "threshold_kind", THRESHOLD_KINDS)
-    threshold = check_nonnegative(threshold, "threshold")
-    if threshold_kind == "fraction" and threshold > 1.0:
-        raise ValueError(f"threshold={threshold} is a fraction of the cluster pairs and must be "
-                         "in [0, 1]; use threshold_kind='absolute' for a kernel-value cutoff")
-    link_rcond = check_positive(link_rcond, "link_rcond", "a relative cutoff such as 1e-2")
-    if link_rcond >= 1.0:
-        raise ValueError(f"link_rcond={link_rcond} must be < 1 (a fraction of the largest "
-                         "singular value)")
-    psd = check_bool(psd, "psd")
+    kmeans_iter = check_parameter("kmeans_iter", kmeans_iter)
+    oversample = check_parameter("oversample", oversample)
+    landmarks_per_cluster = check_parameter("landmarks_per_cluster", landmarks_per_cluster)
+    rank_policy = check_parameter("rank_policy", rank_policy)
+    threshold_kind = check_parameter("threshold_kind", threshold_kind)
+    threshold = check_parameter("threshold", threshold, threshold_kind)
+    link_rcond = check_parameter("link_rcond", link_rcond)
+    psd = check_parameter("psd", psd)
     return dict(X=X, name=name, kind=kind, sigma=sigma, lengthscales=lengthscales, rank=rank,
                 n_clusters=n_clusters, oversample=oversample,
                 landmarks_per_cluster=landmarks_per_cluster,

@@ -5,9 +5,10 @@ import numpy as np
 
 from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
+from .._parameters import check_parameter
 from .._progress import Progress
 from .._threads import budget_threads, budgeted
-from .._validation import check_int, check_positive, check_seed, check_solver
+from .._validation import check_seed, check_solver
 from ..hyperparameters import selects_hyperparameters
 from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import block_pcg
@@ -218,9 +219,8 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto",
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
-    solver = check_solver(solver, SOLVERS, FORMER_SOLVERS)
-    tol = check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
+    solver = check_solver(solver, "fit_meka", FORMER_SOLVERS)
+    tol, max_iter = check_parameter("tol", tol), check_parameter("max_iter", max_iter)
     args = checked_arguments(X, r, n_clusters, kernel=inputs.kernel, sigma=inputs.bandwidth,
                              oversample=oversample, landmarks_per_cluster=landmarks_per_cluster,
                              rank_policy=rank_policy, threshold=threshold,

@@ -6,13 +6,11 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
+from .._parameters import check_parameter
 from .._progress import Progress
 from .._threads import blas_threads, budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
-    check_choice,
-    check_int,
-    check_nonnegative,
     check_seed,
     document_sigma,
 )
@@ -238,15 +236,14 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     True
     """
     progress = Progress("select_columns", verbose)
-    check_choice(method, "method", SELECTORS)
+    check_parameter("method", method)
     points, G, diag, kind, sigma, copy_bytes = _prepare(X, kernel, sigma, max_memory)
     n = diag.shape[0]
-    n_columns = check_int(r, "r", low=1, high=n,
-                          hint="r is the number of columns; a Nystrom approximation has at most n")
-    tol = check_nonnegative(tol, "tol")
-    rtol = check_nonnegative(rtol, "rtol")
-    init = check_int(init, "init", low=0, high=n_columns)
-    refresh = check_int(refresh, "refresh", low=0)
+    n_columns = check_parameter("r", r, "select_columns", n=n)
+    tol = check_parameter("tol", tol, "select_columns")
+    rtol = check_parameter("rtol", rtol)
+    init = check_parameter("init", init, r=n_columns)
+    refresh = check_parameter("refresh", refresh)
     rng = check_seed(seed)
     _check_selection_memory(n, n_columns, method, G is not None, max_memory, copy_bytes)
     progress(f"{method}: up to {n_columns} columns of {n}")

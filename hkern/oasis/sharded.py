@@ -51,14 +51,12 @@ from .._mpi import (
     offsets_of,
     resolve_comm,
 )
+from .._parameters import check_parameter
 from .._progress import Progress
 from .._threads import budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
     check_bandwidth,
-    check_bool,
-    check_int,
-    check_nonnegative,
     check_seed,
     check_sigma,
     scale_inputs,
@@ -78,7 +76,6 @@ from .selection import (
 __all__ = ["oasis_mpi", "block_layout", "mpi_peak_bytes"]
 
 LABEL = "oasis_mpi"
-_R_HINT = "r is the number of columns; a Nystrom approximation has at most n"
 _HINTS = {"seed": "pass an int, or None to draw one on rank 0"}
 
 
@@ -141,11 +138,11 @@ def _check_locally(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n
                    max_memory):
     """Everything one rank can check alone: (its arguments, its report to the others)."""
     shard = _prepare_shard(X, kernel, sigma, max_memory)
-    ell = check_int(r, "r", low=1, hint=_R_HINT)          # r <= n once n is known
-    t, rt = check_nonnegative(tol, "tol"), check_nonnegative(rtol, "rtol")
-    k0 = check_int(init, "init", low=0, high=ell)
-    ref = check_int(refresh, "refresh", low=0)
-    gathered = check_bool(gather, "gather")
+    ell = check_parameter("r", r, "select_columns", n=None)      # r <= n once n is known
+    t, rt = check_parameter("tol", tol, "oasis_mpi"), check_parameter("rtol", rtol)
+    k0 = check_parameter("init", init, r=ell)
+    ref = check_parameter("refresh", refresh)
+    gathered = check_parameter("gather", gather)
     # n_jobs is checked here, inside the agreement, so that a bad value on one rank stops
     # every rank; the selection's thread budget is set by @budgeted _select.
     resolve_n_jobs(n_jobs)
@@ -225,7 +222,7 @@ def _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs, g
     reports = state.agree(None if out is None else out[1])
     args = out[0]
     offsets, n = _global_sizes(reports, state.size)
-    _agreed(check_int, args["n_columns"], "r", low=1, high=n, hint=_R_HINT)
+    _agreed(check_parameter, "r", args["n_columns"], "select_columns", n=n)
     # As serial check_bandwidth on all of X: the largest magnitude over every shard.
     _agreed(check_bandwidth, args["sigma"], np.array([max(rep["largest"] for rep in reports)]))
     # An empty shard reports -inf: max_d is the max of all n diagonal entries, as serially.
@@ -330,7 +327,7 @@ def oasis_mpi(X, r, *, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None, tol
     comm = resolve_comm(comm)
     with every_rank_stops(comm, LABEL):
         state = RankState(comm, LABEL)
-        progress = Progress(LABEL, check_bool(verbose, "verbose") and comm.Get_rank() == 0)
+        progress = Progress(LABEL, check_parameter("verbose", verbose) and comm.Get_rank() == 0)
         args = _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs,
                       gather, max_memory)
         progress(f"oasis on {comm.Get_size()} ranks: up to {args['n_columns']} columns of "

@@ -7,14 +7,11 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit, renamed
+from .._parameters import check_parameter
 from .._targets import on_target_grid
 from .._targets import target_scale as rms_scale
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
-    check_bool,
-    check_choice,
-    check_int,
-    check_positive,
     check_seed,
 )
 from ..hyperparameters import selects_hyperparameters
@@ -496,20 +493,18 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
-    nu = check_positive(nu, "nu", "the l1 penalty on the weights must be positive (try 1e-4 "
-                        "to 1; larger gives fewer landmarks)")
-    check_choice(step, "step", tuple(STEPS))
-    if tol is not None:
-        tol = check_positive(tol, "tol", "use tol=None to stop on max_iter or kkt_tol only")
-    if kkt_tol is not None:
-        kkt_tol = check_positive(kkt_tol, "kkt_tol")
-    refresh = check_int(refresh, "refresh", low=0)
-    precompute_columns = check_bool(precompute_columns, "precompute_columns")
+    nu = check_parameter("nu", nu)
+    check_parameter("step", step)
+    tol = check_parameter("tol", tol, "fit_slkl")
+    kkt_tol = check_parameter("kkt_tol", kkt_tol)
+    refresh = check_parameter("refresh", refresh)
+    precompute_columns = check_parameter("precompute_columns", precompute_columns)
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
     S = draw_candidates(n, r, rng, candidates)
     M = len(S)
-    max_iter = 200 * M if max_iter is None else check_int(max_iter, "max_iter", low=1)
+    max_iter = check_parameter("max_iter", max_iter, "fit_slkl")
+    max_iter = 200 * M if max_iter is None else max_iter
     for j in range(k):                        # refuse a hopeless nu before any work
         scaled_penalty(nu, inputs.lam, descent_target(Y[:, j])[1])
     cap = min(_INITIAL_CAPACITY, M)

@@ -8,8 +8,9 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import prepare_fit
+from .._parameters import check_parameter
 from .._threads import blas_threads, budget_threads, budgeted
-from .._validation import check_positive, check_seed
+from .._validation import check_seed
 from ..baselines.exact import ExactKRR, fit_exact
 from ..hyperparameters import selects_hyperparameters
 from ._candidates import draw_candidates, holdout_rows
@@ -98,7 +99,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
-    mu = check_positive(mu, "mu", "the uniform weight must be positive")
+    mu = check_parameter("mu", mu)
     rng = check_seed(seed)
     (n, d), k = X.shape, Y.shape[1]
     S = draw_candidates(n, r, rng, candidates)

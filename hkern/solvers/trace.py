@@ -9,11 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._model import prepare_fit
+from .._parameters import check_parameter
 from .._targets import encode_targets
 from .._validation import (
     check_array,
-    check_int,
-    check_positive,
     check_targets,
     scale_inputs,
     warn_user,
@@ -81,12 +80,7 @@ class SolverTrace:
 
 def check_stopping(tol, max_iter):
     """(tol, max_iter) checked: 0 < tol < 1, max_iter >= 1."""
-    tol = check_positive(tol, "tol", "the relative residual at which CG stops, e.g. 1e-3")
-    if tol >= 1:
-        raise ValueError(f"tol must be < 1, got {tol:g}: the relative residual at which CG stops "
-                         "is 1 at the start (x = 0), so CG would stop before its first "
-                         "iteration; e.g. 1e-3")
-    return tol, check_int(max_iter, "max_iter", low=1)
+    return check_parameter("tol", tol), check_parameter("max_iter", max_iter)
 
 
 def check_validation(validation, inputs, min_samples=1):
