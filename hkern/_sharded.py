@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arguments import call_arguments
 from ._model import FitInputs, prepare_fit
 from ._mpi import (
     Agreed,
@@ -53,16 +54,14 @@ def runs_on_shards(label, sharded_fit, select=None):
 
         @functools.wraps(fit)
         def wrapper(*args, **kwargs):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            comm = bound.arguments["comm"]
+            arguments = call_arguments(signature, args, kwargs)
+            comm = arguments["comm"]
             if comm is None:
-                return fit(*args, **kwargs)
+                return fit(**arguments)
             # Before any collective: a non-communicator fails the same way on every rank.
             check_comm(comm)
             with every_rank_stops(comm, label):
                 state = RankState(comm, label)
-                arguments = bound.arguments
                 if select is not None and any(comm.allgather(
                         isinstance(arguments["sigma"], str) or isinstance(arguments["lam"], str))):
                     # Every rank takes the same path; one that passed numbers is told so there.

@@ -25,6 +25,7 @@ import math
 import operator
 import os
 
+from ._arguments import call_arguments
 from ._openmp import openmp_max_threads
 
 __all__ = ["resolve_n_jobs", "blas_threads", "thread_budget", "budgeted", "budget_threads",
@@ -161,9 +162,7 @@ def budgeted(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         if own_argument:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            n_jobs = bound.arguments["n_jobs"]
+            n_jobs = call_arguments(signature, args, kwargs)["n_jobs"]
         else:
             n_jobs = args[0].n_jobs
         with in_budget(n_jobs):

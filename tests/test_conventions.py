@@ -127,6 +127,26 @@ def _warned_here(call, category):
     return found
 
 
+@pytest.mark.parametrize("fit, size", [(hkern.fit_hierarchical, 8), (hkern.fit_nystrom, 10),
+                                        (hkern.fit_exact, None), (hkern.fit_slkl, 10)])
+def test_a_call_is_bound_once_through_every_decorator(fit, size, monkeypatch):
+    """runs_on_shards, selects_hyperparameters and budgeted each read the call's arguments;
+    the outermost binds them and the others read its complete keyword call."""
+    calls = []
+    real = inspect.Signature.bind
+
+    def counting(self, *args, **kwargs):
+        calls.append(tuple(self.parameters))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(inspect.Signature, "bind", counting)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.sin(X[:, 0])
+    args = (X, y) if size is None else (X, y, size)
+    fit(*args, sigma=1.0, lam=0.1, seed=0)
+    assert len([c for c in calls if "X" in c]) == 1, calls
+
+
 def test_warnings_point_at_the_users_line():
     # However many decorators a fit has (fit_hierarchical: shards, selection, thread budget),
     # a warning names the line that called it (hkern._validation.warn_user).

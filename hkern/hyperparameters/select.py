@@ -51,6 +51,7 @@ import time
 
 import numpy as np
 
+from .._arguments import call_arguments
 from .._gp import ProfiledRidge
 from .._memory import check_memory
 from .._model import format_sigma, recording_selection
@@ -499,9 +500,7 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
 
         @functools.wraps(fit)
         def fit_with_selection(*args, **kwargs):
-            bound = public.bind(*args, **kwargs)
-            bound.apply_defaults()
-            arguments = dict(bound.arguments)
+            arguments = dict(call_arguments(public, args, kwargs))
             chosen = arguments.pop("criterion")
             verbose = check_bool(arguments["verbose"], "verbose")
             sigma_mode, lam_mode = selection_modes(arguments["sigma"], arguments["lam"])
