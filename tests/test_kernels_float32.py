@@ -84,6 +84,27 @@ def test_expf_within_one_ulp_and_the_fixup_correctly_rounded():
     assert got[0] == 1.0
 
 
+@pytest.mark.parametrize("kernel", [k for k in ALL_KERNELS if k != "imq"])   # IMQ has no exp
+@pytest.mark.parametrize("dense", [False, True])
+def test_underflowing_entries_are_the_double_formula_rounded_once(kernel, dense):
+    """Below float's normal range (exp argument under -87) every entry is the double formula
+    rounded to float once, subnormals included, and 0 where that rounds to 0: whether few
+    entries are there (one at a time) or most (the vector pass in double, and the entries
+    below the kernel's zero bound set directly)."""
+    kind = KERNELS[kernel]
+    arg = {"gaussian": lambda x: 2 * x, "laplace": lambda x: x, "matern12": lambda x: x**2,
+           "matern32": lambda x: x**2 / 3, "matern52": lambda x: x**2 / 5}
+    s = arg[kernel](np.linspace(88.0, 140.0, 60_001)).astype(np.float32)   # -x: 88 .. 140
+    if not dense:                                     # a few such entries among normal ones
+        s = np.concatenate([np.linspace(0, 2, 200_000, dtype=np.float32), s[::1000]])
+    under = s > arg[kernel](88.0)
+    got = _kernels.map_values(kind, s)
+    exact = _kernels.kernel_values(kind, s.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(got[under], exact[under])
+    assert under.sum() >= (60_000 if dense else 60)
+    assert (exact[s > arg[kernel](115.0)] == 0).all() and (exact[under] > 0).any()
+
+
 @pytest.mark.parametrize("kernel", ALL_KERNELS)
 def test_maps_against_the_double_formula(kernel):
     """Each float32 map is the kernel in single precision: within a few roundings of the double
