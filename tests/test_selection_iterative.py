@@ -75,6 +75,54 @@ def test_same_seed_same_selection_for_any_n_jobs(problem):
     np.testing.assert_array_equal(one.dual_coef_, two.dual_coef_)
 
 
+def _candidate_precisions(monkeypatch):
+    """The precision of every hold-out candidate's solve (a spy on solve_pcg)."""
+    from hkern.baselines import exact
+    seen, real = [], exact.solve_pcg
+
+    def spy(inputs, **kw):
+        if kw.get("error") is not None:         # a hold-out candidate (the final fit has none)
+            seen.append(kw["precision"])
+        return real(inputs, **kw)
+    monkeypatch.setattr(exact, "solve_pcg", spy)
+    return seen
+
+
+def test_holdout_candidates_run_in_the_precision_auto_chooses(problem, monkeypatch):
+    """precision="auto" runs each hold-out candidate as the final fit would run at its values
+    (mixed where float32_reach is small): the same choice as in double, to the selection's
+    accuracy."""
+    X, y, _, _ = problem
+    seen = _candidate_precisions(monkeypatch)
+    mixed = hkern.fit_exact(X, y, solver="pcg", sigma="auto", lam=0.1, r=100, seed=0)
+    assert seen and set(seen) == {"mixed"}
+    seen.clear()
+    double = hkern.fit_exact(X, y, solver="pcg", sigma="auto", lam=0.1, r=100, seed=0,
+                             precision="double")
+    assert set(seen) == {"double"}
+    assert mixed.sigma_ == pytest.approx(double.sigma_, rel=0.02)
+    assert [c.value for c in mixed.selection_.candidates] == pytest.approx(
+        [c.value for c in double.selection_.candidates], rel=1e-3)
+
+
+def test_a_mixed_candidate_that_fails_runs_in_double(problem, monkeypatch):
+    from hkern.baselines import exact
+    X, y, _, _ = problem
+    real = exact.solve_pcg
+    seen = []
+
+    def mixed_fails(inputs, **kw):
+        if kw.get("error") is not None:
+            seen.append(kw["precision"])
+            if kw["precision"] == "mixed":
+                raise np.linalg.LinAlgError("K + lam I is not positive definite in float32")
+        return real(inputs, **kw)
+    monkeypatch.setattr(exact, "solve_pcg", mixed_fails)
+    model = hkern.fit_exact(X, y, solver="pcg", sigma="auto", lam=0.1, r=100, seed=0)
+    assert seen[:2] == ["mixed", "double"] and len(seen) % 2 == 0
+    assert all(np.isfinite(c.value) for c in model.selection_.candidates)
+
+
 def test_falkon_selects_sigma_and_lam(problem):
     X, y, X_test, f_test = problem
     model = hkern.fit_nystrom(X, y, 150, solver="pcg", sigma="auto", lam="auto", seed=0,

@@ -25,6 +25,7 @@ from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kerne
 from ..solvers import ConvergenceWarning, KernelSystem
 from ..solvers.exact_pcg import (
     NYSTROM_PRECONDITIONERS,
+    auto_precision,
     default_rank,
     kernel_storage,
     preconditioner_for,
@@ -231,28 +232,45 @@ class ExactPCGProblem(SelectionProblem):
         self.rank = rank
         self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
         self._factor_key, self._factor = None, None
-        # The candidates (and the kept factor) run mixed only when asked to; "auto" decides
-        # for the final fit alone (hkern.solvers.exact_pcg.float32_reach).
+        # The likelihood's candidates (and the factor they keep for the final fit) run mixed
+        # only when asked to; "auto" decides for the final fit (float32_reach).
         self._candidate_precision = "mixed" if arguments["precision"] == "mixed" else "double"
 
-    def _preconditioner(self, inputs, rows, sigma):
-        """M^{-1} for these inputs, from the kept Nystrom factor when rows and sigma match."""
+    def _preconditioner(self, inputs, rows, sigma, precision=None):
+        """M^{-1} for these inputs, from the kept Nystrom factor when rows, sigma and the
+        precision match."""
+        precision = precision or self._candidate_precision
         key = (None if rows is None else (rows.size, rows[0], rows[-1]),
-               np.asarray(sigma, dtype=float).tobytes())
+               np.asarray(sigma, dtype=float).tobytes(), precision)
         factor = self._factor if self._factor_key == key else None
         self._factor_key, self._factor = None, None            # free the old factor first
         apply_m = preconditioner_for(inputs, self.preconditioner, self.rank,
                                      seed=self.a["seed"], n_threads=budget_threads(),
                                      max_memory=self.a["max_memory"], factor=factor,
-                                     adaptive=self.a["r"] is None,
-                                     precision=self._candidate_precision)
+                                     adaptive=self.a["r"] is None, precision=precision)
         self._factor_key, self._factor = key, apply_m.F
         return apply_m
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs = self._inputs(rows, sigma, lam)
         n_threads = budget_threads()
-        apply_m = self._preconditioner(inputs, rows, sigma)
+        # A hold-out candidate runs in the precision the final fit would choose at its
+        # values: its loose tol is where float32 is safest (pol: candidates in double took
+        # longer than the mixed final fit).
+        precision = self.a["precision"] if self.a["precision"] != "auto" else \
+            auto_precision(inputs, tol, n_threads)
+        try:
+            return self._holdout(inputs, held, x0, tol, best_mse, n_threads, rows, sigma,
+                                 precision)
+        except np.linalg.LinAlgError:
+            if precision != "mixed" or self.a["precision"] == "mixed":
+                raise
+            # float32's rounding made the system indefinite here: this candidate in double.
+            return self._holdout(inputs, held, None, tol, best_mse, n_threads, rows, sigma,
+                                 "double")
+
+    def _holdout(self, inputs, held, x0, tol, best_mse, n_threads, rows, sigma, precision):
+        apply_m = self._preconditioner(inputs, rows, sigma, precision)
         try:
             with warnings.catch_warnings():
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
@@ -262,7 +280,7 @@ class ExactPCGProblem(SelectionProblem):
                     inputs, preconditioner=self.preconditioner, rank=self.rank, tol=tol,
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
-                    x0=x0, apply_m=apply_m, precision=self._candidate_precision,
+                    x0=x0, apply_m=apply_m, precision=precision,
                     error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads))
         except LosingCandidate as losing:
             return losing.mse, None

@@ -41,7 +41,8 @@ from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind
 from .trace import traced_pcg, validation_error
 
-__all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "default_rank",
+__all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "auto_precision",
+           "default_rank",
            "float32_reach", "kernel_storage", "pcg_bytes", "preconditioner_for", "solve_pcg"]
 
 
@@ -200,6 +201,13 @@ def float32_reach(inputs, n_threads):
     return float(np.finfo(np.float32).eps) * (n / m) * top / inputs.lam
 
 
+def auto_precision(inputs, tol, n_threads):
+    """What precision="auto" starts with: "mixed" where float32 is safe (tol at least
+    MIXED_MIN_TOL and float32_reach at most MIXED_MAX_REACH), "double" elsewhere."""
+    return "mixed" if tol >= MIXED_MIN_TOL and \
+        float32_reach(inputs, n_threads) <= MIXED_MAX_REACH else "double"
+
+
 def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **arguments):
     """solve_pcg with precision="auto": mixed, then double from its solution (up to max_iter
     iterations each) when the mixed solve stopped short of tol before max_iter (its
@@ -207,8 +215,7 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
     solve builds its own float64 preconditioner: where float32 falls short, so may a float32
     factor.  Beyond MIXED_MAX_REACH, or below MIXED_MIN_TOL, double precision from the
     start."""
-    if arguments["tol"] < MIXED_MIN_TOL \
-            or float32_reach(inputs, arguments["n_threads"]) > MIXED_MAX_REACH:
+    if auto_precision(inputs, arguments["tol"], arguments["n_threads"]) == "double":
         return solve_pcg(inputs, max_iter=max_iter, apply_m=apply_m, precision="double",
                          preconditioner_seconds=preconditioner_seconds, **arguments)
     # The memory plan is checked before the factor is built, as solve_pcg checks it.
