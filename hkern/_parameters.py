@@ -27,7 +27,7 @@ import operator
 import numpy as np
 
 __all__ = ["Bound", "Real", "Integer", "Options", "Boolean", "Nothing", "AnyOf", "PARAMETERS",
-           "CHECKED_ELSEWHERE", "check_parameter", "rule_of"]
+           "CHECKED_ELSEWHERE", "check_parameter", "choices_of", "rule_of"]
 
 
 def show(value):
@@ -362,6 +362,13 @@ def rule_of(name, where=None):
     if where is not None and f"{where}.{name}" in PARAMETERS:
         return PARAMETERS[f"{where}.{name}"]
     return PARAMETERS[name]
+
+
+def choices_of(name, where=None):
+    """The strings argument ``name`` (of function ``where``) accepts, as its rule declares
+    them: the one list the code and the messages share."""
+    rule, _ = rule_of(name, where)
+    return rule.choices
 
 
 def check_parameter(name, value, where=None, **context):

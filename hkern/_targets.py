@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_choice, check_targets
+from ._parameters import check_parameter, choices_of
+from ._validation import check_targets
 
 __all__ = ["TargetEncoding", "encode_targets", "on_target_grid", "target_scale"]
 
-TASKS = ("regression", "classification")
+TASKS = choices_of("task")
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def encode_targets(y, n_samples, task="regression", classes=None):
     e.g. the union of every MPI rank's labels) fixes the columns; by default they are y's
     own labels.
     """
-    check_choice(task, "task", TASKS)
+    check_parameter("task", task)
     if task == "regression":
         y = check_targets(y, n_samples, "y")
         squeeze = y.ndim == 1

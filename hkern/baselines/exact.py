@@ -10,7 +10,7 @@ from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
-from .._parameters import check_parameter
+from .._parameters import check_parameter, choices_of
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
@@ -44,7 +44,7 @@ __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
 # fit_exact(solver="pcg")'s preconditioners by name: the Nystrom ones and HCK.
 PRECONDITIONERS = {**NYSTROM_PRECONDITIONERS, "hck": HCK_PRECONDITIONER}
 
-SOLVERS = ("auto", "direct", "pcg")
+SOLVERS = choices_of("solver", "fit_exact")
 FORMER_SOLVERS = {"cholesky": "direct"}
 # solver="auto" factorises up to this many points (and when 8 n^2 bytes fit max_memory), and
 # runs preconditioned CG above.

@@ -7,6 +7,7 @@ import numpy as np
 
 from .._gp import MarginalLikelihood
 from .._model import KernelRidgeModel
+from .._parameters import choices_of
 from .._threads import budget_threads
 from .._validation import check_rank, check_row_indices
 from ..kernels._api import _kernel_matvec_trusted
@@ -14,7 +15,7 @@ from ..oasis import SELECTORS
 
 __all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "uniform_landmarks"]
 
-NYSTROM_SOLVERS = ("direct", "pcg")
+NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
 
 
 

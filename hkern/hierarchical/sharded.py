@@ -31,7 +31,7 @@ from .._mpi import Agreed, RankState, every_rank_stops, get_mpi, offsets_of
 from .._parameters import check_parameter
 from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
-from .._validation import check_array, check_bool, check_choice, check_rhs
+from .._validation import check_array, check_bool, check_rhs
 from . import _posterior, _tree
 from ._hck import HCKOperator
 from .plan import check_tree_args, default_jitter, hck_fit_bytes, tree_depth
@@ -441,7 +441,7 @@ def fit_hierarchical_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, 
                      if not isinstance(sigma, str) else sigma, lam=lam, task=task,
                      seed=seed if seed is None or np.isscalar(seed) else "generator",
                      jitter=jitter, partition=partition, leaf_size=leaf_size)
-    state.run(check_choice, partition, "partition", tuple(_tree.PARTITIONS))
+    state.run(check_parameter, "partition", partition)
     fit = prepare_sharded_fit(state, X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                               n_jobs=n_jobs, max_memory=max_memory, arguments=arguments)
     inputs, n, size = fit.inputs, fit.n, state.size

@@ -75,11 +75,10 @@ from .robust import (
 from .rows import LocalRows
 from .search import coordinate_search
 
-__all__ = ["CRITERIA", "SIGMA_CHOICES", "LAM_CHOICES", "selects_hyperparameters",
+__all__ = ["CRITERIA", "SIGMA_CHOICES", "selects_hyperparameters",
            "selection_modes"]
 
 SIGMA_CHOICES = ("auto", "ard")
-LAM_CHOICES = ("auto",)
 CRITERIA = {"likelihood": "profiled log marginal likelihood",
             "holdout": "hold-out negative mean squared error"}
 
@@ -414,7 +413,6 @@ _CRITERION_DOC = {
 }
 
 
-CRITERION_CHOICES = ("auto", "likelihood", "holdout")
 
 CRITERION_DOC = """criterion : {{"auto", "likelihood", "holdout"}}, default="auto"
         How a hyperparameter selection (``sigma="auto"`` or ``"ard"``, ``lam="auto"``) compares

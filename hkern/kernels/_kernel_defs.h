@@ -201,7 +201,7 @@ HK_DEFINE_SCALE_DISTANCES(_f32, float)
 #define HK_FIXUP_SCALAR(NAME, T, ARG, FACTOR, ZERO)                                        \
     for (j = 0; j < n; j++)                                                                \
         if (v[j] > 2)                                                                      \
-            v[j] = (T)hk_##NAME(v[j]);                                                     \
+            v[j] = (T)hk_##NAME(v[j]);
 
 /* The fix-up in float: the same double formula.  An entry left to it is a float subnormal or
  * 0, which the double exponential core reaches without a fix-up of its own: from

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
-from .._parameters import check_parameter
+from .._parameters import check_parameter, choices_of
 from .._threads import blas_threads, budget_threads
 from .._validation import (
     check_array,
@@ -25,8 +25,8 @@ from .approximation import MekaApproximation
 __all__ = ["RANK_POLICIES", "THRESHOLD_KINDS", "build", "check_peak", "check_sizes",
            "checked_arguments"]
 
-RANK_POLICIES = ("uniform", "proportional", "spectral")
-THRESHOLD_KINDS = ("fraction", "absolute")
+RANK_POLICIES = choices_of("rank_policy")
+THRESHOLD_KINDS = choices_of("threshold_kind")
 
 
 def check_status(status, what):

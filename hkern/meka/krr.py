@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
-from .._parameters import check_parameter
+from .._parameters import check_parameter, choices_of
 from .._progress import Progress
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed, check_solver
@@ -18,7 +18,7 @@ from .api import meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
-SOLVERS = ("direct", "pcg")
+SOLVERS = choices_of("solver", "fit_meka")
 FORMER_SOLVERS = {"cg": "pcg"}
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
-from .._parameters import check_parameter
+from .._parameters import check_parameter, choices_of
 from .._progress import Progress
 from .._threads import blas_threads, budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
@@ -30,7 +30,7 @@ from .sharded import oasis_mpi
 
 __all__ = ["oasis", "select_columns", "ColumnSelection", "SELECTORS", "nystrom_factor"]
 
-SELECTORS = ("oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform")
+SELECTORS = choices_of("method")
 
 _SYMMETRY_BLOCK_BYTES = 32 * 2**20
 

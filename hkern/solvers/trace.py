@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._model import prepare_fit
-from .._parameters import check_parameter
+from .._parameters import check_parameter, choices_of
 from .._targets import encode_targets
 from .._validation import (
     check_array,
@@ -27,7 +27,7 @@ __all__ = ["PRECISIONS", "SolverTrace", "check_early_validation", "check_stoppin
 
 # The arithmetic of an iterative fit (``precision=``): float64 throughout, or the kernel's
 # products (and the preconditioner's factors) in float32 with float64 vectors and sums.
-PRECISIONS = ("double", "mixed", "auto")
+PRECISIONS = choices_of("precision", "fit_exact")
 
 
 @dataclass
