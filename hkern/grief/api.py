@@ -15,6 +15,7 @@ from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
     check_int,
+    check_rank,
     check_seed,
     check_targets,
 )
@@ -83,7 +84,11 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
     X : ndarray of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
     r : int, default=1000
-        Number of basis functions, the paper's p (capped at m).
+        Number of basis functions, the paper's p: capped at m, and reduced to n with a warning
+        when above it, as every fit reduces its rank (the paper used p = 100 below about 900
+        points and 1000 above).  Above n each search step costs O(p^3) for little gain; split
+        0, the default call against r = 1000 kept: housing 2.485 against 2.408 in 11 s against
+        37 s, yacht 0.432 against 0.403 (1.9 s, 9.0 s), autompg 2.627 against 2.607.
     grid_size : int or sequence of int, default=10
         Grid points per dimension (each >= 2).
     kernel : {"gaussian"}, default="gaussian"
@@ -197,7 +202,9 @@ def fit_grief(X, y, r=1000, *, kernel="gaussian", seed=None, n_jobs=None, grid_s
                              "output")
         y = y[:, 0].copy()
     n, d_in = X.shape
-    p = check_parameter("r", r)
+    # p > n buys no rank on the training points (Phi W Phi' has rank <= n) and costs O(p^3)
+    # per likelihood step, so r is reduced to n as every other fit reduces its rank.
+    p = check_rank(r, n)
     sizes = _check_grid_size(grid_size, d_in)
     if not isinstance(kernel, str) or kernel.lower() not in KERNELS:
         raise ValueError(f"kernel must be 'gaussian' (SE-ARD, the product kernel GRIEF needs); "
