@@ -177,9 +177,10 @@ cdef void syrk(bint lower, bint trans, int n, int k, double alpha, const floatin
         blas.ssyrk(&uplo, &t, &n, &k, &a, <float*>A, &lda, &b, C, &ldc)
 
 
-cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
-               const floating* A, int lda, floating* B, int ldb) noexcept nogil:
-    """Solve op(A) X = alpha B (left) or X op(A) = alpha B (right); B (m x n) is overwritten by X."""
+cdef inline void triangular(bint multiply, bint left, bint lower, bint trans, bint unit_diag,
+                            int m, int n, double alpha, const floating* A, int lda, floating* B,
+                            int ldb) noexcept nogil:
+    """trsm (multiply False) or trmm (True): the two share their arguments and their flags."""
     # Transposing the equation swaps the side and the triangle; op and the dimensions follow.
     cdef char side = b'R' if left else b'L'
     cdef char uplo = b'U' if lower else b'L'
@@ -189,25 +190,26 @@ cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, 
     if m == 0 or n == 0:
         return
     if floating is double:
-        blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
+        if multiply:
+            blas.dtrmm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
+        else:
+            blas.dtrsm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
+    elif multiply:
+        blas.strmm(&side, &uplo, &t, &diag, &n, &m, &a, <float*>A, &lda, B, &ldb)
     else:
         blas.strsm(&side, &uplo, &t, &diag, &n, &m, &a, <float*>A, &lda, B, &ldb)
+
+
+cdef void trsm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
+               const floating* A, int lda, floating* B, int ldb) noexcept nogil:
+    """Solve op(A) X = alpha B (left) or X op(A) = alpha B (right); B (m x n) is overwritten by X."""
+    triangular(False, left, lower, trans, unit_diag, m, n, alpha, A, lda, B, ldb)
 
 
 cdef void trmm(bint left, bint lower, bint trans, bint unit_diag, int m, int n, double alpha,
                const floating* A, int lda, floating* B, int ldb) noexcept nogil:
     """B (m x n) <- alpha op(A) B (left) or alpha B op(A) (right), A triangular."""
-    cdef char side = b'R' if left else b'L'
-    cdef char uplo = b'U' if lower else b'L'
-    cdef char t = b'T' if trans else b'N'
-    cdef char diag = b'U' if unit_diag else b'N'
-    cdef floating a = <floating>alpha
-    if m == 0 or n == 0:
-        return
-    if floating is double:
-        blas.dtrmm(&side, &uplo, &t, &diag, &n, &m, &a, <double*>A, &lda, B, &ldb)
-    else:
-        blas.strmm(&side, &uplo, &t, &diag, &n, &m, &a, <float*>A, &lda, B, &ldb)
+    triangular(True, left, lower, trans, unit_diag, m, n, alpha, A, lda, B, ldb)
 
 
 cdef double dot(int n, const double* x, int incx, const double* y, int incy) noexcept nogil:

@@ -299,4 +299,35 @@ HK_DEFINE_EXP_MAP(matern52, -hk_sqrt(5.0f * s), (1.0f - x + x * x / 3.0f), -115.
 HK_DEFINE_IMQ_MAP(, double)
 HK_DEFINE_IMQ_MAP(_f32, float)
 
+/* hk_kernel(kind, s) and hk_map<SUFFIX>(kind, v, n): kernel `kind`, numbered as KernelKind in
+ * _kernels.pxd (0 Gaussian, 1 Laplace, 2 IMQ, 3 Matern 1/2, 4 Matern 3/2, 5 Matern 5/2), one
+ * dispatch for the scalar path and one per precision for the map. */
+static inline double hk_kernel(int kind, double s)
+{
+    switch (kind) {
+    case 0: return hk_gaussian(s);
+    case 1: return hk_laplace(s);
+    case 2: return hk_imq(s);
+    case 3: return hk_matern12(s);
+    case 4: return hk_matern32(s);
+    default: return hk_matern52(s);
+    }
+}
+
+#define HK_DEFINE_MAP_DISPATCH(SUFFIX, T)                                                  \
+    static inline void hk_map##SUFFIX(int kind, T *v, ptrdiff_t n)                        \
+    {                                                                                      \
+        switch (kind) {                                                                    \
+        case 0: hk_map_gaussian##SUFFIX(v, n); break;                                      \
+        case 1: hk_map_laplace##SUFFIX(v, n); break;                                       \
+        case 2: hk_map_imq##SUFFIX(v, n); break;                                           \
+        case 3: hk_map_matern12##SUFFIX(v, n); break;                                      \
+        case 4: hk_map_matern32##SUFFIX(v, n); break;                                      \
+        default: hk_map_matern52##SUFFIX(v, n); break;                                     \
+        }                                                                                  \
+    }
+
+HK_DEFINE_MAP_DISPATCH(, double)
+HK_DEFINE_MAP_DISPATCH(_f32, float)
+
 #endif

@@ -41,74 +41,27 @@ cdef float REFINE_FRACTION_F32 = 1e-2
 
 
 cdef extern from "_kernel_defs.h" nogil:
-    double hk_gaussian(double s)
-    double hk_laplace(double s)
-    double hk_imq(double s)
-    double hk_matern12(double s)
-    double hk_matern32(double s)
-    double hk_matern52(double s)
-    void hk_map_gaussian(double* v, Py_ssize_t n)
-    void hk_map_laplace(double* v, Py_ssize_t n)
-    void hk_map_imq(double* v, Py_ssize_t n)
-    void hk_map_matern12(double* v, Py_ssize_t n)
-    void hk_map_matern32(double* v, Py_ssize_t n)
-    void hk_map_matern52(double* v, Py_ssize_t n)
+    double hk_kernel(int kind, double s)
+    void hk_map(int kind, double* v, Py_ssize_t n)
     Py_ssize_t hk_scale_distances(double* row, Py_ssize_t n, double xi, const double* ysq,
                                   double inv_s2, double refine)
-    void hk_map_gaussian_f32(float* v, Py_ssize_t n)
-    void hk_map_laplace_f32(float* v, Py_ssize_t n)
-    void hk_map_imq_f32(float* v, Py_ssize_t n)
-    void hk_map_matern12_f32(float* v, Py_ssize_t n)
-    void hk_map_matern32_f32(float* v, Py_ssize_t n)
-    void hk_map_matern52_f32(float* v, Py_ssize_t n)
+    void hk_map_f32(int kind, float* v, Py_ssize_t n)
     Py_ssize_t hk_scale_distances_f32(float* row, Py_ssize_t n, float xi, const float* ysq,
                                       float inv_s2, float refine)
 
 
 cdef double kernel_from_scaled(int kind, double s) noexcept nogil:
     """The kernel as a function of the scaled distance s (formulas in _kernel_defs.h)."""
-    if kind == GAUSSIAN:
-        return hk_gaussian(s)
-    if kind == LAPLACE:
-        return hk_laplace(s)
-    if kind == IMQ:
-        return hk_imq(s)
-    if kind == MATERN12:
-        return hk_matern12(s)
-    if kind == MATERN32:
-        return hk_matern32(s)
-    return hk_matern52(s)
+    return hk_kernel(kind, s)
 
 
 cdef inline void map_scaled(int kind, floating* v, Py_ssize_t n) noexcept nogil:
     """v[j] <- k(v[j]) in place, vectorised: in double bitwise equal to kernel_from_scaled, in
-    float the same formulas instantiated in single precision (hk_map_*_f32)."""
+    float the same formulas instantiated in single precision (hk_map_f32)."""
     if floating is float:
-        if kind == GAUSSIAN:
-            hk_map_gaussian_f32(v, n)
-        elif kind == LAPLACE:
-            hk_map_laplace_f32(v, n)
-        elif kind == IMQ:
-            hk_map_imq_f32(v, n)
-        elif kind == MATERN12:
-            hk_map_matern12_f32(v, n)
-        elif kind == MATERN32:
-            hk_map_matern32_f32(v, n)
-        else:
-            hk_map_matern52_f32(v, n)
+        hk_map_f32(kind, v, n)
     else:
-        if kind == GAUSSIAN:
-            hk_map_gaussian(v, n)
-        elif kind == LAPLACE:
-            hk_map_laplace(v, n)
-        elif kind == IMQ:
-            hk_map_imq(v, n)
-        elif kind == MATERN12:
-            hk_map_matern12(v, n)
-        elif kind == MATERN32:
-            hk_map_matern32(v, n)
-        else:
-            hk_map_matern52(v, n)
+        hk_map(kind, v, n)
 
 
 cdef double scaled_distance(int kind, const double* x, const double* y, Py_ssize_t d,

@@ -49,9 +49,13 @@ cdef class SlklCore:
     cdef double[::1] g
     cdef double[::1] col
     # The Interrupt of the Python entry point running (NULL outside one): every nogil method
-    # checks it between units of work (a step, a kernel column, a tiled BLAS call).
+    # checks it between units of work (a step, a kernel column, a tiled BLAS call).  Entry
+    # points arm it with _watch() before their nogil block and end with _unwatch().
     cdef Interrupt* it
+    cdef Interrupt interrupt
 
+    cdef void _watch(self) noexcept
+    cdef int _unwatch(self) except -1
     cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil
     cdef void _ab(self, Py_ssize_t m, const double* c, double yc, double cc, double* a,
                   double* b) noexcept nogil

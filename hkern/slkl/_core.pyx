@@ -309,6 +309,18 @@ cdef class SlklCore:
     # nogil core
     # ------------------------------------------------------------------------------------------
 
+    cdef void _watch(self) noexcept:
+        """Arm the core's Interrupt for the entry point about to run a nogil block."""
+        interrupt_init(&self.interrupt)
+        self.it = &self.interrupt
+
+    cdef int _unwatch(self) except -1:
+        """Disarm it after the nogil block, raising KeyboardInterrupt if a handler raised."""
+        self.it = NULL
+        if self.interrupt.raised:
+            reraise()
+        return 0
+
     cdef const double* _column(self, Py_ssize_t m, double* yc, double* cc) noexcept nogil:
         """c_m with y^T c_m and ||c_m||^2: precomputed, the active copy, or computed now."""
         cdef Py_ssize_t p = self.pos[m], r, i, n = self.n
@@ -615,9 +627,7 @@ cdef class SlklCore:
                              f"(has {hist.shape[0]}), k0 >= 0 and window >= 1")
         if self.last_error != 0:
             return 0, RUN_FAILED
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             while i < nd:
                 if self.m0 == self.cap and self.cap < self.M:
@@ -634,9 +644,7 @@ cdef class SlklCore:
                     if rule == 2 or hist[k - window] - hist[k] < tol * hist[k - window]:
                         status = RUN_STOPPED
                         break
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         return i, status
 
     def step(self, Py_ssize_t m):
@@ -646,14 +654,10 @@ cdef class SlklCore:
         self._check_usable()
         if self.m0 == self.cap:
             self.grow(2 * self.cap)
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             rc = self._step(m)
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         if rc < 0:
             self._raise_failure()
         return rc
@@ -669,9 +673,7 @@ cdef class SlklCore:
         self._check_usable()
         if self.m0 == self.cap:
             self.grow(2 * self.cap)
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             c = self._column(m, &yc, &cc)
             if interrupted(self.it):
@@ -679,9 +681,7 @@ cdef class SlklCore:
             else:
                 self._ab(m, c, yc, cc, &a, &b)
                 rc = self._set(m, c, yc, a, b, mu_new)
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         if rc < 0:
             self._raise_failure()
         return rc
@@ -702,9 +702,7 @@ cdef class SlklCore:
             raise ValueError(f"mu must hold M={self.M} finite weights >= 0")
         self._check_usable()
         self.grow(max(1, int(np.count_nonzero(mu))))
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         for m in range(self.M):
             if mu[m] > 0.0:
                 p = self.m0
@@ -717,13 +715,12 @@ cdef class SlklCore:
                 self.pos[m] = p
                 self.mu[m] = mu[m]
                 self.m0 = p + 1
-        if not it.raised:
+        if not self.interrupt.raised:
             with nogil:
                 rc = self._refresh()
-        self.it = NULL
-        if it.raised:
+        if self.interrupt.raised:
             self._fail(ERR_INTERRUPTED)         # the active set is incomplete
-            reraise()
+        self._unwatch()
         if rc == ERR_NONFINITE:
             self._raise_failure()
         return self.last_info if rc == ERR_CHOLESKY else 0
@@ -731,14 +728,10 @@ cdef class SlklCore:
     def refresh(self):
         """Recompute G, w and F from their definitions; returns LAPACK info (0 = success)."""
         cdef int rc
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             rc = self._refresh()
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         if rc == ERR_NONFINITE:
             self._raise_failure()
         return self.last_info if rc == ERR_CHOLESKY else 0
@@ -748,28 +741,20 @@ cdef class SlklCore:
         cdef double yc, cc, a, b
         cdef const double* c
         self._check_index(m)
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             c = self._column(m, &yc, &cc)
             self._ab(m, c, yc, cc, &a, &b)
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         return a, b
 
     def kkt_violation(self):
         """max_m |lam a_m^2 - nu| on active, max(0, lam a_m^2 - nu) on inactive candidates."""
         cdef double v
-        cdef Interrupt it
-        interrupt_init(&it)
-        self.it = &it
+        self._watch()
         with nogil:
             v = self._kkt()
-        self.it = NULL
-        if it.raised:
-            reraise()
+        self._unwatch()
         return v
 
     def objective_direct(self):
@@ -804,8 +789,7 @@ cdef class SlklCore:
         x_arr = np.asarray(self.q)[:m0].copy()
         cdef double[::1] x = x_arr
         cdef const double[::1] target
-        cdef Interrupt it
-        interrupt_init(&it)
+        self._watch()
         if y is not None:
             target = np.ascontiguousarray(y, dtype=np.float64)
             if target.shape[0] != self.n:
@@ -818,9 +802,8 @@ cdef class SlklCore:
                 self.g[i] = 1.0 / self.mu[self.act[i]]
             info = solve_normal(m0, <int>self.n, &self.Ct[0, 0], <int>self.n, &self.g[0],
                                 self.lam, &self.work[0, 0], <int>self.cap, 1, &x[0], 1,
-                                self.n_threads, &it)
-        if it.raised:
-            reraise()
+                                self.n_threads, self.it)
+        self._unwatch()
         if info != 0:
             self.last_info = info
             raise np.linalg.LinAlgError(
