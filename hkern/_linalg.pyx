@@ -528,6 +528,12 @@ cdef inline int _lower_tile_row(int t) noexcept nogil:
     return bi
 
 
+cdef inline int _lower_tile_col(int t) noexcept nogil:
+    """Column bj of lower tile number t (see _lower_tile_row)."""
+    cdef int bi = _lower_tile_row(t)
+    return t - bi * (bi + 1) // 2
+
+
 cdef bint gemm_split(bint trans_a, bint trans_b, int m, int n, int k, double alpha,
                      const floating* A, int lda, const floating* B, int ldb,
                      double beta, floating* C, int ldc, Interrupt* it) noexcept nogil:
@@ -581,17 +587,15 @@ cdef void syrk_tiled(bint trans, int n, int k, double alpha, const floating* A, 
     trans=False: A is n x k.  trans=True: A is k x n.  A long inner dimension is summed in
     K_SPLIT pieces (as gemm_split).
     """
-    cdef int nt = _n_tiles(n), t, bi, bj, r0, c0, k0, kb
+    cdef int nt = _n_tiles(n), t, r0, c0, k0, kb
     if n == 0:
         return
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
         if interrupted(it):
             continue
-        bi = _lower_tile_row(t)
-        bj = t - bi * (bi + 1) // 2
-        r0 = bi * TILE
-        c0 = bj * TILE
-        if bi == bj:
+        r0 = _lower_tile_row(t) * TILE
+        c0 = _lower_tile_col(t) * TILE
+        if r0 == c0:
             k0 = 0
             while True:
                 kb = min(<int>K_SPLIT, k - k0) if k > K_SPLIT else k
@@ -736,7 +740,7 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
     as LAPACK's dpotri, but in single-threaded BLAS calls of fixed shapes: bitwise the same for
     any n_threads.  O may be L's memory (L is not read after the first pass); Z may not.
     """
-    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, bi, bj, j0, w, i0, r, c
+    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, j0, w, i0, r, c
     if n == 0:
         return
     # Largest panels first (dynamic schedule): panel t costs about (n - t INV_TILE)^2 INV_TILE.
@@ -756,10 +760,8 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
     for t in prange(nt * (nt + 1) // 2, nogil=True, num_threads=n_threads, schedule="dynamic"):
         if interrupted(it):
             continue
-        bi = _lower_tile_row(t)
-        bj = t - bi * (bi + 1) // 2
-        i0 = bi * INV_TILE
-        j0 = bj * INV_TILE
+        i0 = _lower_tile_row(t) * INV_TILE
+        j0 = _lower_tile_col(t) * INV_TILE
         gemm_split(True, False, min(<int>INV_TILE, n - i0), min(<int>INV_TILE, n - j0), n - i0,
                    1.0, Z + <Py_ssize_t>i0 * ldz + i0, ldz, Z + <Py_ssize_t>i0 * ldz + j0, ldz,
                    0.0, O + <Py_ssize_t>i0 * ldo + j0, ldo, it)
@@ -780,7 +782,7 @@ cdef int lauum_upper_to_lower(int n, floating* A, int lda, double alpha, floatin
     lower one (the diagonal to diag), so tiles run in parallel; n^3 / 3 flops in single-threaded
     BLAS calls of fixed shapes: bitwise the same for any n_threads.
     """
-    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, bi, bj, i0, j0, wi, wj, p, q, rest
+    cdef int nt = (n + INV_TILE - 1) // INV_TILE, t, i0, j0, wi, wj, p, q, rest
     cdef floating* work
     cdef floating* X
     if n == 0:
@@ -793,17 +795,15 @@ cdef int lauum_upper_to_lower(int n, floating* A, int lda, double alpha, floatin
         if interrupted(it):
             continue
         X = work + <Py_ssize_t>omp_get_thread_num() * INV_TILE * INV_TILE
-        bi = _lower_tile_row(t)
-        bj = t - bi * (bi + 1) // 2
-        i0 = bi * INV_TILE
-        j0 = bj * INV_TILE
+        i0 = _lower_tile_row(t) * INV_TILE
+        j0 = _lower_tile_col(t) * INV_TILE
         wi = min(<int>INV_TILE, n - i0)
         wj = min(<int>INV_TILE, n - j0)
         # X = T[J, I]^T (wi x wj); on the diagonal only T's upper part (X lower triangular).
         for p in range(wi):
             for q in range(wj):
                 X[p * wj + q] = A[<Py_ssize_t>(j0 + q) * lda + i0 + p] \
-                    if (bi != bj or q <= p) else 0.0
+                    if (i0 != j0 or q <= p) else 0.0
         trmm(True, False, False, False, wi, wj, 1.0, A + <Py_ssize_t>i0 * lda + i0, lda, X, wj)
         rest = n - i0 - wi
         if rest > 0:
@@ -811,7 +811,7 @@ cdef int lauum_upper_to_lower(int n, floating* A, int lda, double alpha, floatin
                  A + <Py_ssize_t>j0 * lda + i0 + wi, lda, 1.0, X, wj)
         for p in range(wi):
             for q in range(wj):
-                if bi != bj or q < p:
+                if i0 != j0 or q < p:
                     A[<Py_ssize_t>(i0 + p) * lda + j0 + q] = <floating>(alpha * X[p * wj + q])
                 elif q == p:
                     diag[i0 + p] = <floating>(alpha * X[p * wj + q])

@@ -26,6 +26,19 @@ cdef struct Work:
     double* stack
 
 
+# The per-node vectors of one pass over the tree with k right-hand sides (_new_tree_vectors):
+# the offsets of the c vectors (sized by the parent's rank) and of the g vectors (by the node's
+# own), c, a second array (g for a solve, d for a product), the scratch sv and, for a solve,
+# an n x k buffer.
+cdef struct TreeVectors:
+    Py_ssize_t* c_off
+    Py_ssize_t* g_off
+    double* c
+    double* second
+    double* sv
+    double* tmp
+
+
 cdef class HCKOperator:
     cdef readonly int n, d, depth, first_leaf, n_nodes, kind
     cdef readonly double sigma, lam, jitter
@@ -86,7 +99,7 @@ cdef class HCKOperator:
     cdef int _matvec_down(self, const double* B, double* Y, double* dv, const Py_ssize_t* c_off,
                           int k, int n_threads) noexcept nogil
     cdef void _vector_offsets(self, int k, Py_ssize_t* c_off, Py_ssize_t* g_off) noexcept nogil
-    cdef Py_ssize_t* _new_vector_offsets(self, int k) noexcept nogil
+    cdef int _new_tree_vectors(self, int k, bint solve, TreeVectors* v) noexcept nogil
     cdef int _up_exchange(self, const double* B, double* c, double* dv, double* sv,
                           const Py_ssize_t* c_off, const Py_ssize_t* g_off, int k,
                           int n_threads) noexcept nogil

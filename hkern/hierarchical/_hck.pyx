@@ -143,6 +143,17 @@ cdef enum:
     FAIL_INTERRUPT = 4    # a signal handler raised (the caller raises its exception)
 
 
+cdef void free_tree_vectors(TreeVectors* v) noexcept nogil:
+    """Free what _new_tree_vectors allocated (g_off goes with c_off: one block)."""
+    free(v.c)
+    free(v.second)
+    free(v.sv)
+    free(v.tmp)
+    free(v.c_off)
+    v.c = v.second = v.sv = v.tmp = NULL
+    v.c_off = v.g_off = NULL
+
+
 cdef class HCKOperator:
     """The HCK factors of A = K_hier' + (lam - lam') I and the algorithms that use them.
 
@@ -606,31 +617,13 @@ cdef class HCKOperator:
 
     cdef int solve_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
         """Y (n x k) <- A^{-1} B (n x k), tree order.  Returns 0 or FAIL_MEMORY."""
-        cdef int status = 0
-        cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
-        cdef Py_ssize_t* g_off
-        cdef double* c = NULL
-        cdef double* g = NULL
-        cdef double* sv = NULL
-        cdef double* tmp = NULL
-        if c_off == NULL:
-            return FAIL_MEMORY
-        g_off = c_off + self.n_nodes + 1
-        # All temporaries up front: no allocation (and no way to fail) inside parallel loops.
-        c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
-        g = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
-        sv = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
-        tmp = <double*>malloc(max(<Py_ssize_t>self.n * k, 1) * sizeof(double))
-        if c == NULL or g == NULL or sv == NULL or tmp == NULL:
-            status = FAIL_MEMORY
+        cdef TreeVectors v
+        cdef int status = self._new_tree_vectors(k, True, &v)
         if status == 0:
-            self._solve_up(B, Y, c, g, sv, c_off, g_off, k, self.depth, 0, n_threads)
-            self._solve_down(Y, g, tmp, g_off, k, 1, self.depth, n_threads)
-        free(c)
-        free(g)
-        free(sv)
-        free(tmp)
-        free(c_off)         # g_off with it (one block)
+            self._solve_up(B, Y, v.c, v.second, v.sv, v.c_off, v.g_off, k, self.depth, 0,
+                           n_threads)
+            self._solve_down(Y, v.second, v.tmp, v.g_off, k, 1, self.depth, n_threads)
+        free_tree_vectors(&v)
         return status
 
     cdef void _solve_up(self, const double* B, double* Y, double* c, double* g, double* sv,
@@ -703,15 +696,28 @@ cdef class HCKOperator:
             c_off[i + 1] = c_off[i] + (self.rank[parent_of(i)] * k if i > 0 else 0)
             g_off[i + 1] = g_off[i] + self.rank[i] * k
 
-    cdef Py_ssize_t* _new_vector_offsets(self, int k) noexcept nogil:
-        """c_off then g_off (:meth:`_vector_offsets`, n_nodes + 1 each) in one malloc'd block
-        for the caller to free once (g_off starts at c_off + n_nodes + 1); NULL when out of
-        memory."""
-        cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(2 * (self.n_nodes + 1)
-                                                       * sizeof(Py_ssize_t))
-        if offsets != NULL:
-            self._vector_offsets(k, offsets, offsets + self.n_nodes + 1)
-        return offsets
+    cdef int _new_tree_vectors(self, int k, bint solve, TreeVectors* v) noexcept nogil:
+        """Allocate the vectors of one pass (TreeVectors), all up front: no allocation, and no
+        way to fail, inside the parallel loops.  Returns 0, or FAIL_MEMORY with everything
+        freed; free_tree_vectors releases them."""
+        cdef Py_ssize_t c_size, g_size
+        v.c = v.second = v.sv = v.tmp = NULL
+        v.c_off = <Py_ssize_t*>malloc(2 * (self.n_nodes + 1) * sizeof(Py_ssize_t))
+        if v.c_off == NULL:
+            return FAIL_MEMORY
+        v.g_off = v.c_off + self.n_nodes + 1
+        self._vector_offsets(k, v.c_off, v.g_off)
+        c_size = max(v.c_off[self.n_nodes], 1)
+        g_size = max(v.g_off[self.n_nodes], 1)
+        v.c = <double*>calloc(c_size, sizeof(double))
+        v.second = <double*>calloc(g_size if solve else c_size, sizeof(double))
+        v.sv = <double*>calloc(g_size, sizeof(double))
+        if solve:
+            v.tmp = <double*>malloc(max(<Py_ssize_t>self.n * k, 1) * sizeof(double))
+        if v.c == NULL or v.second == NULL or v.sv == NULL or (solve and v.tmp == NULL):
+            free_tree_vectors(v)
+            return FAIL_MEMORY
+        return 0
 
     # ------------------------------------------------------------------------------------------
     # A B (doc/specs/hck.md, Algorithm 1) and the Algorithm 3 precomputation
@@ -772,27 +778,12 @@ cdef class HCKOperator:
 
     cdef int matvec_into(self, const double* B, double* Y, int k, int n_threads) noexcept nogil:
         """Y (n x k) <- A B, tree order (Algorithm 1; leaf blocks recomputed from the kernel)."""
-        cdef int status = 0
-        cdef Py_ssize_t* c_off = self._new_vector_offsets(k)
-        cdef Py_ssize_t* g_off
-        cdef double* c = NULL
-        cdef double* dv = NULL
-        cdef double* sv = NULL
-        if c_off == NULL:
-            return FAIL_MEMORY
-        g_off = c_off + self.n_nodes + 1
-        c = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
-        dv = <double*>calloc(max(c_off[self.n_nodes], 1), sizeof(double))
-        sv = <double*>calloc(max(g_off[self.n_nodes], 1), sizeof(double))
-        if c == NULL or dv == NULL or sv == NULL:
-            status = FAIL_MEMORY
+        cdef TreeVectors v
+        cdef int status = self._new_tree_vectors(k, False, &v)
         if status == 0:
-            self._up_exchange(B, c, dv, sv, c_off, g_off, k, n_threads)
-            status = self._matvec_down(B, Y, dv, c_off, k, n_threads)
-        free(c)
-        free(dv)
-        free(sv)
-        free(c_off)         # g_off with it (one block)
+            self._up_exchange(B, v.c, v.second, v.sv, v.c_off, v.g_off, k, n_threads)
+            status = self._matvec_down(B, Y, v.second, v.c_off, k, n_threads)
+        free_tree_vectors(&v)
         return status
 
     cdef int _matvec_down(self, const double* B, double* Y, double* dv, const Py_ssize_t* c_off,
