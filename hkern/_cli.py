@@ -42,6 +42,11 @@ def _checked(convert, check):
     return parse
 
 
+def _whole(name, low, high=None):
+    """An argparse type: an integer in [low, high] (no upper bound when high is None)."""
+    return _checked(int, lambda v: check_int(v, name, low=low, high=high))
+
+
 def _choice_or_positive(name, choices):
     """An argparse type: one of the strings ``choices`` (hyperparameters the fit selects), or
     a number > 0."""
@@ -72,15 +77,15 @@ def _parser():
                    help=f"UCI data set name (default {BUNDLED}, bundled); others need --data-dir "
                         "or $HKERN_DATA")
     p.add_argument("--data-dir", default=None, help="folder with <name>/data.csv.gz")
-    p.add_argument("--split", type=_checked(int, lambda v: check_int(v, "--split", low=0, high=9)),
+    p.add_argument("--split", type=_whole("--split", 0, 9),
                    default=0, help="fixed train/test split 0..9 (default 0)")
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)} (default all)")
-    p.add_argument("--r", type=_checked(int, lambda v: check_int(v, "--r", low=1)), default=1024,
+    p.add_argument("--r", type=_whole("--r", 1), default=1024,
                    help="landmarks / features of nystrom and rff (default 1024)")
-    p.add_argument("--falkon-r", type=_checked(int, lambda v: check_int(v, "--falkon-r", low=1)),
+    p.add_argument("--falkon-r", type=_whole("--falkon-r", 1),
                    default=8192, help="centres of falkon (default 8192)")
-    p.add_argument("--hck-r", type=_checked(int, lambda v: check_int(v, "--hck-r", low=1)),
+    p.add_argument("--hck-r", type=_whole("--hck-r", 1),
                    default=256,
                    help="landmarks per node of hck, and the leaf size of hck and independent "
                         "(default 256; hck holds about 5 n r numbers, nystrom n r)")
@@ -92,9 +97,9 @@ def _parser():
                         "'ard' (one lengthscale per feature, selected; default)")
     p.add_argument("--lam", type=_choice_or_positive("--lam", ("auto",)), default="auto",
                    help="ridge regularisation: a number or 'auto' (selected; default)")
-    p.add_argument("--seed", type=_checked(int, lambda v: check_int(v, "--seed", low=0)),
+    p.add_argument("--seed", type=_whole("--seed", 0),
                    default=0, help="random seed (default 0)")
-    p.add_argument("--exact-n", type=_checked(int, lambda v: check_int(v, "--exact-n", low=0)),
+    p.add_argument("--exact-n", type=_whole("--exact-n", 0),
                    default=10000,
                    help="training subsample for exact KRR, which needs 8 n^2 bytes "
                         "(default 10000; 0 = all)")
