@@ -62,6 +62,8 @@ def chosen(model, coef):
     """What a hyperparameter selection chose, and the coefficients it fitted."""
     return {"sigma": np.atleast_1d(model.sigma_).tolist(), "lam": float(model.lam_),
             "values": [c.value for c in model.selection_.candidates],
+            "points": [[*np.atleast_1d(c.sigma).tolist(), c.lam]
+                       for c in model.selection_.candidates],
             "coef": np.ravel(coef).tolist()}
 
 

@@ -293,16 +293,18 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
     @budgeted
     def solve(self, state, B):
         """A^{-1} B for this rank's rows of B ((n_local,) or (n_local, k)); a collective."""
-        B, vector = self._checked_rhs(state, B, "B")
-        out = self._reorder.from_tree(self._solve_tree(state, self._reorder.to_tree(B)))
-        return out[:, 0] if vector else out
+        return self._apply_in_tree_order(state, B, self._solve_tree)
 
     @_collective
     @budgeted
     def matvec(self, state, B):
         """A B for this rank's rows of B ((n_local,) or (n_local, k)); a collective."""
+        return self._apply_in_tree_order(state, B, self._matvec_tree)
+
+    def _apply_in_tree_order(self, state, B, tree_operation):
+        """tree_operation(state, B in tree order), returned in this rank's row order."""
         B, vector = self._checked_rhs(state, B, "B")
-        out = self._reorder.from_tree(self._matvec_tree(state, self._reorder.to_tree(B)))
+        out = self._reorder.from_tree(tree_operation(state, self._reorder.to_tree(B)))
         return out[:, 0] if vector else out
 
     def logdet(self):
