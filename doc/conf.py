@@ -9,6 +9,11 @@ The pages are Markdown (MyST) except the API reference (reStructuredText, autosu
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import hkern
 
 project = "hkern"
@@ -55,3 +60,26 @@ import hkern
 
 html_theme = "alabaster"
 html_title = f"hkern {release}"
+
+# The benchmark history page (benchmark_history.md) links to asv's own site, published here
+# from the fixed record set asv_bench/records (asv.records.conf.json) and copied to the output
+# as asv/.  asv publish reads the commits' dates and branches from the git repository.
+_ASV_EXTRA = Path(__file__).parent / "_build" / "asv-extra"
+
+
+def _publish_benchmark_history(app):
+    if app.builder.format != "html":
+        return
+    shutil.rmtree(_ASV_EXTRA / "asv", ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "asv", "publish", "--config",
+                    "asv.records.conf.json"],
+                   cwd=Path(__file__).parents[1] / "asv_bench", check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+_ASV_EXTRA.mkdir(parents=True, exist_ok=True)     # Sphinx checks the path before the build
+html_extra_path = [str(_ASV_EXTRA)]
+
+
+def setup(app):
+    app.connect("builder-inited", _publish_benchmark_history)
