@@ -16,7 +16,6 @@ from scipy.linalg cimport cython_lapack as lapack
 
 import numpy as np
 
-from hkern._interruptible import run_interruptibly
 from hkern._threads import blas_threads
 
 cdef enum:
@@ -1296,19 +1295,10 @@ def eigh(A, subset=None):
     cdef double[::1] wv = w
     cdef double[:, ::1] z = Z
     if n > 0:
-        with blas_threads(1):
-            info, found = run_interruptibly(_syevr_call, n, a, il, iu, wv, z)
+        with blas_threads(1), nogil:
+            info = syevr(n, &a[0, 0], n, il, iu, &wv[0], &z[0, 0], z.shape[1], &found)
         check_info(info, "eigh")
     return w[:found].copy(), Z[:found, :n].T.copy()
-
-
-def _syevr_call(double[:, ::1] a, int il, int iu, double[::1] wv, double[:, ::1] z):
-    """The LAPACK call of eigh, on its own arrays: (info, eigenpairs found)."""
-    cdef int info, found = 0
-    with nogil:
-        info = syevr(a.shape[0], &a[0, 0], a.shape[0], il, iu, &wv[0], &z[0, 0], z.shape[1],
-                     &found)
-    return info, found
 
 
 def svd(A):
@@ -1322,18 +1312,10 @@ def svd(A):
     cdef double[::1] sv = s
     cdef double[:, ::1] vt = VT
     if k > 0:
-        with blas_threads(1):
-            info = run_interruptibly(_gesdd_call, k, a, sv, u, vt)
+        with blas_threads(1), nogil:
+            info = gesdd(m, n, &a[0, 0], n, &sv[0], &u[0, 0], k, &vt[0, 0], n)
         check_info(info, "svd")
     return U, s, VT
-
-
-def _gesdd_call(double[:, ::1] a, double[::1] sv, double[:, ::1] u, double[:, ::1] vt):
-    """The LAPACK call of svd, on its own arrays: info."""
-    cdef int info, m = a.shape[0], n = a.shape[1]
-    with nogil:
-        info = gesdd(m, n, &a[0, 0], n, &sv[0], &u[0, 0], u.shape[1], &vt[0, 0], n)
-    return info
 
 
 def lstsq(A, B, double rcond=1e-12):
@@ -1347,18 +1329,11 @@ def lstsq(A, B, double rcond=1e-12):
     X = np.zeros((n, nrhs))
     cdef double[:, ::1] x = X
     if n > 0 and nrhs > 0 and m > 0:
-        with blas_threads(1):
-            info, rank = run_interruptibly(_lstsq_call, min(m, n), a, b, rcond, x)
+        with blas_threads(1), nogil:
+            info = lstsq_svd(m, n, nrhs, &a[0, 0], n, &b[0, 0], nrhs, rcond, &x[0, 0], nrhs,
+                             &rank)
         check_info(info, "lstsq")
     return (X.ravel() if vector else X), rank
-
-
-def _lstsq_call(const double[:, ::1] a, double[:, ::1] b, double rcond, double[:, ::1] x):
-    """The LAPACK work of lstsq (a is only read): (info, rank)."""
-    cdef int info, rank = 0, m = a.shape[0], n = a.shape[1], nrhs = b.shape[1]
-    with nogil:
-        info = lstsq_svd(m, n, nrhs, &a[0, 0], n, &b[0, 0], nrhs, rcond, &x[0, 0], nrhs, &rank)
-    return info, rank
 
 
 def qr(A):

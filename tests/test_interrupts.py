@@ -94,15 +94,6 @@ CASES = {
         "hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0, n_jobs=2,"
         "sigma=1.0, lam=1e-2)"
         ".predict(Xte[:200])"),
-    # One LAPACK call: the eigendecomposition of 4000 x 4000 landmarks (dsyevr on one thread,
-    # about 10 s), which runs on a worker thread while the caller waits for signals
-    # (hkern._interruptible); forming K(X, Z) before it takes about 0.2 s.
-    "fit_nystrom_direct": (
-        "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
-        "long = lambda: hkern.fit_nystrom(X[:20000], y[:20000], 4000, solver='direct', seed=0,"
-        " n_jobs=2, sigma=1.0, lam=1e-2)",
-        "hkern.fit_nystrom(X[:3000], y[:3000], 700, solver='direct', seed=0, n_jobs=2,"
-        " sigma=1.0, lam=1e-2).predict(Xte[:200])"),
 }
 # Seconds before the signal where 1.5 s would still be in Python code (the call's clustering
 # and eigendecompositions), so that the signal lands in the compiled loop under test.
@@ -144,9 +135,6 @@ def _small_here(name):
     if name == "meka":
         return hkern.fit_meka(X[:3000], y[:3000], 128, n_clusters=4, seed=0,
                               n_jobs=2, sigma=1.0, lam=1e-2).predict(Xte[:200])
-    if name == "fit_nystrom_direct":
-        return hkern.fit_nystrom(X[:3000], y[:3000], 700, solver="direct", seed=0, n_jobs=2,
-                                 sigma=1.0, lam=1e-2).predict(Xte[:200])
     if name == "fit_exact_cholesky":
         return hkern.fit_exact(X[:1500], y[:1500], solver="direct", n_jobs=2, sigma=1.0,
                                lam=1e-2).predict(Xte[:200])
