@@ -11,8 +11,6 @@ from fresh_python import run_python
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn_cases import ESTIMATORS, check_instances
 
-import hkern.sklearn as hs
-
 # scikit-learn 1.6 moved expected failures from a tag to an argument.
 if "expected_failed_checks" in inspect.signature(parametrize_with_checks).parameters:
     checks = parametrize_with_checks(

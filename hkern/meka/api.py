@@ -18,16 +18,22 @@ from .approximation import MekaApproximation
 
 # MekaApproximation is named here too: the API reference documents it as
 # hkern.meka.api.MekaApproximation.
-__all__ = ["LINK_RCOND", "RANK_POLICIES", "THRESHOLD_KINDS", "MekaApproximation", "meka",
-           "meka_peak_bytes"]
+__all__ = ["LINK_RCOND", "N_CLUSTERS_DEFAULT", "RANK_DEFAULT", "RANK_POLICIES", "THRESHOLD_KINDS",
+           "MekaApproximation", "meka", "meka_peak_bytes"]
+
+# Defaults of r and n_clusters (meka, fit_meka and the estimators): the settings of the UCI
+# runs on the MEKA results page, a total rank of about r * n_clusters = 640.
+RANK_DEFAULT = 64
+N_CLUSTERS_DEFAULT = 10
 
 
 @budgeted
 @document_sigma
-def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=None,
-         oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
-         threshold_kind="fraction", psd=False, kmeans_sample=20000, kmeans_iter=10,
-         link_rcond=LINK_RCOND, verbose=False, max_memory=None):
+def meka(X, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian", sigma=1.0,
+         seed=None, n_jobs=None, oversample=2.0, landmarks_per_cluster=None,
+         rank_policy="uniform", threshold=0.0, threshold_kind="fraction", psd=False,
+         kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, verbose=False,
+         max_memory=None):
     """MEKA approximation G~ = W L W^T of the kernel matrix of X (Si, Hsieh & Dhillon 2017).
 
     1. k-means (k-means++ start, ``kmeans_iter`` Lloyd iterations, scipy ``kmeans2``) on a
@@ -46,11 +52,12 @@ def meka(X, r, *, n_clusters, kernel="gaussian", sigma=1.0, seed=None, n_jobs=No
     Parameters
     ----------
     X : array_like (n, d)
-    r : int
+    r : int, default=64
         k, the rank of each cluster's basis (total rank about ``r * n_clusters``), as in
         the paper; see ``rank_policy``.  Above n it is reduced to n with a warning.
-    n_clusters : int
-        c, 1 <= c <= n (and c <= ``kmeans_sample``).
+    n_clusters : int, default=10
+        c, 1 <= c <= n (and c <= ``kmeans_sample``).  The defaults are the settings of the
+        UCI runs in the MEKA results.
     kernel : str
         See :func:`hkern.kernel_matrix`.  The paper's Gaussian exp(-gamma ||x-y||^2) is
         ``sigma = 1 / sqrt(2 gamma)``.

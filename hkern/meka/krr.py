@@ -14,7 +14,7 @@ from ..kernels._api import _kernel_matvec_trusted
 from ..solvers import block_pcg
 from ._build import build, check_peak, check_sizes, checked_arguments
 from ._links import LINK_RCOND
-from .api import meka_peak_bytes
+from .api import N_CLUSTERS_DEFAULT, RANK_DEFAULT, meka_peak_bytes
 
 __all__ = ["SOLVERS", "MekaKRR", "fit_meka", "fit_meka_peak_bytes"]
 
@@ -141,11 +141,12 @@ def _solve_cg(G, Y, lam, tol, max_iter):
 
 @selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
-def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto", task="regression",
-             seed=None, n_jobs=None, solver="direct", tol=1e-3, max_iter=1000, psd=True,
-             oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
-             threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
-             link_rcond=LINK_RCOND, verbose=False, max_memory=None):
+def fit_meka(X, y, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian",
+             sigma="ard", lam="auto", task="regression", seed=None, n_jobs=None, solver="direct",
+             tol=1e-3, max_iter=1000, psd=True, oversample=2.0, landmarks_per_cluster=None,
+             rank_policy="uniform", threshold=0.0, threshold_kind="fraction",
+             kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, verbose=False,
+             max_memory=None):
     """Kernel ridge regression on the MEKA approximation: (G~ + lam I) alpha = y.
 
     Parameters
@@ -153,9 +154,9 @@ def fit_meka(X, y, r, *, n_clusters, kernel="gaussian", sigma="ard", lam="auto",
     X : array_like (n, d)
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest, one solve).
-    r : int
+    r : int, default=64
         Per-cluster rank k (see :func:`hkern.meka`).
-    n_clusters : int
+    n_clusters : int, default=10
         Number of clusters c.
     lam : float or "auto", default="auto"
         Ridge regularisation, > 0 (or selected).  G~ + lam I must be positive definite; it is

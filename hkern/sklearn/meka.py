@@ -6,19 +6,15 @@ import numpy as np
 import hkern
 
 from .. import _linalg
-from ..meka.api import LINK_RCOND
+from ..meka.api import LINK_RCOND, N_CLUSTERS_DEFAULT, RANK_DEFAULT
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer
 from ._docs import documented
 
 __all__ = ["MekaRegressor", "MekaClassifier", "MekaTransformer"]
 
-# fit_meka and meka require r and n_clusters; an estimator needs defaults.  These are the
-# settings of the UCI runs on the MEKA results page (total rank about r * n_clusters = 640).
-RANK = 64
-N_CLUSTERS = 10
-SIZE_NOTE = ("``r`` is the rank of each cluster's basis (total rank about r * n_clusters); the "
-             "function has no defaults for ``r`` and ``n_clusters``, the estimators' 64 and 10 "
-             "are the settings of the UCI runs in the MEKA results")
+SIZE_NOTE = ("``r`` is the rank of each cluster's basis (total rank about r * n_clusters); 64 "
+             "and 10 by default, as for the functions: the settings of the UCI runs in the MEKA "
+             "results")
 
 
 class _MekaParameters:
@@ -31,11 +27,12 @@ class _MekaParameters:
                           "    CG iterations per output (per class for a classifier; None for\n"
                           "    the direct solver), from ``model_.n_iter_``.\n"}
 
-    def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma="ard", lam="auto",
-                 random_state=None, n_jobs=None, solver="direct", tol=1e-3, max_iter=1000,
-                 psd=True, oversample=2.0, landmarks_per_cluster=None, rank_policy="uniform",
-                 threshold=0.0, threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
-                 link_rcond=LINK_RCOND, criterion="auto", verbose=False, max_memory=None):
+    def __init__(self, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian",
+                 sigma="ard", lam="auto", random_state=None, n_jobs=None, solver="direct",
+                 tol=1e-3, max_iter=1000, psd=True, oversample=2.0, landmarks_per_cluster=None,
+                 rank_policy="uniform", threshold=0.0, threshold_kind="fraction",
+                 kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, criterion="auto",
+                 verbose=False, max_memory=None):
         self.r = r
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -142,11 +139,11 @@ class MekaTransformer(HkernTransformer):
     _fixed_arguments = {"psd": True}
     _doc = {"draws": "k-means, landmarks and link samples", "size": SIZE_NOTE}
 
-    def __init__(self, r=RANK, *, n_clusters=N_CLUSTERS, kernel="gaussian", sigma=1.0,
-                 random_state=None, n_jobs=None, oversample=2.0, landmarks_per_cluster=None,
-                 rank_policy="uniform", threshold=0.0, threshold_kind="fraction",
-                 kmeans_sample=20000, kmeans_iter=10, link_rcond=LINK_RCOND, verbose=False,
-                 max_memory=None):
+    def __init__(self, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian",
+                 sigma=1.0, random_state=None, n_jobs=None, oversample=2.0,
+                 landmarks_per_cluster=None, rank_policy="uniform", threshold=0.0,
+                 threshold_kind="fraction", kmeans_sample=20000, kmeans_iter=10,
+                 link_rcond=LINK_RCOND, verbose=False, max_memory=None):
         self.r = r
         self.n_clusters = n_clusters
         self.kernel = kernel
