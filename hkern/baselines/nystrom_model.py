@@ -18,7 +18,6 @@ __all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "uniform_landmark
 NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
 
 
-
 class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     """Nystrom KRR: f(x) = k(x, Z) beta for landmarks Z.
 

@@ -75,8 +75,7 @@ from .robust import (
 from .rows import LocalRows
 from .search import coordinate_search
 
-__all__ = ["CRITERIA", "SIGMA_CHOICES", "selects_hyperparameters",
-           "selection_modes"]
+__all__ = ["CRITERIA", "SIGMA_CHOICES", "selects_hyperparameters", "selection_modes"]
 
 SIGMA_CHOICES = ("auto", "ard")
 CRITERIA = {"likelihood": "profiled log marginal likelihood",
@@ -411,7 +410,6 @@ _CRITERION_DOC = {
                "A size that counts rows (``r``) is checked against all the data, and the fits "
                "without the held-out fifth use at most as many as they have rows.",
 }
-
 
 
 CRITERION_DOC = """criterion : {{"auto", "likelihood", "holdout"}}, default="auto"

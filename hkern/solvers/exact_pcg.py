@@ -42,8 +42,8 @@ from .preconditioners import NystromPreconditioner, PreconditionerKind
 from .trace import traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "auto_precision",
-           "default_rank",
-           "float32_reach", "kernel_storage", "pcg_bytes", "preconditioner_for", "solve_pcg"]
+           "default_rank", "float32_reach", "kernel_storage", "pcg_bytes", "preconditioner_for",
+           "solve_pcg"]
 
 
 # The preconditioner's rank when none is given.  On kin40k (36 000 points, lam 0.0027, tol
