@@ -105,6 +105,60 @@ def test_holdout_candidates_run_in_the_precision_auto_chooses(problem, monkeypat
         [c.value for c in double.selection_.candidates], rel=1e-3)
 
 
+def test_the_final_fit_extends_the_chosen_candidates_factor(problem, monkeypatch):
+    """The selection's final fit builds no Nystrom factor: it extends the chosen hold-out
+    candidate's to the held-out rows (one factor per bandwidth tried, none more), and
+    reaches the same answer as a fit at the chosen values alone."""
+    from hkern.solvers import exact_pcg
+    X, y, _, _ = problem
+    real, built = exact_pcg.nystrom_factor, []
+
+    def counted(X_, *args, **kw):
+        built.append(X_.shape[0])
+        return real(X_, *args, **kw)
+    monkeypatch.setattr(exact_pcg, "nystrom_factor", counted)
+    model = hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=100, seed=0,
+                            tol=1e-8)
+    bandwidths = {np.asarray(c.sigma).tobytes() for c in model.selection_.candidates}
+    assert len(built) == len(bandwidths) and len(X) not in built
+    alone = hkern.fit_exact(X, y, solver="pcg", sigma=model.sigma_, lam=model.lam_, r=100,
+                            seed=0, tol=1e-8)
+    np.testing.assert_allclose(model.dual_coef_, alone.dual_coef_, rtol=1e-5, atol=1e-6)
+
+
+def test_a_geometrically_converging_loser_stops_early():
+    """The early stop's extrapolation: a hold-out error falling 0.3 of the last window's
+    fall each window heads for its limit; the candidate stops when that is above 1.5 times
+    the best, and runs on when it is not, or when the falls do not shrink."""
+    from hkern.hyperparameters.iterative_problem import (
+        LOSING_FACTOR,
+        LosingCandidate,
+        SelectionProblem,
+        geometric_limit,
+    )
+    assert geometric_limit(1.0, 0.5, 0.35) == pytest.approx(0.35 - 0.15 * 0.3 / 0.7)
+    assert geometric_limit(1.0, 0.5, 0.1) == -np.inf          # the falls grew (q = 0.8)
+    assert geometric_limit(None, 0.5, 0.4) == -np.inf
+    assert geometric_limit(0.5, 0.5, 0.4) == -np.inf
+
+    def run(limit, best):
+        view = SelectionProblem.__new__(SelectionProblem)
+        errors = iter(limit + 0.3 ** np.arange(200) / 5)     # one per check (5 iterations)
+        view.held_out_mse = lambda *args: next(errors)
+        stop = view.losing_stopper(None, None, None, best, 1)
+        for it in range(200):
+            try:
+                stop(None)
+            except LosingCandidate as losing:
+                return it, losing.mse
+        return None, None
+    # Heads for twice the best: stopped at the first check with three errors (iterations 10,
+    # 15, 20), where each still falls by far more than 5% of itself.
+    it, mse = run(limit=0.02, best=0.01)
+    assert it == 20 and mse > LOSING_FACTOR * 0.01
+    assert run(limit=0.012, best=0.01) == (None, None)    # heads for below 1.5 times the best
+
+
 def test_a_mixed_candidate_that_fails_runs_in_double(problem, monkeypatch):
     from hkern.baselines import exact
     X, y, _, _ = problem
@@ -225,9 +279,9 @@ def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
     with in_budget(None):
         view = _selection_problem(_problem_arguments(
             X, y, r=150, preconditioner="block_rpcholesky", solver="pcg", precision="auto"))
-        value, stderr, alpha = view.likelihood(sigma, lam, None, 1e-8, 30, 0)
+        value, stderr, state = view.likelihood(sigma, lam, None, 1e-8, 30, 0)
     # The candidates see y / rms(y) on a grid (so that c * y makes the same choice).
-    value, alpha = view.to_user_units(value, "likelihood"), alpha * view.y_scale
+    value, alpha = view.to_user_units(value, "likelihood"), state.alpha * view.y_scale
     A = hkern.kernel_matrix(X / sigma, X / sigma, sigma=1.0) + lam * np.eye(len(X))
     dense = float(profiled_gaussian_lml(np.array([y @ np.linalg.solve(A, y)]),
                                         np.linalg.slogdet(A)[1], len(X)))

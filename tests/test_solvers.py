@@ -96,6 +96,42 @@ def test_nystrom_preconditioner_is_the_dense_inverse(rng, n, k):
     assert np.array_equal(P(R), P2(R))
 
 
+@pytest.mark.parametrize("method", ["block_rpcholesky", "rpcholesky", "uniform"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_extended_nystrom_preconditioner_is_the_nystrom_approximation_on_all_rows(
+        rng, method, dtype):
+    """A factor built on some rows, extended to all: F F^T is K(X, Z) K(Z, Z)^{-1} K(Z, X) of its
+    pivots Z on every row (the definition), the built rows unchanged; and its M^{-1} at
+    another lam is the dense inverse."""
+    from hkern._model import prepare_fit
+    from hkern.solvers.exact_pcg import NYSTROM_PRECONDITIONERS, extended_preconditioner
+    X = rng.normal(size=(400, 3))
+    rows = np.sort(rng.permutation(400)[:350])
+
+    def inputs(rows_):
+        X_ = X if rows_ is None else X[rows_]
+        return prepare_fit(X_, np.ones(len(X_)), kernel="gaussian", sigma=1.5, lam=1e-2,
+                           task="regression", max_memory=None, classes=None)
+    built = NYSTROM_PRECONDITIONERS[method].build(inputs(rows), 50, seed=0, n_threads=2,
+                                                  max_memory=None, dtype=dtype)
+    full = inputs(None)
+    M = extended_preconditioner(built, full.X, rows, full.kind, full.bandwidth, 1e-3, 2, None)
+    Z = X[rows[built.pivots]]
+    np.testing.assert_array_equal(M.pivots, rows[built.pivots])
+    Kxz = hkern.kernel_matrix(X, Z, sigma=1.5)
+    nystrom = Kxz @ np.linalg.solve(hkern.kernel_matrix(Z, Z, sigma=1.5), Kxz.T)
+    F = M.F.astype(np.float64)
+    assert M.F.dtype == dtype and np.array_equal(M.F[rows], built.F)
+    assert np.abs(F @ F.T - nystrom).max() <= (1e-11 if dtype == np.float64 else 2e-5)
+    R = rng.standard_normal((400, 2))
+    # float32 F is applied in single precision: relative error ~ eps32 ||F||^2 / lam
+    # (hkern.solvers.preconditioners).
+    eps = np.finfo(dtype).eps * np.linalg.norm(F, 2) ** 2 / 1e-3
+    assert rel_norm(M(R), np.linalg.solve(F @ F.T + 1e-3 * np.eye(400), R)) <= 10 * eps
+    again = built.with_lam(1e-3)
+    assert again.F is built.F and again.lam == 1e-3
+
+
 def test_hck_preconditioner_is_the_dense_inverse(rng):
     """(K_hier + lam I)^{-1} R with K_hier built entry by entry from its definition on the
     same tree and landmarks (tests/hck_model.reconstruct replays fit_hierarchical's draws)."""

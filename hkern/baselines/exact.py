@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ..solvers.exact_pcg import (
     NYSTROM_PRECONDITIONERS,
     auto_precision,
     default_rank,
+    extended_preconditioner,
     kernel_storage,
     preconditioner_for,
     solve_pcg,
@@ -218,12 +220,26 @@ def _selection_problem(arguments):
     return ExactPCGProblem(a, X, encoding, rank, tol, max_iter)
 
 
+@dataclass
+class _CandidateFit:
+    """A selection candidate's solution as :func:`select_iterative` keeps it (its ``state``):
+    the coefficients, and the preconditioner they were solved with (None when keeping it
+    would not fit), built on ``preconditioner_rows`` (None: all rows).  The next candidate at
+    the same bandwidth starts from both, the final fit from both extended to all rows."""
+
+    alpha: np.ndarray
+    preconditioner: object
+    preconditioner_rows: np.ndarray | None
+
+
 class ExactPCGProblem(SelectionProblem):
     """fit_exact(solver="pcg") as :func:`hkern.hyperparameters.iterative.select_iterative`
     asks for it: candidate fits on some rows, the stochastic likelihood, the final fit.
 
-    The Nystrom factor of the last bandwidth is kept, so that candidates differing in lam
-    only build no new preconditioner."""
+    A candidate's state (:class:`_CandidateFit`) keeps its preconditioner, so that a candidate
+    at the best one's bandwidth (differing in lam) builds no new Nystrom factor, and the final
+    fit extends the chosen hold-out candidate's factor to the held-out rows instead of
+    building one (kin40k: 0.4 s against 5.6 s)."""
 
     label = "fit_exact(solver='pcg')"
 
@@ -231,25 +247,24 @@ class ExactPCGProblem(SelectionProblem):
         super().__init__(arguments, X, encoding, tol, max_iter)
         self.rank = rank
         self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
-        self._factor_key, self._factor = None, None
-        # The likelihood's candidates (and the factor they keep for the final fit) run mixed
-        # only when asked to; "auto" decides for the final fit (float32_reach).
+        # The likelihood's candidates run mixed only when asked to; "auto" decides for the
+        # final fit (float32_reach).
         self._candidate_precision = "mixed" if arguments["precision"] == "mixed" else "double"
 
-    def _preconditioner(self, inputs, rows, sigma, precision=None):
-        """M^{-1} for these inputs, from the kept Nystrom factor when rows, sigma and the
-        precision match."""
-        precision = precision or self._candidate_precision
-        key = (None if rows is None else (rows.size, rows[0], rows[-1]),
-               np.asarray(sigma, dtype=float).tobytes(), precision)
-        factor = self._factor if self._factor_key == key else None
-        self._factor_key, self._factor = None, None            # free the old factor first
-        apply_m = preconditioner_for(inputs, self.preconditioner, self.rank,
-                                     seed=self.a["seed"], n_threads=budget_threads(),
-                                     max_memory=self.a["max_memory"], factor=factor,
-                                     adaptive=self.a["r"] is None, precision=precision)
-        self._factor_key, self._factor = key, apply_m.F
-        return apply_m
+    def _preconditioner(self, inputs, x0, precision):
+        """M^{-1} for these inputs: the warm start's at the new lam, or a new one."""
+        if x0 is not None and x0.preconditioner is not None:
+            return x0.preconditioner.with_lam(inputs.lam)
+        return preconditioner_for(inputs, self.preconditioner, self.rank, seed=self.a["seed"],
+                                  n_threads=budget_threads(), max_memory=self.a["max_memory"],
+                                  adaptive=self.a["r"] is None, precision=precision)
+
+    def _state(self, alpha, apply_m, rows):
+        """The candidate's state; its preconditioner only when three factors of its size fit
+        max_memory (the kept one, the next candidate's and the final fit's extension)."""
+        F = getattr(apply_m, "F", None)
+        keep = F is not None and 3 * F.nbytes <= resolve_max_memory(self.a["max_memory"])
+        return _CandidateFit(alpha, apply_m if keep else None, rows)
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs = self._inputs(rows, sigma, lam)
@@ -260,17 +275,15 @@ class ExactPCGProblem(SelectionProblem):
         precision = self.a["precision"] if self.a["precision"] != "auto" else \
             auto_precision(inputs, tol, n_threads)
         try:
-            return self._holdout(inputs, held, x0, tol, best_mse, n_threads, rows, sigma,
-                                 precision)
+            return self._holdout(inputs, held, x0, tol, best_mse, n_threads, rows, precision)
         except np.linalg.LinAlgError:
             if precision != "mixed" or self.a["precision"] == "mixed":
                 raise
             # float32's rounding made the system indefinite here: this candidate in double.
-            return self._holdout(inputs, held, None, tol, best_mse, n_threads, rows, sigma,
-                                 "double")
+            return self._holdout(inputs, held, None, tol, best_mse, n_threads, rows, "double")
 
-    def _holdout(self, inputs, held, x0, tol, best_mse, n_threads, rows, sigma, precision):
-        apply_m = self._preconditioner(inputs, rows, sigma, precision)
+    def _holdout(self, inputs, held, x0, tol, best_mse, n_threads, rows, precision):
+        apply_m = self._preconditioner(inputs, x0, precision)
         try:
             with warnings.catch_warnings():
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
@@ -280,17 +293,19 @@ class ExactPCGProblem(SelectionProblem):
                     inputs, preconditioner=self.preconditioner, rank=self.rank, tol=tol,
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
-                    x0=x0, apply_m=apply_m, precision=precision,
+                    x0=None if x0 is None else x0.alpha, apply_m=apply_m, precision=precision,
                     error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads))
         except LosingCandidate as losing:
             return losing.mse, None
-        return self.held_out_mse(inputs, held, inputs.X, alpha, n_threads), alpha
+        return (self.held_out_mse(inputs, held, inputs.X, alpha, n_threads),
+                self._state(alpha, apply_m, rows))
 
-    def extend(self, alpha, rows):
-        """Coefficients on ``rows`` as a warm start on all rows (zero on the others)."""
-        full = np.zeros((self.X.shape[0], alpha.shape[1]))
-        full[rows] = alpha
-        return full
+    def extend(self, state, rows):
+        """A state on ``rows`` as a warm start on all rows: the coefficients zero on the
+        others (the preconditioner is extended by the final fit)."""
+        full = np.zeros((self.X.shape[0], state.alpha.shape[1]))
+        full[rows] = state.alpha
+        return _CandidateFit(full, state.preconditioner, state.preconditioner_rows)
 
     def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
         """The profiled log marginal likelihood of all rows by stochastic Lanczos quadrature
@@ -300,27 +315,43 @@ class ExactPCGProblem(SelectionProblem):
         n_threads = budget_threads()
         stored = kernel_storage(inputs, inputs.Y.shape[1] + n_probes, self.rank,
                                 self.preconditioner, self.a["max_memory"], n_threads)
-        apply_m = self._preconditioner(inputs, None, sigma)
+        apply_m = self._preconditioner(inputs, x0, self._candidate_precision)
         apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.X, inputs.lam,
                                stored=stored, n_threads=n_threads)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             estimate = stochastic_lml(apply_a, inputs.Y, apply_m, n_probes=n_probes,
                                       rng=np.random.default_rng([seed, 2]), tol=tol,
-                                      max_iter=self.max_iter, x0=x0)
-        return estimate.profiled_lml, estimate.lml_stderr, estimate.alpha
+                                      max_iter=self.max_iter,
+                                      x0=None if x0 is None else x0.alpha)
+        return (estimate.profiled_lml, estimate.lml_stderr,
+                self._state(estimate.alpha, apply_m, None))
+
+    def _final_preconditioner(self, inputs, x0):
+        """The final fit's M^{-1} from the chosen candidate's, in its own precision (the
+        operator's is the solver's choice; the factor only preconditions): as it is when built
+        on all rows, extended to them when built on the hold-out candidates' rows.  None (the
+        solver builds one) without it.  The candidate's is released first."""
+        if x0 is None or x0.preconditioner is None:
+            return None
+        kept, rows = x0.preconditioner, x0.preconditioner_rows
+        x0.preconditioner = None
+        if rows is None:
+            return kept.with_lam(inputs.lam)
+        return extended_preconditioner(kept, inputs.X, rows, inputs.kind, inputs.bandwidth,
+                                       inputs.lam, budget_threads(), self.a["max_memory"])
 
     def final(self, sigma, lam, x0):
         inputs = self._inputs(None, sigma, lam, final=True)
         validation = check_validation(self.a["validation"], inputs)
         t0 = time.perf_counter()
-        apply_m = self._preconditioner(inputs, None, sigma)   # the likelihood's, if kept
-        self._factor_key, self._factor = None, None
+        apply_m = self._final_preconditioner(inputs, x0)
         alpha, trace, n_iter = solve_pcg(
             inputs, preconditioner=self.preconditioner, rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]), max_memory=self.a["max_memory"],
-            n_threads=budget_threads(), x0=self.final_start(x0), apply_m=apply_m,
+            n_threads=budget_threads(), x0=None if x0 is None else self.final_start(x0.alpha),
+            apply_m=apply_m,
             preconditioner_seconds=time.perf_counter() - t0, precision=self.a["precision"])
         del apply_m
         return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,

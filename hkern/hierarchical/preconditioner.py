@@ -77,10 +77,9 @@ class HCKPreconditioner:
         return out
 
 
-def _build(inputs, rank, *, seed, n_threads, max_memory=None, factor=None, adaptive=False,
-           dtype=np.float64):
-    """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``factor``,
-    ``adaptive`` and ``dtype`` do not apply: the HCK preconditioner is float64)."""
+def _build(inputs, rank, *, seed, n_threads, max_memory=None, adaptive=False, dtype=np.float64):
+    """An HCKPreconditioner of the prepared inputs (the Nystrom kinds' ``adaptive`` and
+    ``dtype`` do not apply: the HCK preconditioner is float64)."""
     return HCKPreconditioner(inputs.X, rank, kind=inputs.kind, bandwidth=inputs.bandwidth,
                              lam=inputs.lam, seed=seed, n_threads=n_threads)
 

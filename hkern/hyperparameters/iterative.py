@@ -74,7 +74,8 @@ class IterativeProblem:
     holdout(rows, held, sigma, lam, x0, tol, best_mse) -> (mse, state)
         Fit on ``rows`` at (sigma, lam) to relative residual ``tol`` from the warm start ``x0``
         (a previous ``state`` on the same rows, or None); the mean squared error of its scores
-        on the rows ``held`` against the encoded targets; ``state`` the coefficients (None
+        on the rows ``held`` against the encoded targets; ``state`` what a warm start needs
+        (the coefficients, and what else the fit keeps: exact PCG its preconditioner; None
         when the candidate stopped early, clearly losing against ``best_mse``).
     likelihood(sigma, lam, x0, tol, n_probes, seed) -> (value, standard_error, state)
         The profiled log marginal likelihood of all rows, estimated.

@@ -303,24 +303,29 @@ def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
 
 
 def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, trace_stop=0.0,
-                   dtype=np.float64):
+                   dtype=np.float64, return_pivots=False):
     """F (n, r) with K(X, X) ~ F F^T from the columns ``method`` selects, for a preconditioner
     (validated X; the bandwidth ``sigma``).  Block RPCholesky keeps no copy of the columns
     (F alone: n r items of ``dtype``), and stops before r columns once the trace of K - F F^T
     is at most ``trace_stop``; the other methods go through :func:`select_columns` (r columns,
-    F rounded to ``dtype``)."""
+    F rounded to ``dtype``).  ``return_pivots``: also the rows whose kernel columns F spans,
+    in F's column order (F at them is lower triangular: their kernel matrix's Cholesky
+    factor), as ``(F, pivots)``."""
     if method != "block_rpcholesky":
-        return select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
-                              n_jobs=n_jobs, max_memory=max_memory).F_.astype(dtype, copy=False)
+        selection = select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
+                                   n_jobs=n_jobs, max_memory=max_memory)
+        F = selection.F_.astype(dtype, copy=False)
+        return (F, selection.indices_) if return_pivots else F
     _, kind = kernel_kind(kernel)
     n = X.shape[0]
     check_memory(np.dtype(dtype).itemsize * n * r + 8 * (3 * n * BLOCK + r * r + 2 * n),
                  max_memory,
                  what=f"the rank-{r} Nystrom factor of n={n} points", fix="choose a smaller r")
     # Every hkern kernel has k(x, x) = 1.
-    return _block_factor(X, None, np.ones(n), kind, sigma, r, NUMERICAL_FLOOR,
-                         check_seed(seed), resolve_n_jobs(n_jobs), keep_columns=False,
-                         trace_stop=trace_stop, dtype=dtype)[2]
+    pivots, _, F, _ = _block_factor(X, None, np.ones(n), kind, sigma, r, NUMERICAL_FLOOR,
+                                    check_seed(seed), resolve_n_jobs(n_jobs), keep_columns=False,
+                                    trace_stop=trace_stop, dtype=dtype)
+    return (F, pivots) if return_pivots else F
 
 
 def _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng, refresh,

@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 
+from .. import _linalg
 from .._memory import check_memory, resolve_max_memory
 from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
@@ -42,8 +43,8 @@ from .preconditioners import NystromPreconditioner, PreconditionerKind
 from .trace import traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "auto_precision",
-           "default_rank", "float32_reach", "kernel_storage", "pcg_bytes", "preconditioner_for",
-           "solve_pcg"]
+           "default_rank", "extended_preconditioner", "float32_reach", "kernel_storage",
+           "pcg_bytes", "preconditioner_for", "solve_pcg"]
 
 
 # The preconditioner's rank when none is given.  On kin40k (36 000 points, lam 0.0027, tol
@@ -77,14 +78,13 @@ def default_rank(n):
 def _nystrom_kind(method):
     """The Nystrom preconditioner F F^T + lam I whose factor F has columns chosen by
     :func:`hkern.select_columns` with ``method``."""
-    def build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False,
-              dtype=np.float64):
-        if factor is None:
-            stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
-            factor = nystrom_factor(inputs.X, rank, method=method, kernel=inputs.kernel,
-                                    sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                                    max_memory=max_memory, trace_stop=stop, dtype=dtype)
-        return NystromPreconditioner(factor, inputs.lam, n_threads)
+    def build(inputs, rank, *, seed, n_threads, max_memory, adaptive=False, dtype=np.float64):
+        stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
+        F, pivots = nystrom_factor(inputs.X, rank, method=method, kernel=inputs.kernel,
+                                   sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
+                                   max_memory=max_memory, trace_stop=stop, dtype=dtype,
+                                   return_pivots=True)
+        return NystromPreconditioner(F, inputs.lam, n_threads, pivots=pivots)
 
     def peak_bytes(n, d, k, rank, n_threads, itemsize=8):
         # The factor (``itemsize`` bytes an entry), plus for all but block RPCholesky the
@@ -283,12 +283,46 @@ def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, preci
 
 
 def preconditioner_for(inputs, preconditioner, rank, *, seed, n_threads, max_memory,
-                       factor=None, adaptive=False, precision="double"):
+                       adaptive=False, precision="double"):
     """M^{-1} for M close to K + lam I of the prepared ``inputs``, of the ``preconditioner``
-    kind and ``rank``: for the Nystrom kinds F F^T + lam I (``factor``: F, already computed for
-    these inputs; ``adaptive``: at most ``rank`` columns, fewer once the residual is small
-    against lam, ADAPTIVE_RESIDUAL; ``precision="mixed"``: F in float32)."""
+    kind and ``rank``: for the Nystrom kinds F F^T + lam I (``adaptive``: at most ``rank``
+    columns, fewer once the residual is small against lam, ADAPTIVE_RESIDUAL;
+    ``precision="mixed"``: F in float32)."""
     dtype = np.float32 if precision in ("mixed", "auto") else np.float64
     return preconditioner.build(inputs, rank, seed=seed, n_threads=n_threads,
-                                max_memory=max_memory, factor=factor, adaptive=adaptive,
-                                dtype=dtype)
+                                max_memory=max_memory, adaptive=adaptive, dtype=dtype)
+
+
+def extended_preconditioner(apply_m, X, rows, kind, bandwidth, lam, n_threads, max_memory):
+    """The Nystrom preconditioner of all rows of ``X`` (scaled inputs) from ``apply_m``, one
+    built on ``X[rows]`` (sorted row indices) with its pivots: F on the other rows is
+    K(x, Z) T^{-T}, with Z the pivots' points and T = F at the pivots (lower triangular, their
+    kernel matrix's Cholesky factor), which is how F extends the Nystrom approximation
+    K(X, Z) K(Z, Z)^{-1} K(Z, X) on the rows it was built on.  The same pivots, the same kind of
+    preconditioner: a selection's final fit on all rows reuses its chosen candidate's factor
+    (n_held x k kernel entries and a triangular solve, instead of a new factor).  None when
+    ``apply_m`` has no pivots, or when the two factors together would not fit ``max_memory``
+    (the caller then builds a new one, after freeing the old)."""
+    pivots = getattr(apply_m, "pivots", None)
+    if pivots is None:
+        return None
+    F = apply_m.F
+    n, k = X.shape[0], F.shape[1]
+    if F.itemsize * (n + F.shape[0]) * k + 8 * (_EXTEND_ROWS + k) * k \
+            > resolve_max_memory(max_memory):
+        return None
+    held = np.setdiff1d(np.arange(n), rows, assume_unique=True)
+    T = np.tril(F[pivots].astype(np.float64))
+    Z = np.ascontiguousarray(X[rows[pivots]])
+    full = np.empty((n, k), dtype=F.dtype)
+    full[rows] = F
+    for start in range(0, held.size, _EXTEND_ROWS):
+        part = held[start:start + _EXTEND_ROWS]
+        C = _kernel_matrix_trusted(kind, bandwidth, np.ascontiguousarray(X[part]), Z, n_threads)
+        full[part] = _linalg.solve_triangular(T, C, lower=True, trans=True, left=False,
+                                              n_threads=n_threads)
+    return NystromPreconditioner(full, lam, n_threads, pivots=rows[pivots])
+
+
+# Rows of the held-out kernel block an extension computes at a time (4096 x 3000 float64: 98 MB).
+_EXTEND_ROWS = 4096

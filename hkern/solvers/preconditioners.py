@@ -67,11 +67,11 @@ class PreconditionerKind:
     ----------
     name : str
     build : callable
-        ``build(inputs, rank, *, seed, n_threads, max_memory, factor=None, adaptive=False,
+        ``build(inputs, rank, *, seed, n_threads, max_memory, adaptive=False,
         dtype=numpy.float64)``: a :class:`Preconditioner` for the prepared inputs
-        (``hkern._model.FitInputs``) of ``rank``.  ``factor`` (a Nystrom factor already
-        computed), ``adaptive`` (``rank`` is a most, not a number) and ``dtype`` (float32: a
-        mixed-precision factor) concern the Nystrom kinds; others ignore them.
+        (``hkern._model.FitInputs``) of ``rank``.  ``adaptive`` (``rank`` is a most, not a
+        number) and ``dtype`` (float32: a mixed-precision factor) concern the Nystrom kinds;
+        others ignore them.
     peak_bytes : callable
         ``peak_bytes(n, d, k, rank, n_threads, itemsize=8)``: bytes of building it for n
         points of d features and applying it to k columns (``itemsize`` 4: its float32 form,
@@ -96,6 +96,10 @@ class NystromPreconditioner:
         The ridge, > 0.
     n_threads : int
         Threads of its products (results identical for any value).
+    pivots : ndarray (k,) of int, optional
+        The rows whose kernel columns F spans, in F's column order (F at them lower
+        triangular), when F is a Nystrom factor: they let F be extended to new points
+        (:func:`hkern.solvers.exact_pcg.extended_preconditioner`).
 
     Examples
     --------
@@ -108,11 +112,12 @@ class NystromPreconditioner:
     True
     """
 
-    def __init__(self, F, lam, n_threads=1):
+    def __init__(self, F, lam, n_threads=1, pivots=None):
         single = isinstance(F, np.ndarray) and F.dtype == np.float32
         self.F = np.ascontiguousarray(F, dtype=np.float32 if single else np.float64)
         self.lam = float(lam)
         self.n_threads = n_threads
+        self.pivots = pivots
         k = self.F.shape[1]
         S = _float64_gram(self.F, n_threads)
         S.flat[:: k + 1] += self.lam
@@ -121,6 +126,11 @@ class NystromPreconditioner:
     @property
     def rank(self):
         return self.F.shape[1]
+
+    def with_lam(self, lam):
+        """The preconditioner of the same factor for another ridge ``lam`` (F shared, not
+        copied)."""
+        return NystromPreconditioner(self.F, lam, self.n_threads, pivots=self.pivots)
 
     def _times(self, V, trans=False, alpha=1.0):
         if self.F.dtype == np.float32:
