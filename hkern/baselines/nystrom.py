@@ -27,7 +27,7 @@ from ..kernels._api import _kernel_matrix_trusted
 from ..oasis import select_columns
 from ..oasis.api import selection_peak_bytes
 from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
-from ..solvers.falkon import solve_falkon
+from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
@@ -126,7 +126,9 @@ class NystromPCGProblem(SelectionProblem):
     Every candidate uses the centres of the final fit (drawn once, by the seed, from all the
     rows; an adaptive selector chooses them again for each bandwidth), so a candidate's beta
     is a warm start for the next one and for the final fit.  A hold-out candidate fits the
-    rows outside the held-out part on those centres (centres are locations, not targets)."""
+    rows outside the held-out part on those centres (centres are locations, not targets).
+    The final fit reuses the chosen candidate's factors (:meth:`FalkonSystem.on_rows`), and
+    so does a candidate at the same bandwidth and lam."""
 
     label = "fit_nystrom(solver='pcg')"
 
@@ -163,14 +165,19 @@ class NystromPCGProblem(SelectionProblem):
 
     def _solve(self, inputs, sigma, tol, x0, validation=None, verbose=False, best_mse=None,
                held=None):
+        """FALKON from the state ``x0`` (or None): its beta, and its system when the lam is
+        the same (its factors then precondition these rows too)."""
         indices, Z = self._scaled_centres(inputs, sigma, inputs.Y.shape[1])
         error = None if held is None else self.losing_stopper(inputs, held, Z, best_mse,
                                                               budget_threads())
-        coef, trace, n_iter, beta = solve_falkon(
+        coef, trace, n_iter, beta, system = solve_falkon(
             inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
-            validation=validation, verbose=verbose, n_threads=budget_threads(), x0=x0,
+            validation=validation, verbose=verbose, n_threads=budget_threads(),
+            x0=None if x0 is None else x0.beta,
+            system=None if x0 is None else x0.system_on(inputs.X, inputs.lam),
             return_beta=True, error=error)
-        return indices, Z, coef, trace, n_iter, beta
+        return indices, Z, coef, trace, n_iter, FalkonStart.kept(beta, system,
+                                                                 self.a["max_memory"])
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs = self._inputs(rows, sigma, lam)
@@ -179,15 +186,15 @@ class NystromPCGProblem(SelectionProblem):
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                _, Z, coef, _, _, beta = self._solve(inputs, sigma, tol, x0, best_mse=best_mse,
-                                                     held=held)
+                _, Z, coef, _, _, state = self._solve(inputs, sigma, tol, x0,
+                                                      best_mse=best_mse, held=held)
         except LosingCandidate as losing:
             return losing.mse, None
-        return self.held_out_mse(inputs, held, Z, coef, budget_threads()), beta
+        return self.held_out_mse(inputs, held, Z, coef, budget_threads()), state
 
-    def extend(self, beta, rows):
-        """The same centres on all rows: beta carries over as it is."""
-        return beta
+    def extend(self, state, rows):
+        """The same centres on all rows: the state carries over as it is."""
+        return state
 
     def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
         """The profiled log marginal likelihood of the Nystrom GP (kernel matrix C W^-1 C^T)
@@ -199,27 +206,31 @@ class NystromPCGProblem(SelectionProblem):
         n, k = inputs.X.shape[0], inputs.Y.shape[1]
         indices, Z = self._scaled_centres(inputs, sigma, k + n_probes)
         m = len(indices)
-        system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam,
-                              n_threads)
+        system = (None if x0 is None else x0.system_on(inputs.X, inputs.lam)) or FalkonSystem(
+            inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam, n_threads)
         CtY = system._normal_times(None, inputs.Y)
         rhs = system._solve_a(system._solve_t(CtY, trans=True), trans=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             estimate = stochastic_lml(system, rhs, IdentityPreconditioner(m),
                                       n_probes=n_probes, rng=np.random.default_rng([seed, 2]),
-                                      tol=tol, max_iter=self.max_iter, x0=x0)
+                                      tol=tol, max_iter=self.max_iter,
+                                      x0=None if x0 is None else x0.beta)
         alpha = system.coef(estimate.alpha)
         quad = (np.einsum("ij,ij->j", inputs.Y, inputs.Y)
                 - np.einsum("ij,ij->j", CtY, alpha)) / inputs.lam
         logdet = (n - m) * math.log(inputs.lam) + estimate.logdet + 2 * system.logdet_factor()
         value = profiled_gaussian_lml(quad, logdet, n) if np.all(quad > 0) else -math.inf
-        return float(value), 0.5 * k * estimate.logdet_stderr, estimate.alpha
+        return (float(value), 0.5 * k * estimate.logdet_stderr,
+                FalkonStart.kept(estimate.alpha, system, self.a["max_memory"]))
 
     def final(self, sigma, lam, x0):
         inputs = self._inputs(None, sigma, lam, final=True)
         validation = check_validation(self.a["validation"], inputs)
+        if x0 is not None:
+            x0 = FalkonStart(self.final_start(x0.beta), x0.system)
         indices, Z, coef, trace, n_iter, _ = self._solve(
-            inputs, sigma, self.tol, self.final_start(x0), validation=validation,
+            inputs, sigma, self.tol, x0, validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]))
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                           evidence=None, **inputs.model_params(self.a["n_jobs"]))

@@ -29,7 +29,7 @@ from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProble
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import ConvergenceWarning, falkon_bytes
-from ..solvers.falkon import solve_falkon
+from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
 from .nystrom_model import NystromKRR, check_landmarks, uniform_landmarks
 
@@ -40,11 +40,12 @@ SHARDED_LANDMARKS = ("uniform", "oasis")
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
                         rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
-                        max_memory, comm, x0=None):
+                        max_memory, comm, x0=None, system=None):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
     rank's rows, ``validation`` this rank's validation rows (or None on every rank).  ``x0``:
     FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
-    start)."""
+    start); ``system``: the :class:`~hkern.solvers.FalkonSystem` it was solved in, on the
+    same centres, whose factors this fit reuses (:meth:`FalkonSystem.on_rows`)."""
     def check_arguments():
         check_parameter("solver", solver, "fit_nystrom")
         if solver == "direct":
@@ -67,7 +68,7 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     (tol, max_iter), verbose = stopping
     with in_budget(n_jobs) as n_threads:
         return _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose,
-                    max_memory, n_threads, NystromKRR, n_jobs, x0)
+                    max_memory, n_threads, NystromKRR, n_jobs, x0, system)
 
 
 def _centres(fit, r, landmarks, rng):
@@ -97,7 +98,7 @@ def _oasis_centres(state, fit, r, rng, max_memory):
 
 
 def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,
-         n_threads, model_class, n_jobs, x0=None):
+         n_threads, model_class, n_jobs, x0=None, system=None):
     inputs = fit.inputs
     rng = fit.rng(seed)
 
@@ -126,12 +127,15 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
     if indices is None:
         indices = _oasis_centres(state, fit, r, rng, max_memory)
     Z = gather_rows(state, fit.offsets, inputs.X, indices)
+    normal_times = ShardedNormalTimes(state, fit.offsets, inputs.X, Z, inputs.kind,
+                                      inputs.bandwidth, n_threads)
     coef, trace, n_iter = solve_falkon(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
         verbose=verbose and state.rank == 0, n_threads=n_threads, x0=x0,
         error=_validation_error(state, checked, inputs, Z, n_threads),
-        n_total=fit.n, normal_times=ShardedNormalTimes(state, fit.offsets, inputs.X, Z,
-                                                       inputs.kind, inputs.bandwidth, n_threads))
+        n_total=fit.n, normal_times=normal_times,
+        system=None if system is None or system.lam != inputs.lam
+        else system.on_rows(inputs.X, normal_times))
     return model_class(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                        evidence=None, **inputs.model_params(n_jobs))
 
@@ -240,16 +244,21 @@ class ShardedNystromProblem(SelectionProblem):
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                coef, _, _, beta = solve_falkon(
+                normal_times = ShardedNormalTimes(state, offsets, inputs.X, Z, inputs.kind,
+                                                  inputs.bandwidth, n_threads)
+                coef, _, _, beta, system = solve_falkon(
                     inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
-                    validation=None, verbose=False, n_threads=n_threads, x0=x0,
+                    validation=None, verbose=False, n_threads=n_threads,
+                    x0=None if x0 is None else x0.beta,
+                    system=None if x0 is None else x0.system_on(inputs.X, inputs.lam,
+                                                                normal_times),
                     return_beta=True, error=self.losing_stopper(inputs, mine, Z, best_mse,
                                                                 n_threads),
-                    n_total=int(offsets[-1]), normal_times=ShardedNormalTimes(
-                        state, offsets, inputs.X, Z, inputs.kind, inputs.bandwidth, n_threads))
+                    n_total=int(offsets[-1]), normal_times=normal_times)
         except LosingCandidate as losing:
             return losing.mse, None
-        return self.held_out_mse(inputs, mine, Z, coef, n_threads), beta
+        return (self.held_out_mse(inputs, mine, Z, coef, n_threads),
+                FalkonStart.kept(beta, system, self.a["max_memory"]))
 
     def held_out_mse(self, inputs, held, centres, coef, n_threads):
         """The mean squared error over every rank's held-out rows (``held``: this rank's, as
@@ -258,13 +267,15 @@ class ShardedNystromProblem(SelectionProblem):
             self.held_out_sums(inputs, held, centres, coef, n_threads), dtype=float))
         return float(total[0] / total[1])
 
-    def extend(self, beta, rows):
-        """The same centres on all rows: beta carries over as it is."""
-        return beta
+    def extend(self, start, rows):
+        """The same centres on all rows: the start carries over as it is."""
+        return start
 
     def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
         raise ValueError("fit_nystrom on sharded data selects by hold-out error only")
 
     def final(self, sigma, lam, x0):
         return self.sharded_fit(RankState(self.state.comm, self.state.label),
-                                **dict(self.a, sigma=sigma, lam=lam), x0=self.final_start(x0))
+                                **dict(self.a, sigma=sigma, lam=lam),
+                                x0=None if x0 is None else self.final_start(x0.beta),
+                                system=None if x0 is None else x0.system)

@@ -29,14 +29,16 @@ record (:mod:`hkern.solvers.trace`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _linalg
+from .._memory import resolve_max_memory
 from ..kernels._api import _kernel_matrix_trusted, _kernel_normal_times_trusted, _normal_times_bytes
 from .trace import traced_pcg, validation_error
 
-__all__ = ["FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
+__all__ = ["FalkonStart", "FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
 
 # Tenfold jitter steps tried after m * eps before W is declared unfactorisable.
 _JITTER_STEPS = 10
@@ -124,6 +126,19 @@ class FalkonSystem:
     def rank(self):
         return self.Z.shape[0]
 
+    def on_rows(self, X, normal_times=None):
+        """The system of the same centres, ridge and factors for the training points ``X``
+        (``normal_times`` as the constructor's, for shards; the factors shared, not copied).
+        Its B was built for this system's n, and B^T H B for the new rows is still the exact
+        system, preconditioned by A with (n / m) T T^T weighted by the old n: a selection's
+        final fit on all rows reuses the chosen hold-out candidate's factors (nine tenths of
+        the rows; kin40k, 8192 centres: 6 s of factors saved)."""
+        other = object.__new__(FalkonSystem)
+        other.__dict__.update(self.__dict__)
+        other.X = X
+        other._normal_times = normal_times or other._serial_normal_times
+        return other
+
     def _solve_t(self, V, trans):
         """T^{-1} V or T^{-T} V: T's diagonal is swapped into the shared array for the solve."""
         diagonal = self._P.reshape(-1)[:: self._P.shape[0] + 1]
@@ -171,8 +186,32 @@ class FalkonSystem:
         return self._solve_t(self._solve_a(beta, trans=False), trans=False)
 
 
+@dataclass
+class FalkonStart:
+    """A warm start for FALKON (a selection candidate's state): the preconditioned variable
+    beta and the :class:`FalkonSystem` it was solved in (None: not kept), whose B beta are the
+    coefficients."""
+
+    beta: np.ndarray
+    system: FalkonSystem | None
+
+    @classmethod
+    def kept(cls, beta, system, max_memory):
+        """The start, with the system only when three factor pairs of its size fit
+        ``max_memory`` (this one, the next candidate's, and the solve that reuses it)."""
+        keep = 3 * 8 * system.rank ** 2 <= resolve_max_memory(max_memory)
+        return cls(beta, system if keep else None)
+
+    def system_on(self, X, lam, normal_times=None):
+        """The kept system's factors for the rows X (:meth:`FalkonSystem.on_rows`) when they
+        were built for this ``lam``; else None."""
+        if self.system is None or self.system.lam != lam:
+            return None
+        return self.system.on_rows(X, normal_times)
+
+
 def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
-                error=None, x0=None, return_beta=False, **sharded):
+                error=None, x0=None, return_beta=False, system=None, **sharded):
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z, by CG
     on FALKON's preconditioned system (:class:`FalkonSystem`) as fit_nystrom(solver="pcg") runs
     it; the arguments and the memory are checked by the caller.  Each iteration is one pass of
@@ -182,18 +221,24 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
 
     ``x0``: a starting guess for FALKON's preconditioned variable beta (alpha = B beta), e.g. a
     neighbouring candidate's in a hyperparameter selection; ``return_beta`` appends the final
-    beta to the returned tuple (the next candidate's warm start).
+    beta and the :class:`FalkonSystem` to the returned tuple (the next candidate's warm start).
+    ``system``: that system, already built for these inputs and centres (its B the one x0 was
+    computed with); None builds it.
 
     On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
     validation rows (``validation`` is then ignored)."""
     X, Y = inputs.X, inputs.Y
     t0 = time.perf_counter()
-    system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads, **sharded)
+    built = system is None
+    if built:
+        system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads,
+                              **sharded)
     pre_seconds = time.perf_counter() - t0
     if verbose:
-        print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres in {pre_seconds:.1f} s "
-              f"(jitter {system.jitter:.1e})", flush=True)
+        print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres "
+              f"{'in' if built else 'reused,'} {pre_seconds:.1f} s (jitter {system.jitter:.1e})",
+              flush=True)
     beta, trace, n_iter = traced_pcg(
         system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
         error=error if sharded or error is not None
@@ -204,7 +249,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
         preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
         preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0)
     if return_beta:
-        return system.coef(beta), trace, n_iter, beta
+        return system.coef(beta), trace, n_iter, beta, system
     return system.coef(beta), trace, n_iter
 
 
