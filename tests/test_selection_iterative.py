@@ -126,6 +126,25 @@ def test_the_final_fit_extends_the_chosen_candidates_factor(problem, monkeypatch
     np.testing.assert_allclose(model.dual_coef_, alone.dual_coef_, rtol=1e-5, atol=1e-6)
 
 
+def test_falkons_final_fit_reuses_the_chosen_candidates_factors(problem, monkeypatch):
+    """One FalkonSystem (its m x m factor pair) per candidate, none for the final fit, which
+    solves the same system as a fit at the chosen values alone."""
+    from hkern.solvers import falkon
+    X, y, _, _ = problem
+    built, real = [], falkon.FalkonSystem.__init__
+
+    def counted(self, *args, **kw):
+        built.append(args[2].shape[0])
+        real(self, *args, **kw)
+    monkeypatch.setattr(falkon.FalkonSystem, "__init__", counted)
+    model = hkern.fit_nystrom(X, y, 150, solver="pcg", sigma="ard", lam="auto", seed=0,
+                              tol=1e-10)
+    assert len(built) == model.selection_.n_evaluations and len(X) not in built
+    alone = hkern.fit_nystrom(X, y, 150, solver="pcg", sigma=model.sigma_, lam=model.lam_,
+                              seed=0, tol=1e-10)
+    np.testing.assert_allclose(model.predict(X), alone.predict(X), rtol=1e-6, atol=1e-6)
+
+
 def test_a_geometrically_converging_loser_stops_early():
     """The early stop's extrapolation: a hold-out error falling 0.3 of the last window's
     fall each window heads for its limit; the candidate stops when that is above 1.5 times

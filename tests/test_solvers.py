@@ -350,6 +350,19 @@ def test_falkon_system_is_the_dense_preconditioned_system(rng, sigma):
     assert system.rank == 150 and system.jitter == 150 * np.finfo(float).eps
     other = FalkonSystem(0, sigma, X, Z, lam, n_threads=1)
     assert np.array_equal(other(U), system(U))
+    # The same factors on other rows (a selection's final fit): B^T H B of those rows with
+    # this B, and the solution the dense Nystrom KRR normal equations' there.
+    X2 = np.vstack([X, rng.standard_normal((100, 3))])
+    moved = system.on_rows(X2)
+    C2 = dense_kernel(X2, Z, kernel="gaussian", sigma=sigma)
+    assert moved.X is X2 and system.X is X and moved.rank == 150
+    AU = sla.solve_triangular(A, U)
+    expected = sla.solve_triangular(
+        A, sla.solve_triangular(T, C2.T @ (C2 @ sla.solve_triangular(T, AU)), trans=1)
+        + lam * AU, trans=1)
+    assert rel_norm(moved(U), expected) <= (1e-11 if sigma < 1 else 1e-8)
+    assert rel_norm(moved.rhs(Y2 := rng.standard_normal((500, 1))), Bt(C2.T @ Y2)) <= \
+        (1e-11 if sigma < 1 else 1e-8)
 
 
 @pytest.mark.parametrize("landmarks", ["uniform", "rpcholesky", "block_rpcholesky"])
