@@ -39,7 +39,7 @@ from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
 from .operators import KernelSystem
-from .preconditioners import NystromPreconditioner, PreconditionerKind
+from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
 from .trace import traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "auto_precision",
@@ -316,12 +316,14 @@ def extended_preconditioner(apply_m, X, rows, kind, bandwidth, lam, n_threads, m
     Z = np.ascontiguousarray(X[rows[pivots]])
     full = np.empty((n, k), dtype=F.dtype)
     full[rows] = F
+    gram = apply_m.gram.copy()          # F^T F: the built rows' plus the new rows'
     for start in range(0, held.size, _EXTEND_ROWS):
         part = held[start:start + _EXTEND_ROWS]
         C = _kernel_matrix_trusted(kind, bandwidth, np.ascontiguousarray(X[part]), Z, n_threads)
         full[part] = _linalg.solve_triangular(T, C, lower=True, trans=True, left=False,
                                               n_threads=n_threads)
-    return NystromPreconditioner(full, lam, n_threads, pivots=rows[pivots])
+        gram += float64_gram(full[part], n_threads)
+    return NystromPreconditioner(full, lam, n_threads, pivots=rows[pivots], gram=gram)
 
 
 # Rows of the held-out kernel block an extension computes at a time (4096 x 3000 float64: 98 MB).
