@@ -254,6 +254,24 @@ def test_coordinate_search_moves_further_each_time_to_reach_a_far_optimum():
     assert abs(best[0] + 1.6) > 0.4        # equal steps: three moves and a clamped vertex
 
 
+def test_coordinate_search_skips_a_vertex_that_promises_less_than_min_gain():
+    """A parabola through the bracket (-0.5, 0, 0.5) of -(x - 0.2)^2 - 1 promises 0.04 at its
+    vertex 0.2 over the best point 0: evaluated when min_gain allows it (0.04 >= 0.03 * 1.04),
+    not when it asks for more (0.05 * 1.04)."""
+    def search(min_gain):
+        calls = []
+
+        def f(p):
+            calls.append(p)
+            return -(p[0] - 0.2) ** 2 - 1.0
+        best, value = coordinate_search(f, (0.0,), [(0, 0.5)], min_gain=min_gain)
+        return best, calls
+    best, calls = search(0.03)
+    assert best == pytest.approx((0.2,)) and len(calls) == 4
+    best, calls = search(0.05)
+    assert best == (0.0,) and len(calls) == 3
+
+
 def test_coordinate_search_takes_the_vertex_when_the_parabola_peaks_inside_the_bracket():
     calls = []
 

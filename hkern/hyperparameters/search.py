@@ -28,7 +28,15 @@ def _vertex(xs, fs):
     return None if curvature >= 0 else x1 - 0.5 * num / den
 
 
-def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
+def _parabola_at(xs, fs, x):
+    """The value at x of the parabola through three points (Lagrange's form)."""
+    (x0, x1, x2), (f0, f1, f2) = xs, fs
+    return (f0 * (x - x1) * (x - x2) / ((x0 - x1) * (x0 - x2))
+            + f1 * (x - x0) * (x - x2) / ((x1 - x0) * (x1 - x2))
+            + f2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1)))
+
+
+def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=0.0):
     """Maximise ``evaluate`` over a few log-space coordinates, one coordinate at a time.
 
     Parameters
@@ -51,6 +59,10 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
         small subsample, is reached in few evaluations).  A vertex
         within a tenth of a step of the best point is not evaluated.
     grow : float >= 1
+    min_gain : float >= 0
+        A vertex whose parabola promises less than ``min_gain * |best value|`` over the best
+        point is not evaluated either (a criterion measured to about that precision, each
+        evaluation a whole fit).
 
     Returns
     -------
@@ -105,7 +117,8 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0):
         vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
         if vertex is not None:      # at most one step beyond the bracket
             vertex = min(max(vertex, triple[0] - step), triple[2] + step)
-        if vertex is not None and abs(vertex - triple[i]) > step / 10:
+        if vertex is not None and abs(vertex - triple[i]) > step / 10 and \
+                _parabola_at(triple, f, vertex) - f[i] >= min_gain * abs(f[i]):
             candidate = at(vertex)
             if value_at(candidate) > value_at(best):
                 best = candidate
