@@ -136,6 +136,7 @@ OTHER_OBJECTS_ASSIGNED = {
     ("hyperparameters/select.py", "record"),    # the selection record, completed at the end
     ("hyperparameters/iterative.py", "record"),
     ("baselines/exact.py", "x0"),               # a selection candidate's state: its factor freed
+    ("solvers/falkon.py", "other"),             # a FALKON system copied onto other rows
 }
 
 
