@@ -350,9 +350,9 @@ class ExactPCGProblem(SelectionProblem):
             inputs, preconditioner=self.preconditioner, rank=self.rank, tol=self.tol,
             max_iter=self.max_iter, seed=self.a["seed"], validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]), max_memory=self.a["max_memory"],
-            n_threads=budget_threads(), x0=None if x0 is None else self.final_start(x0.alpha),
-            apply_m=apply_m,
-            preconditioner_seconds=time.perf_counter() - t0, precision=self.a["precision"])
+            n_threads=budget_threads(), x0=self.final_start(None if x0 is None else x0.alpha),
+            apply_m=apply_m, preconditioner_seconds=time.perf_counter() - t0,
+            precision=self.a["precision"])
         del apply_m
         return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
                         **inputs.model_params(self.a["n_jobs"]))

@@ -40,12 +40,12 @@ SHARDED_LANDMARKS = ("uniform", "oasis")
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
                         rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
-                        max_memory, comm, x0=None, system=None):
+                        max_memory, comm, start=None):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
-    rank's rows, ``validation`` this rank's validation rows (or None on every rank).  ``x0``:
-    FALKON's starting beta, the same on every rank (the hyperparameter selection's warm
-    start); ``system``: the :class:`~hkern.solvers.FalkonSystem` it was solved in, on the
-    same centres, whose factors this fit reuses (:meth:`FalkonSystem.on_rows`)."""
+    rank's rows, ``validation`` this rank's validation rows (or None on every rank).
+    ``start``: a :class:`~hkern.solvers.falkon.FalkonStart` on the same centres, the same on
+    every rank (the hyperparameter selection's warm start: its beta, and the factors this fit
+    reuses at the same lam)."""
     def check_arguments():
         check_parameter("solver", solver, "fit_nystrom")
         if solver == "direct":
@@ -68,7 +68,7 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     (tol, max_iter), verbose = stopping
     with in_budget(n_jobs) as n_threads:
         return _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose,
-                    max_memory, n_threads, NystromKRR, n_jobs, x0, system)
+                    max_memory, n_threads, NystromKRR, n_jobs, start)
 
 
 def _centres(fit, r, landmarks, rng):
@@ -98,7 +98,7 @@ def _oasis_centres(state, fit, r, rng, max_memory):
 
 
 def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max_memory,
-         n_threads, model_class, n_jobs, x0=None, system=None):
+         n_threads, model_class, n_jobs, start=None):
     inputs = fit.inputs
     rng = fit.rng(seed)
 
@@ -131,11 +131,11 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
                                       inputs.bandwidth, n_threads)
     coef, trace, n_iter = solve_falkon(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
-        verbose=verbose and state.rank == 0, n_threads=n_threads, x0=x0,
+        verbose=verbose and state.rank == 0, n_threads=n_threads,
+        x0=None if start is None else start.beta,
         error=_validation_error(state, checked, inputs, Z, n_threads),
         n_total=fit.n, normal_times=normal_times,
-        system=None if system is None or system.lam != inputs.lam
-        else system.on_rows(inputs.X, normal_times))
+        system=None if start is None else start.system_on(inputs.X, inputs.lam, normal_times))
     return model_class(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                        evidence=None, **inputs.model_params(n_jobs))
 
@@ -277,5 +277,5 @@ class ShardedNystromProblem(SelectionProblem):
     def final(self, sigma, lam, x0):
         return self.sharded_fit(RankState(self.state.comm, self.state.label),
                                 **dict(self.a, sigma=sigma, lam=lam),
-                                x0=None if x0 is None else self.final_start(x0.beta),
-                                system=None if x0 is None else x0.system)
+                                start=None if x0 is None else FalkonStart(
+                                    self.final_start(x0.beta), x0.system))
