@@ -126,6 +126,28 @@ def test_the_final_fit_extends_the_chosen_candidates_factor(problem, monkeypatch
     np.testing.assert_allclose(model.dual_coef_, alone.dual_coef_, rtol=1e-5, atol=1e-6)
 
 
+def test_an_early_stopped_factor_is_built_again_for_the_final_fit(problem, monkeypatch):
+    """Without r, where the residual rule stopped the candidates' factors early (cheap ones,
+    and few iterations), the final fit builds its own on all rows and starts from zero: its
+    first recorded residual is the zero start's, 1."""
+    from hkern.solvers import exact_pcg
+    X, y, _, _ = problem
+    real, built = exact_pcg.nystrom_factor, []
+
+    def counted(X_, r, *args, **kw):
+        F = real(X_, r, *args, **kw)
+        built.append((X_.shape[0], r, F[0].shape[1]))
+        return F
+    monkeypatch.setattr(exact_pcg, "nystrom_factor", counted)
+    model = hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", seed=0, tol=1e-8)
+    assert all(columns < rank for _, rank, columns in built)       # all stopped early
+    assert [rows for rows, _, _ in built].count(len(X)) == 1
+    assert model.solver_trace_.residuals[0, 0] == pytest.approx(1.0)
+    alone = hkern.fit_exact(X, y, solver="pcg", sigma=model.sigma_, lam=model.lam_, seed=0,
+                            tol=1e-8)
+    np.testing.assert_allclose(model.dual_coef_, alone.dual_coef_, rtol=1e-5, atol=1e-6)
+
+
 def test_falkons_final_fit_reuses_the_chosen_candidates_factors(problem, monkeypatch):
     """One FalkonSystem (its m x m factor pair) per candidate, none for the final fit, which
     solves the same system as a fit at the chosen values alone."""

@@ -499,14 +499,14 @@ def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     diagonal of at most lam / 50 (ADAPTIVE_RESIDUAL): a smooth kernel on 2000 points needs 160
     columns of the default's 500 (and 2 iterations).  The residual at the rank used meets the
     rule, the solution is Cholesky's to the tolerance, and a given r is used as it is."""
-    from hkern.solvers.exact_pcg import ADAPTIVE_RESIDUAL, default_rank
+    from hkern.solvers.exact_pcg import ADAPTIVE_RESIDUAL, adaptive_min_rank, default_rank
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 2))
     y = np.sin(X[:, 0]) + 0.05 * rng.normal(size=2000)
     lam, sigma = 1e-1, 0.5
     model = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, tol=1e-8, seed=0)
     rank = model.solver_trace_.rank
-    assert rank < default_rank(2000) == 500
+    assert adaptive_min_rank(2000, 2) == 120 <= rank < default_rank(2000) == 500
     from hkern.oasis.api import nystrom_factor
     F = nystrom_factor(X / sigma, rank, method="block_rpcholesky", kernel="gaussian", sigma=1.0,
                        seed=0, n_jobs=1, max_memory=None)
@@ -519,6 +519,25 @@ def test_default_rank_stops_when_the_preconditioner_is_good_enough():
     given = hkern.fit_exact(X, y, solver="pcg", sigma=sigma, lam=lam, r=400, seed=0,
                             precision="double")
     assert given.solver_trace_.rank == 400
+
+
+def test_the_residual_rule_waits_for_the_floor():
+    """The trace rule stops block RPCholesky only once it has ``trace_stop_after`` columns
+    (adaptive_min_rank: about one kernel pass of work, so that a cheap residual bound does not
+    leave CG many expensive passes): a bound every factor meets stops it at once without the
+    floor, and after the floor's columns (whole blocks) with it; the columns are the same
+    pivots either way."""
+    from hkern.oasis.api import nystrom_factor
+    X = np.random.default_rng(1).normal(size=(1500, 3))
+    kw = dict(method="block_rpcholesky", kernel="gaussian", sigma=0.7, seed=3, n_jobs=1,
+              max_memory=None, trace_stop=1e9, return_pivots=True)
+    F0, _ = nystrom_factor(X, 400, **kw)
+    F, pivots = nystrom_factor(X, 400, trace_stop_after=150, **kw)
+    full, all_pivots = nystrom_factor(X, 400, **{**kw, "trace_stop": 0.0})
+    assert F0.shape[1] == 0
+    assert 150 <= F.shape[1] < 400
+    np.testing.assert_array_equal(pivots, all_pivots[:F.shape[1]])
+    np.testing.assert_allclose(F, full[:, :F.shape[1]], rtol=0, atol=1e-12)
 
 
 def test_every_preconditioner_offers_the_declared_interface(rng):

@@ -275,7 +275,7 @@ def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
 
 
 def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
-                  keep_columns, trace_stop=0.0, dtype=np.float64):
+                  keep_columns, trace_stop=0.0, dtype=np.float64, trace_stop_after=0):
     """block_rpcholesky on the kernel matrix of ``points`` or on an explicit G."""
     def block_of(idx):
         if G is not None:
@@ -287,7 +287,7 @@ def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
         return block_rpcholesky(
             lambda idx: _columns(points, G, kind, sigma, idx, n_threads), block_of, diag,
             n_columns, stop, rng, n_threads, keep_columns=keep_columns, trace_stop=trace_stop,
-            dtype=dtype)
+            dtype=dtype, trace_stop_after=trace_stop_after)
 
 
 def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
@@ -303,14 +303,14 @@ def _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs):
 
 
 def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, trace_stop=0.0,
-                   dtype=np.float64, return_pivots=False):
+                   trace_stop_after=0, dtype=np.float64, return_pivots=False):
     """F (n, r) with K(X, X) ~ F F^T from the columns ``method`` selects, for a preconditioner
     (validated X; the bandwidth ``sigma``).  Block RPCholesky keeps no copy of the columns
     (F alone: n r items of ``dtype``), and stops before r columns once the trace of K - F F^T
-    is at most ``trace_stop``; the other methods go through :func:`select_columns` (r columns,
-    F rounded to ``dtype``).  ``return_pivots``: also the rows whose kernel columns F spans,
-    in F's column order (F at them is lower triangular: their kernel matrix's Cholesky
-    factor), as ``(F, pivots)``."""
+    is at most ``trace_stop`` and it has at least ``trace_stop_after`` columns; the other
+    methods go through :func:`select_columns` (r columns, F rounded to ``dtype``).
+    ``return_pivots``: also the rows whose kernel columns F spans, in F's column order (F at
+    them is lower triangular: their kernel matrix's Cholesky factor), as ``(F, pivots)``."""
     if method != "block_rpcholesky":
         selection = select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
                                    n_jobs=n_jobs, max_memory=max_memory)
@@ -324,7 +324,8 @@ def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, tra
     # Every hkern kernel has k(x, x) = 1.
     pivots, _, F, _ = _block_factor(X, None, np.ones(n), kind, sigma, r, NUMERICAL_FLOOR,
                                     check_seed(seed), resolve_n_jobs(n_jobs), keep_columns=False,
-                                    trace_stop=trace_stop, dtype=dtype)
+                                    trace_stop=trace_stop, trace_stop_after=trace_stop_after,
+                                    dtype=dtype)
     return (F, pivots) if return_pivots else F
 
 

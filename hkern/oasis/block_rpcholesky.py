@@ -49,7 +49,7 @@ def _accept(H, stop, room, rng):
 
 
 def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
-                     keep_columns=True, trace_stop=0.0, dtype=np.float64):
+                     keep_columns=True, trace_stop=0.0, dtype=np.float64, trace_stop_after=0):
     """Pivots and factor of accelerated RPCholesky (module docstring).
 
     Parameters
@@ -71,7 +71,8 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
         Keep G(:, indices) (8 n k bytes); a preconditioner needs only F.
     trace_stop : float
         The selection also ends when the residual's trace, sum(diag(G - F F^T)), is at most
-        this (a preconditioner that is already good enough).
+        this (a preconditioner that is already good enough), once it has at least
+        ``trace_stop_after`` columns.
     dtype : numpy dtype
         F's precision.  float32 halves its memory and runs the n x k updates in single
         precision (a mixed-precision preconditioner); the pivots' residuals, the b x b blocks
@@ -95,7 +96,8 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     k = 0
     while k < n_columns:
         total = d.sum()
-        if not d.max() > stop or not total > 0 or total <= trace_stop:
+        if not d.max() > stop or not total > 0 or (total <= trace_stop
+                                                    and k >= trace_stop_after):
             break
         candidates = rng.choice(n, size=BLOCK, p=d / total)
         H = block_of(candidates)

@@ -42,7 +42,8 @@ from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
 from .trace import traced_pcg, validation_error
 
-__all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "auto_precision",
+__all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "adaptive_min_rank",
+           "auto_precision",
            "default_rank", "extended_preconditioner", "float32_reach", "kernel_storage",
            "pcg_bytes", "preconditioner_for", "solve_pcg"]
 
@@ -67,6 +68,20 @@ STORED_KERNEL_MAX_BYTES = 2**30
 # 1000 columns, where CG needs 3 iterations (11.7 s in all against 29.8 s at rank 3000, the
 # same test RMSE); on pol (1.1 lam at 3000 columns) and kin40k the rule does not stop early.
 ADAPTIVE_RESIDUAL = 0.02
+# ... but not before the factor has cost about one of CG's kernel passes: its n k^2 flops
+# against the pass's n^2 kernel entries of d coordinates (an entry's cost about d + 8 flops'
+# worth), so not before sqrt(ADAPTIVE_PASS_SHARE n (d + 8)) columns.  Measured at the values
+# sigma="ard", lam="auto" selects on keggundirected (57 248 rows, d = 27, 2 threads), where
+# a pass takes 3.0 s and 1000 columns 2.2 s: the residual rule alone stopped at 362 columns,
+# and CG took 5 iterations, 20.7 s in all; 1000 columns 2 iterations, 12.3 s; 2000 columns
+# 1 iteration, 13.1 s (the same test RMSE).  The share puts the floor there (1190 columns).
+ADAPTIVE_PASS_SHARE = 0.72
+
+
+def adaptive_min_rank(n, d):
+    """The columns a Nystrom preconditioner built without a given r has at least before the
+    residual rule (ADAPTIVE_RESIDUAL) may stop it: about one kernel pass's worth of work."""
+    return int(np.sqrt(ADAPTIVE_PASS_SHARE * n * (d + 8)))
 
 
 def default_rank(n):
@@ -79,10 +94,12 @@ def _nystrom_kind(method):
     """The Nystrom preconditioner F F^T + lam I whose factor F has columns chosen by
     :func:`hkern.select_columns` with ``method``."""
     def build(inputs, rank, *, seed, n_threads, max_memory, adaptive=False, dtype=np.float64):
-        stop = ADAPTIVE_RESIDUAL * inputs.X.shape[0] * inputs.lam if adaptive else 0.0
+        n, d = inputs.X.shape
+        stop = ADAPTIVE_RESIDUAL * n * inputs.lam if adaptive else 0.0
         F, pivots = nystrom_factor(inputs.X, rank, method=method, kernel=inputs.kernel,
                                    sigma=inputs.bandwidth, seed=seed, n_jobs=n_threads,
-                                   max_memory=max_memory, trace_stop=stop, dtype=dtype,
+                                   max_memory=max_memory, trace_stop=stop,
+                                   trace_stop_after=adaptive_min_rank(n, d), dtype=dtype,
                                    return_pivots=True)
         return NystromPreconditioner(F, inputs.lam, n_threads, pivots=pivots)
 
