@@ -56,6 +56,31 @@ def test_converged_agrees_with_the_true_residual_on_an_easy_system():
     assert np.all(res.true_residual <= 1e-8)
 
 
+def test_recheck_false_skips_only_the_final_product():
+    """recheck=False (a selection's hold-out candidates): the same iterates, one product
+    fewer, and the recursion's residual reported as what it is (the drifted system above: no
+    restart, the recursion's claim of tol kept)."""
+    A, B = spd(200, np.linspace(1.0, 10.0, 200))
+    calls = []
+
+    def apply_a(V):
+        calls.append(V.shape[1])
+        return A @ V
+    checked = block_pcg(apply_a, B, tol=1e-8, max_iter=500)
+    n_checked = len(calls)
+    calls.clear()
+    quick = block_pcg(apply_a, B, tol=1e-8, max_iter=500, recheck=False)
+    assert len(calls) == n_checked - 1
+    np.testing.assert_array_equal(quick.X, checked.X)
+    np.testing.assert_array_equal(quick.true_residual, checked.residuals[-1])
+    n = 300
+    rng = np.random.default_rng(1)
+    A, B = spd(n, np.r_[1.0 + rng.uniform(0, 0.1, n - 5), np.logspace(-8, -1, 5)])
+    quick = block_pcg(lambda V: A @ V, B, tol=1e-10, max_iter=2000, recheck=False)
+    assert quick.converged.all() and not quick.restarted.any() and not quick.reset.any()
+    assert np.all(quick.true_residual <= 1e-10) and np.all(dense_residual(A, B, quick.X) > 1e-10)
+
+
 def test_never_worse_than_the_start():
     """Log-spaced eigenvalues over eight decades: the 2-norm residual of CG's iterates grows
     (they approach the solution in the A-norm only) and after 300 steps is above the start's.

@@ -294,7 +294,8 @@ class ExactPCGProblem(SelectionProblem):
                     max_iter=self.max_iter, seed=self.a["seed"], validation=None,
                     verbose=False, max_memory=self.a["max_memory"], n_threads=n_threads,
                     x0=None if x0 is None else x0.alpha, apply_m=apply_m, precision=precision,
-                    error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads))
+                    error=self.losing_stopper(inputs, held, inputs.X, best_mse, n_threads),
+                    recheck=False)
         except LosingCandidate as losing:
             return losing.mse, None
         return (self.held_out_mse(inputs, held, inputs.X, alpha, n_threads),

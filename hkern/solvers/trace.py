@@ -143,14 +143,15 @@ def error_from_sums(inputs, errors, count):
 
 
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
-               fix, x0=None, exact_a=None, precision="double", **details):
+               fix, x0=None, exact_a=None, precision="double", recheck=True, **details):
     """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
     ``error`` of ``coef(iterate)`` after every iteration (if given), one printed line per
     iteration with ``verbose``, and a :class:`hkern.ConvergenceWarning` naming ``fix`` when
     ``max_iter`` stops it.  Returns (solution, :class:`SolverTrace` with ``details`` (its
     preconditioner fields), iterations of the slowest column).  ``exact_a``: the float64
     operator when ``apply_a`` computes in single precision (``precision="mixed"``;
-    :func:`hkern.solvers.block_pcg`)."""
+    :func:`hkern.solvers.block_pcg`).  ``recheck``: block_pcg's (False only where the
+    solution is judged otherwise, as a selection's candidates are)."""
     errors = []
 
     def report(iteration, X, residuals):
@@ -163,7 +164,7 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
             print(line + f"  ({time.perf_counter() - started:.1f} s)", flush=True)
 
     result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report,
-                       exact_a=exact_a, **({} if x0 is None else {"x0": x0}))
+                       exact_a=exact_a, recheck=recheck, **({} if x0 is None else {"x0": x0}))
     if not result.converged.all():
         why = _why_not_converged(result, max_iter)
         if precision == "mixed" and not why.startswith("stopped at max_iter"):
