@@ -540,6 +540,33 @@ def test_the_residual_rule_waits_for_the_floor():
     np.testing.assert_allclose(F, full[:, :F.shape[1]], rtol=0, atol=1e-12)
 
 
+def test_a_float32_factor_of_duplicated_rows_ends(monkeypatch):
+    """200 distinct points, each 10 times (keggundirected's rows repeat): once the distinct
+    ones are pivots, the residual of every duplicate is 0, but a float32 factor's updates
+    leave about 1e-7 of it in the kept diagonal, so block RPCholesky drew blocks whose every
+    candidate's recomputed residual was rounding, accepted none, and drew again without end
+    while the floor (trace_stop_after) kept it from stopping (fit_exact on keggundirected at
+    sigma 8.3, lam 0.1: stuck for minutes).  It now ends at the first such block, with the
+    distinct points resolved: K - F F^T at float32's rounding."""
+    from hkern.oasis import block_rpcholesky as module
+    from hkern.oasis.api import nystrom_factor
+    real, blocks = module._accept, []
+
+    def counted(*args):
+        blocks.append(1)
+        assert len(blocks) < 100, "block RPCholesky does not end"
+        return real(*args)
+    monkeypatch.setattr(module, "_accept", counted)
+    X = np.repeat(np.random.default_rng(0).normal(size=(200, 5)), 10, axis=0)
+    F = nystrom_factor(X, 600, method="block_rpcholesky", kernel="gaussian", sigma=1.0, seed=0,
+                       n_jobs=1, max_memory=None, trace_stop=1e9, trace_stop_after=600,
+                       dtype=np.float32)
+    assert 200 <= F.shape[1] < 600
+    K = hkern.kernel_matrix(X, X, sigma=1.0)
+    F64 = F.astype(np.float64)
+    assert np.abs(K - F64 @ F64.T).max() < 1e-4
+
+
 def test_every_preconditioner_offers_the_declared_interface(rng):
     """Each preconditioner kind fit_exact names builds a Preconditioner (M^{-1} and its rank):
     the Nystrom kinds invert F F^T + lam I (checked against the dense matrix here; HCK's
