@@ -81,6 +81,42 @@ def test_recheck_false_skips_only_the_final_product():
     assert np.all(quick.true_residual <= 1e-10) and np.all(dense_residual(A, B, quick.X) > 1e-10)
 
 
+def test_a_stalled_mixed_recursion_stops(monkeypatch):
+    """The stall rule on scripted residuals (keggundirected's mixed solve at sigma 8.3, lam
+    0.1: down to 1.6e-3 in 13 iterations, then no lower; it ran on towards max_iter at 4 s an
+    iteration): a mixed recursion whose best residual, at most MIXED_STALL_BELOW, has not
+    fallen by a tenth over max(MIXED_STALL_WINDOW, iterations / 2) iterations stops with
+    MixedPrecisionStall, its iterate attached (for "auto" to go on in double from).  A slow
+    but steady fall, a plateau above MIXED_STALL_BELOW (CG's own, with a weak preconditioner)
+    and a double solve are left to run."""
+    from hkern.solvers import trace as module
+    from hkern.solvers.trace import MIXED_STALL_BELOW, MixedPrecisionStall, traced_pcg
+    stalled = [0.5 ** i for i in range(10)] + [1.6e-3] * 40
+    steady = [0.93 ** i for i in range(50)]
+    high = [1.0] + [0.6] * 49
+    assert high[-1] > MIXED_STALL_BELOW
+
+    def scripted(residuals):
+        def fake(apply_a, B, *, callback, **_):
+            for it, r in enumerate(residuals):
+                callback(it, np.full_like(B, float(it)), np.array([r]))
+            raise AssertionError("not stopped")
+        return fake
+    B = np.ones((5, 1))
+    kw = dict(apply_m=None, tol=1e-4, max_iter=50, error=None, coef=lambda x: x, label="test",
+              verbose=False, started=0.0, fix="")
+    monkeypatch.setattr(module, "block_pcg", scripted(stalled))
+    with pytest.raises(MixedPrecisionStall, match="stalled at relative residual 0.0016") as e:
+        traced_pcg(None, B, precision="mixed", **kw)
+    # The best is 1.6e-3 from iteration 10 on (0.5^9 = 1.95e-3 before): iteration 20 is the
+    # first whose window (10 back) starts there, where 0.9 x the best is below it.
+    assert e.value.iterations == 20 and np.all(e.value.X == 20.0)
+    for residuals, precision in [(steady, "mixed"), (high, "mixed"), (stalled, "double")]:
+        monkeypatch.setattr(module, "block_pcg", scripted(residuals))
+        with pytest.raises(AssertionError, match="not stopped"):
+            traced_pcg(None, B, precision=precision, **kw)
+
+
 def test_never_worse_than_the_start():
     """Log-spaced eigenvalues over eight decades: the 2-norm residual of CG's iterates grows
     (they approach the solution in the A-norm only) and after 300 steps is above the start's.

@@ -40,7 +40,7 @@ from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
 from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
-from .trace import traced_pcg, validation_error
+from .trace import MixedPrecisionStall, traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "adaptive_min_rank",
            "auto_precision", "default_rank", "extended_preconditioner", "float32_reach",
@@ -179,7 +179,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
             preconditioner_seconds=pre_seconds, stored_kernel=stored, exact_a=exact_a,
             precision=precision, recheck=recheck)
     except np.linalg.LinAlgError as error_:
-        if not mixed:
+        if not mixed or isinstance(error_, MixedPrecisionStall):
             raise
         raise np.linalg.LinAlgError(
             f"{error_} in single precision: K's float32 rounding (about 1e-7 of its entries) "
@@ -230,7 +230,8 @@ def auto_precision(inputs, tol, n_threads):
 def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **arguments):
     """solve_pcg with precision="auto": mixed, then double from its solution (up to max_iter
     iterations each) when the mixed solve stopped short of tol before max_iter (its
-    refinement stalled, or float32 made the system indefinite; one record for both).  The double
+    refinement stalled, its recursion stalled above tol, or float32 made the system indefinite;
+    one record for both).  The double
     solve builds its own float64 preconditioner: where float32 falls short, so may a float32
     factor.  Beyond MIXED_MAX_REACH, or below MIXED_MIN_TOL, double precision from the
     start."""
@@ -253,13 +254,19 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
             alpha, trace, n_iter = solve_pcg(
                 inputs, max_iter=max_iter, apply_m=apply_m, precision="mixed",
                 preconditioner_seconds=preconditioner_seconds, **arguments)
+        except MixedPrecisionStall as stall:
+            # float32's rounding held the recursion above tol: double, from where it stalled.
+            trace, stalled, arguments["x0"] = None, stall.iterations, stall.X
         except np.linalg.LinAlgError:
             # float32's rounding made K + lam I indefinite: all in double, from the start.
-            trace = None
+            trace, stalled = None, 0
     del apply_m                 # the float32 factor is freed before the float64 one is built
     if trace is None:
-        return solve_pcg(inputs, max_iter=max_iter, apply_m=None, precision="double",
-                         **arguments)
+        alpha, trace, n_iter = solve_pcg(inputs, max_iter=max_iter, apply_m=None,
+                                         precision="double", **arguments)
+        if stalled:
+            trace = dataclasses.replace(trace, precision="mixed (stalled), then double")
+        return alpha, trace, n_iter
     if trace.converged or n_iter >= max_iter:       # met tol, or spent the budget
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -62,7 +62,10 @@ class SolverTrace:
     precision : str
         "double"; "mixed": the products were computed in single precision and
         ``true_residual`` against the float64 system; "mixed, then double": the mixed solve
-        could not meet tol and double precision went on from it (``precision="auto"``).
+        could not meet tol and double precision went on from it (``precision="auto"``);
+        "mixed (stalled), then double": the mixed recursion stopped approaching tol
+        (:class:`MixedPrecisionStall`) and double precision went on from its iterate (the
+        record and the iteration count are the double solve's).
     """
 
     residuals: np.ndarray
@@ -142,6 +145,27 @@ def error_from_sums(inputs, errors, count):
     return float(value if inputs.encoding.task == "classification" else np.sqrt(value))
 
 
+# A mixed-precision solve has stalled when its best residual fell by less than a tenth over
+# this many iterations, or half of those so far (a weak preconditioner's slow plateaus are
+# not stalls): the float32 products' rounding then holds the recursion above tol
+# (keggundirected at sigma 8.3, lam 0.1: the residual stopped at 1.6e-3 after 13
+# iterations of 4 s, then rose, and would have gone on to max_iter).
+MIXED_STALL_WINDOW = 10
+# ... at a residual of at most this: float32's rounding holds a recursion far below 1 where
+# "auto" runs mixed (MIXED_MAX_REACH), and a plateau higher up is CG's own with a weak
+# preconditioner (n = 300, rank 20: 0.65 to 0.52 over iterations 15 to 25, then on to tol).
+MIXED_STALL_BELOW = 1e-2
+
+
+class MixedPrecisionStall(np.linalg.LinAlgError):
+    """A single-precision recursion that stopped approaching tol; ``X`` is its iterate after
+    ``iterations``."""
+
+    def __init__(self, message, X, iterations):
+        super().__init__(message)
+        self.X, self.iterations = X, iterations
+
+
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
                fix, x0=None, exact_a=None, precision="double", recheck=True, **details):
     """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
@@ -150,11 +174,23 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     ``max_iter`` stops it.  Returns (solution, :class:`SolverTrace` with ``details`` (its
     preconditioner fields), iterations of the slowest column).  ``exact_a``: the float64
     operator when ``apply_a`` computes in single precision (``precision="mixed"``;
-    :func:`hkern.solvers.block_pcg`).  ``recheck``: block_pcg's (False only where the
-    solution is judged otherwise, as a selection's candidates are)."""
-    errors = []
+    :func:`hkern.solvers.block_pcg`; a mixed recursion whose best residual, at most
+    MIXED_STALL_BELOW, does not fall by a tenth in MIXED_STALL_WINDOW iterations, or half of
+    those so far, raises
+    :class:`MixedPrecisionStall`).
+    ``recheck``: block_pcg's (False only where the solution is judged otherwise, as a
+    selection's candidates are)."""
+    errors, best = [], []
 
     def report(iteration, X, residuals):
+        best.append(min(float(residuals.max()), best[-1] if best else np.inf))
+        window = max(MIXED_STALL_WINDOW, iteration // 2)    # slow but steady is not stalled
+        if precision == "mixed" and iteration > window and tol < best[-1] <= MIXED_STALL_BELOW \
+                and best[-1] > 0.9 * best[-1 - window]:
+            raise MixedPrecisionStall(
+                f"{label}: single-precision CG stalled at relative residual {best[-1]:.3g} > "
+                f"tol={tol:g} (float32's rounding of K outweighs lam here); use "
+                "precision='double' (or 'auto', which goes on in it)", X.copy(), iteration)
         if error is not None:
             errors.append(error(coef(X)))
         if verbose:
