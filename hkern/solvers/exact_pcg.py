@@ -256,10 +256,10 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
                 preconditioner_seconds=preconditioner_seconds, **arguments)
         except MixedPrecisionStall as stall:
             # float32's rounding held the recursion above tol: double, from where it stalled.
-            trace, stalled, arguments["x0"] = None, stall.iterations, stall.X
+            trace, stalled, arguments["x0"] = None, True, stall.X
         except np.linalg.LinAlgError:
             # float32's rounding made K + lam I indefinite: all in double, from the start.
-            trace, stalled = None, 0
+            trace, stalled = None, False
     del apply_m                 # the float32 factor is freed before the float64 one is built
     if trace is None:
         alpha, trace, n_iter = solve_pcg(inputs, max_iter=max_iter, apply_m=None,

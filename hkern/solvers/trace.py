@@ -176,8 +176,7 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     operator when ``apply_a`` computes in single precision (``precision="mixed"``;
     :func:`hkern.solvers.block_pcg`; a mixed recursion whose best residual, at most
     MIXED_STALL_BELOW, does not fall by a tenth in MIXED_STALL_WINDOW iterations, or half of
-    those so far, raises
-    :class:`MixedPrecisionStall`).
+    those so far, raises :class:`MixedPrecisionStall`).
     ``recheck``: block_pcg's (False only where the solution is judged otherwise, as a
     selection's candidates are)."""
     errors, best = [], []
