@@ -871,6 +871,19 @@ def _as_matrix_rhs(B, dtype=np.float64):
     return (B[:, None] if vector else B), vector
 
 
+def _operand(A, dtype, bint trans):
+    """(A', row stride, trans'): for op(A) through gemm or syrk.  An A whose columns are
+    contiguous (Fortran order, or a block of rows of such a matrix: a Nystrom factor stored
+    transposed) is read in place as A^T with the flag flipped; otherwise :func:`_rows`."""
+    itemsize = np.dtype(dtype).itemsize
+    if (isinstance(A, np.ndarray) and A.dtype == dtype and A.ndim == 2 and A.shape[1] > 1
+            and A.strides[0] == itemsize and A.strides[1] % itemsize == 0
+            and A.strides[1] >= A.shape[0] * itemsize):
+        A, trans = A.T, not trans
+    A, lda = _rows(A, dtype)
+    return A, lda, trans
+
+
 def _rows(A, dtype):
     """(A as a 2-D array of ``dtype`` whose rows are contiguous, its row stride in elements): a
     view of a row-strided A (a block of columns of a larger matrix, F[:, :k]) is used as it
@@ -903,12 +916,13 @@ def matmul(A, B, bint trans_a=False, bint trans_b=False, double alpha=1.0, int n
     """alpha * op(A) @ op(B) through gemm on a fixed tile grid (bitwise equal for any n_threads);
     in single precision (sgemm, float32 result) when A and B are both float32.
 
-    A and B may be views with contiguous rows (a block of columns ``F[:, :k]``): they are
-    read in place, not copied.  ``out``, if given, must be a C-contiguous array of the
+    A and B may be views with contiguous rows (a block of columns ``F[:, :k]``) or columns
+    (Fortran order): they are read in place, not copied.  ``out``, if given, must be a C-contiguous array of the
     result's shape and dtype.
     """
     dtype = precision(A, B)
-    (A, lda), (B, ldb) = _rows(A, dtype), _rows(B, dtype)
+    A, lda, trans_a = _operand(A, dtype, trans_a)
+    B, ldb, trans_b = _operand(B, dtype, trans_b)
     cdef int m = A.shape[1] if trans_a else A.shape[0]
     cdef int k = A.shape[0] if trans_a else A.shape[1]
     cdef int kb = B.shape[1] if trans_b else B.shape[0]
@@ -959,15 +973,15 @@ def rank1_update(A, x, y, double alpha=1.0):
     return np.asarray(a)
 
 
-cdef int _gram_into(bint trans, double alpha, const floating[:, ::1] a, floating[:, ::1] c,
+cdef int _gram_into(bint trans, double alpha, size_t a, int lda, int k, floating[:, ::1] c,
                     int n_threads, double beta=0.0) except -1:
+    """c = alpha op(A) op(A)^T + beta c for A at address a (row stride lda) of c's precision."""
     cdef int n = c.shape[0]
-    cdef int k = a.shape[0] if trans else a.shape[1]
     cdef Interrupt it
     interrupt_init(&it)
     with blas_threads(1):
         with nogil:
-            syrk_tiled(trans, n, k, alpha, &a[0, 0], a.shape[1], beta, &c[0, 0], n, n_threads,
+            syrk_tiled(trans, n, k, alpha, <const floating*>a, lda, beta, &c[0, 0], n, n_threads,
                        &it)
         if it.raised:
             reraise()
@@ -978,13 +992,14 @@ cdef int _gram_into(bint trans, double alpha, const floating[:, ::1] a, floating
 
 def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None):
     """alpha * op(A) op(A)^T through tiled syrk/gemm, returned as a full symmetric matrix (in
-    single precision when A is float32).
+    single precision when A is float32).  A may be a view with contiguous rows (a block of
+    columns ``F[:, :k]``) or columns (Fortran order), read in place.
 
     ``out``: a symmetric C-contiguous array of the result's shape and A's dtype, to which the
     product is added (a Gram matrix summed over blocks of rows without a temporary).
     """
     dtype = precision(A)
-    A = _c2d(A, dtype)
+    A, lda, trans = _operand(A, dtype, trans)
     cdef int n = A.shape[1] if trans else A.shape[0]
     cdef int k = A.shape[0] if trans else A.shape[1]
     cdef double beta = 1.0
@@ -995,9 +1010,9 @@ def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None):
         raise ValueError(f"gram: out must be a C-contiguous {dtype} array of shape {(n, n)}")
     if n > 0 and k > 0:
         if dtype == np.float32:
-            _gram_into[float](trans, alpha, A, out, n_threads, beta)
+            _gram_into[float](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta)
         else:
-            _gram_into[double](trans, alpha, A, out, n_threads, beta)
+            _gram_into[double](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta)
     return out
 
 

@@ -113,6 +113,27 @@ def test_matmul_converts_layouts(rng):
     assert_rel(hl.matmul(A.astype(np.float32), B), A.astype(np.float32).astype(float) @ B)
 
 
+def test_column_contiguous_operands(rng):
+    """A Fortran-ordered operand, or the first rows of a matrix stored transposed (block
+    RPCholesky's factor, F = Ft[:k].T), is read as its transpose with the flag flipped
+    (hl._operand): the same products in both precisions, from the view as from a copy."""
+    Ft = rng.standard_normal((9, 40))
+    F = Ft[:6].T                                   # (40, 6), columns contiguous, a view
+    B = rng.standard_normal((6, 3))
+    R = rng.standard_normal((40, 2))
+    expected = (F @ B, F.T @ R, F @ F.T, F.T @ F, B.T @ F.T)
+    for dtype, rel in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        Fd, Bd, Rd = F.astype(dtype, order="K"), B.astype(dtype), R.astype(dtype)
+        assert Fd.flags.f_contiguous and not Fd.flags.c_contiguous
+        got = (hl.matmul(Fd, Bd), hl.matmul(Fd, Rd, trans_a=True), hl.gram(Fd),
+               hl.gram(Fd, trans=True), hl.matmul(Bd, Fd, trans_a=True, trans_b=True))
+        for g, e in zip(got, expected):
+            assert g.dtype == dtype
+            assert np.abs(g - e).max() <= rel * np.abs(e).max()
+    assert_rel(hl.matmul(F, B), F @ B)              # the view itself
+    assert_rel(hl.gram(F, trans=True), F.T @ F)
+
+
 def test_matmul_shape_mismatch(rng):
     with pytest.raises(ValueError, match="inner dimensions"):
         hl.matmul(rng.standard_normal((3, 4)), rng.standard_normal((5, 2)))

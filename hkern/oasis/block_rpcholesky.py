@@ -26,6 +26,9 @@ __all__ = ["BLOCK", "block_rpcholesky"]
 # fewer once it concentrates; each block costs one b x b kernel block, its O(b^3) partial
 # Cholesky and one n x (accepted) GEMM-rate update.
 BLOCK = 128
+# The smallest residual, relative to the largest diagonal entry, that a float32 factor accepts
+# as a pivot: about a hundred float32 roundings (2^-24 each) of a diagonal entry.
+FLOAT32_PIVOT_FLOOR = 2.0**-17
 
 
 def _accept(H, stop, room, rng):
@@ -84,14 +87,25 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     scores : ndarray (k,)
         Residual diagonal of each pivot when it was accepted.
     F : ndarray (n, k) of ``dtype``
-        G ~ F F^T.
+        G ~ F F^T; Fortran-ordered (a view of the first k rows of F^T; hkern._linalg reads
+        it in place).
     C : ndarray (n, k) or None
-        G(:, indices), if kept.
+        G(:, indices), if kept; Fortran-ordered too.
     """
     n = diag.shape[0]
     d = diag.astype(np.float64, copy=True)
-    F = np.empty((n, n_columns), dtype=dtype)
-    C = np.empty((n, n_columns)) if keep_columns else None
+    if np.dtype(dtype) == np.float32 and n:
+        # A float32 factor's residual diagonal is known to about k float32 roundings of the
+        # diagonal; a pivot accepted below that divides rounding by its square root, and
+        # K - F F^T grew to 1e-3 on duplicated rows (200 distinct points, 10 times each).
+        stop = max(stop, FLOAT32_PIVOT_FLOOR * float(diag.max()))
+    # F and C are stored transposed, a column of each in a contiguous row, and returned as
+    # views (n, k) of their first k rows: a factor that stops early (the adaptive
+    # preconditioner: keggundirected 1139 or 2143 of 3000 columns) then needs no copy, and the
+    # rows never filled are never touched (memory is slow to touch for the first time here:
+    # the copy of the filled columns and the n x 3000 array cost 2.4 s of a 4 s factor).
+    Ft = np.empty((n_columns, n), dtype=dtype)
+    Ct = np.empty((n_columns, n)) if keep_columns else None
     indices, scores = [], []
     k = 0
     while k < n_columns:
@@ -102,8 +116,8 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
         candidates = rng.choice(n, size=BLOCK, p=d / total)
         H = block_of(candidates)
         if k:
-            Fc = np.ascontiguousarray(F[candidates, :k])
-            H -= _linalg.matmul(Fc, Fc, trans_b=True, n_threads=n_threads)   # F's precision
+            Fc = np.ascontiguousarray(Ft[:k, candidates])
+            H -= _linalg.matmul(Fc, Fc, trans_a=True, n_threads=n_threads)   # F's precision
         at, block_scores, L = _accept(H, stop, n_columns - k, rng)
         if at.size == 0:
             # A block's first candidate is accepted unless its residual, recomputed as
@@ -115,22 +129,21 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
             break
         chosen = candidates[at]
         G_T = columns(chosen)
-        if C is not None:
-            C[:, k:k + at.size] = G_T
+        if Ct is not None:
+            Ct[k:k + at.size] = G_T.T
         if k:
-            G_T -= _linalg.matmul(F[:, :k], np.ascontiguousarray(F[chosen, :k]), trans_b=True,
+            G_T -= _linalg.matmul(Ft[:k], np.ascontiguousarray(Ft[:k, chosen]), trans_a=True,
                                   n_threads=n_threads)
         # F's new columns G_T L^{-T}: the right solve X L^T = G_T.
         new = _linalg.solve_triangular(L, G_T, lower=True, trans=True, left=False,
                                        n_threads=n_threads)
-        F[:, k:k + at.size] = new
+        Ft[k:k + at.size] = new.T
         d -= np.einsum("ij,ij->i", new, new)
         np.maximum(d, 0.0, out=d)
         d[chosen] = 0.0         # exactly interpolated: never drawn again
         indices.extend(int(i) for i in chosen)
         scores.extend(block_scores)
         k += at.size
-    if k < n_columns:                   # stopped early: the filled columns only
-        F = F[:, :k].copy()
-        C = None if C is None else C[:, :k].copy()
+    F = Ft[:k].T
+    C = None if Ct is None else Ct[:k].T
     return np.asarray(indices, dtype=np.intp), np.asarray(scores), F, C
