@@ -36,7 +36,8 @@ def _parabola_at(xs, fs, x):
             + f2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1)))
 
 
-def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=0.0):
+def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=0.0,
+                      min_vertex_move=0.1):
     """Maximise ``evaluate`` over a few log-space coordinates, one coordinate at a time.
 
     Parameters
@@ -56,13 +57,14 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         Most moves a line search makes while the best point is at the edge of its bracket and
         the parabola through the bracket does not peak inside it; each moves ``grow`` times
         further than the one before (a start far from the optimum, like a bandwidth from a
-        small subsample, is reached in few evaluations).  A vertex
-        within a tenth of a step of the best point is not evaluated.
+        small subsample, is reached in few evaluations).
     grow : float >= 1
     min_gain : float >= 0
         A vertex whose parabola promises less than ``min_gain * |best value|`` over the best
         point is not evaluated either (a criterion measured to about that precision, each
         evaluation a whole fit).
+    min_vertex_move : float >= 0
+        Nor a vertex within this fraction of a step of the best point.
 
     Returns
     -------
@@ -117,7 +119,7 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
         if vertex is not None:      # at most one step beyond the bracket
             vertex = min(max(vertex, triple[0] - step), triple[2] + step)
-        if vertex is not None and abs(vertex - triple[i]) > step / 10 and \
+        if vertex is not None and abs(vertex - triple[i]) > min_vertex_move * step and \
                 _parabola_at(triple, f, vertex) - f[i] >= min_gain * abs(f[i]):
             candidate = at(vertex)
             if value_at(candidate) > value_at(best):
