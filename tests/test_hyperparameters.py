@@ -272,6 +272,24 @@ def test_coordinate_search_skips_a_vertex_that_promises_less_than_min_gain():
     assert best == (0.0,) and len(calls) == 3
 
 
+def test_coordinate_search_skips_a_vertex_too_close_to_the_best_point():
+    """The vertex of -(x - 0.075)^2 on the bracket (-0.5, 0, 0.5) lies 0.15 of a step from the
+    best point 0: evaluated with min_vertex_move 0.1 (the default), not with 0.2 (the
+    iterative selection's VERTEX_MIN_MOVE)."""
+    def search(**kw):
+        calls = []
+
+        def f(p):
+            calls.append(p)
+            return -(p[0] - 0.075) ** 2
+        best, _ = coordinate_search(f, (0.0,), [(0, 0.5)], **kw)
+        return best, calls
+    best, calls = search()
+    assert best == pytest.approx((0.075,)) and len(calls) == 4
+    best, calls = search(min_vertex_move=0.2)
+    assert best == (0.0,) and len(calls) == 3
+
+
 def test_coordinate_search_takes_the_vertex_when_the_parabola_peaks_inside_the_bracket():
     calls = []
 
