@@ -62,7 +62,7 @@ cdef int getrf_blocked(int n, double* A, int lda, int* ipiv, Interrupt* it) noex
 cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
                 double* B, int ldb) noexcept nogil
 cdef int syevr(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
-               int* n_found) noexcept nogil
+               int* n_found, Interrupt* it) noexcept nogil
 cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
                double* VT, int ldvt) noexcept nogil
 cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,

@@ -82,10 +82,19 @@ CASES = {
         "n_jobs=2, tol=None, max_iter=8000, precompute_columns=False, sigma=1.0, lam=1.0)",
         "hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2,"
         "sigma=1.0, lam=1.0).predict(Xte[:200])"),
+    # A symmetric eigendecomposition of order 5000 (the Nystrom feature map's and MEKA's
+    # eigh): 15-20 s, polled between the tridiagonal reduction's columns (50 ms each at most)
+    # and the back-transformation's column blocks; one LAPACK call before.
+    "eigh": (
+        "from hkern import _linalg\n"
+        "rng = np.random.default_rng(0); A = rng.standard_normal((5000, 5000)); A += A.T\n"
+        "long = lambda: _linalg.eigh(A)",
+        "_linalg.eigh(A[:300, :300])[1]"),
     # MEKA's basis blocks W = K(X_s, Z_s) F on two clusters of ~144 000 points (the 36 000
     # kin40k training points eight times, jittered), rank 512 each: 8.9 s uninterrupted on an
     # idle machine, fill_bases from ~3 s on (four times the points took 4.8 s, too close to
-    # the signal at 4 s; rank 1024 put the signal in an uninterruptible eigendecomposition).
+    # the signal at 4 s; rank 1024 put the signal in the eigendecomposition, uninterruptible
+    # before _linalg.eigh was cut into polled steps, the "eigh" case).
     "meka": (
         "X, y, Xte, _, _ = standardize(*load_uci('kin40k', split=0))\n"
         "X4 = np.tile(X, (8, 1))\n"
@@ -125,6 +134,11 @@ def _small_here(name):
     if name == "kernel_matvec":
         X = rng.standard_normal((100000, 8))
         return hkern.kernel_matvec(X[:2000], X[:3000], np.ones(3000), sigma=2.0, n_jobs=2)
+    if name == "eigh":
+        from hkern import _linalg
+        A = rng.standard_normal((5000, 5000))
+        A += A.T
+        return _linalg.eigh(A[:300, :300])[1]
     X, y, Xte, _, _ = standardize(*load_uci("kin40k", split=0))
     if name == "fit_hierarchical":
         return hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0,

@@ -479,7 +479,7 @@ def _separated_spectrum(rng, n):
     return np.sort(lam)
 
 
-@pytest.mark.parametrize("n", [1, 2, 10, 40])
+@pytest.mark.parametrize("n", [1, 2, 10, 40, 128, 129, 161, 300])
 def test_eigh_full(rng, n):
     lam = _separated_spectrum(rng, n)
     A = sym_with_spectrum(rng, lam)
@@ -514,6 +514,31 @@ def test_eigh_subset(rng, subset):
     P = Vr[:, lo:hi + 1] @ Vr[:, lo:hi + 1].T
     assert_rel(V @ V.T, P)
     assert_rel(A @ V, V * w)
+
+
+@pytest.mark.parametrize("n, subset", [(161, (0, 0)), (161, (150, 160)), (300, (40, 200))])
+def test_eigh_subset_of_the_blocked_reduction(rng, n, subset):
+    """Above EIG_UNBLOCKED (128) the tridiagonal reduction runs by panels of 32 columns (the
+    transcription of dlatrd, polled between columns): the same pairs as NumPy's."""
+    lo, hi = subset
+    A = sym_with_spectrum(rng, _separated_spectrum(rng, n))
+    w, V = hl.eigh(A, subset=subset)
+    wr, Vr = np.linalg.eigh(A)
+    assert_rel(w, wr[lo:hi + 1])
+    assert_columns_equal_up_to_sign(V, Vr[:, lo:hi + 1])
+    assert_rel(A @ V, V * w)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-160, 1e160, 1e300])
+def test_eigh_scales_extreme_matrices_into_range(rng, scale):
+    """dsyevr's scaling, kept: entries near under- or overflow give the eigenvalues of the
+    unscaled matrix times the scale, and the same vectors."""
+    A = sym_with_spectrum(rng, _separated_spectrum(rng, 150))
+    w, V = hl.eigh(A)
+    ws, Vs = hl.eigh(A * scale)
+    assert np.all(np.isfinite(ws))
+    assert_rel(ws / scale, w)
+    assert_columns_equal_up_to_sign(Vs, V)
 
 
 def test_eigh_bad_subset():
