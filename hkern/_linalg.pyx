@@ -336,6 +336,13 @@ cdef enum:
     EIG_BACK_COLUMNS = 128
 
 
+cdef inline void _gemv_cm(bint trans, int rows, int cols, double alpha, const double* M,
+                          int ld, const double* x, int incx, double beta, double* y) noexcept nogil:
+    """y = alpha op(M) x + beta y for a column-major rows x cols M (leading dimension ld):
+    gemv on its row-major view M^T, the flag flipped."""
+    gemv(not trans, cols, rows, alpha, M, ld, x, incx, beta, y, 1)
+
+
 cdef int _latrd_upper(int n, int nb, double* A, int lda, double* e, double* tau, double* W,
                       int ldw, Interrupt* it) noexcept nogil:
     """LAPACK's dlatrd, UPLO='U' (column-major, 0-based below): reduces the last nb columns of
@@ -343,50 +350,40 @@ cdef int _latrd_upper(int n, int nb, double* A, int lda, double* e, double* tau,
     returns the n x nb matrix W of the update A - V W^T - W V^T.  Each column is one symmetric
     matrix-vector product over the leading part (memory-bound: 50 ms at n = 8192 here), and
     the signal handlers are polled between columns.  Returns -2000 once interrupted."""
-    cdef int i, iw, rest, rows, one = 1
-    cdef double done = 1.0, dmone = -1.0, dzero = 0.0, alpha
-    cdef char nt = b'N', tr = b'T', up = b'U'
+    cdef int i, iw, rest, one = 1
+    cdef double done = 1.0, dzero = 0.0, alpha
+    cdef char up = b'U'
+    cdef double* a_i         # A(0:i, i), the column being reduced
+    cdef double* w_iw        # W(0:i, iw), its column of W
+    cdef double* a_next      # A(0:, i+1:), the columns reduced before it in this panel
+    cdef double* w_next      # W(0:, iw+1:), their columns of W
     for i in range(n - 1, n - nb - 1, -1):
         if interrupted(it):
             return -2000
         iw = i - n + nb
         rest = n - 1 - i
+        a_i, w_iw = A + <Py_ssize_t>i * lda, W + <Py_ssize_t>iw * ldw
+        a_next, w_next = A + <Py_ssize_t>(i + 1) * lda, W + <Py_ssize_t>(iw + 1) * ldw
         if rest > 0:
-            # A(0:i, i) -= A(0:i, i+1:n) W(i, iw+1:) + W(0:i, iw+1:) A(i, i+1:n)
-            rows = i + 1
-            blas.dgemv(&nt, &rows, &rest, &dmone, A + <Py_ssize_t>(i + 1) * lda, &lda,
-                       W + i + <Py_ssize_t>(iw + 1) * ldw, &ldw, &done, A + <Py_ssize_t>i * lda,
-                       &one)
-            blas.dgemv(&nt, &rows, &rest, &dmone, W + <Py_ssize_t>(iw + 1) * ldw, &ldw,
-                       A + i + <Py_ssize_t>(i + 1) * lda, &lda, &done, A + <Py_ssize_t>i * lda,
-                       &one)
-        if i > 0:
-            # The reflector H(i) that annihilates A(0:i-1, i).
-            rows = i
-            lapack.dlarfg(&rows, A + (i - 1) + <Py_ssize_t>i * lda, A + <Py_ssize_t>i * lda, &one,
-                          tau + (i - 1))
-            e[i - 1] = A[(i - 1) + <Py_ssize_t>i * lda]
-            A[(i - 1) + <Py_ssize_t>i * lda] = 1.0
-            # W(0:i, iw)
-            blas.dsymv(&up, &rows, &done, A, &lda, A + <Py_ssize_t>i * lda, &one, &dzero,
-                       W + <Py_ssize_t>iw * ldw, &one)
-            if rest > 0:
-                blas.dgemv(&tr, &rows, &rest, &done, W + <Py_ssize_t>(iw + 1) * ldw, &ldw,
-                           A + <Py_ssize_t>i * lda, &one, &dzero, W + (i + 1) + <Py_ssize_t>iw * ldw,
-                           &one)
-                blas.dgemv(&nt, &rows, &rest, &dmone, A + <Py_ssize_t>(i + 1) * lda, &lda,
-                           W + (i + 1) + <Py_ssize_t>iw * ldw, &one, &done,
-                           W + <Py_ssize_t>iw * ldw, &one)
-                blas.dgemv(&tr, &rows, &rest, &done, A + <Py_ssize_t>(i + 1) * lda, &lda,
-                           A + <Py_ssize_t>i * lda, &one, &dzero, W + (i + 1) + <Py_ssize_t>iw * ldw,
-                           &one)
-                blas.dgemv(&nt, &rows, &rest, &dmone, W + <Py_ssize_t>(iw + 1) * ldw, &ldw,
-                           W + (i + 1) + <Py_ssize_t>iw * ldw, &one, &done,
-                           W + <Py_ssize_t>iw * ldw, &one)
-            blas.dscal(&rows, tau + (i - 1), W + <Py_ssize_t>iw * ldw, &one)
-            alpha = -0.5 * tau[i - 1] * blas.ddot(&rows, W + <Py_ssize_t>iw * ldw, &one,
-                                                  A + <Py_ssize_t>i * lda, &one)
-            blas.daxpy(&rows, &alpha, A + <Py_ssize_t>i * lda, &one, W + <Py_ssize_t>iw * ldw, &one)
+            # A(0:i, i) -= A(0:i, i+1:n) W(i, iw+1:)^T + W(0:i, iw+1:) A(i, i+1:n)^T
+            _gemv_cm(False, i + 1, rest, -1.0, a_next, lda, w_next + i, ldw, 1.0, a_i)
+            _gemv_cm(False, i + 1, rest, -1.0, w_next, ldw, a_next + i, lda, 1.0, a_i)
+        if i == 0:
+            continue
+        # The reflector H(i) that annihilates A(0:i-1, i).
+        lapack.dlarfg(&i, a_i + (i - 1), a_i, &one, tau + (i - 1))
+        e[i - 1] = a_i[i - 1]
+        a_i[i - 1] = 1.0
+        # W(0:i, iw) = tau (A v - the panel's earlier updates applied to v), corrected along v.
+        blas.dsymv(&up, &i, &done, A, &lda, a_i, &one, &dzero, w_iw, &one)
+        if rest > 0:
+            _gemv_cm(True, i, rest, 1.0, w_next, ldw, a_i, 1, 0.0, w_iw + i + 1)
+            _gemv_cm(False, i, rest, -1.0, a_next, lda, w_iw + i + 1, 1, 1.0, w_iw)
+            _gemv_cm(True, i, rest, 1.0, a_next, lda, a_i, 1, 0.0, w_iw + i + 1)
+            _gemv_cm(False, i, rest, -1.0, w_next, ldw, w_iw + i + 1, 1, 1.0, w_iw)
+        blas.dscal(&i, tau + (i - 1), w_iw, &one)
+        alpha = -0.5 * tau[i - 1] * dot(i, w_iw, 1, a_i, 1)
+        axpy(i, alpha, a_i, 1, w_iw, 1)
     return 0
 
 
@@ -1049,14 +1046,30 @@ def _as_matrix_rhs(B, dtype=np.float64):
     return (B[:, None] if vector else B), vector
 
 
+def _strided_rows(A, dtype):
+    """True when A is a 2-D ``dtype`` array whose rows are contiguous (C order, or a block of
+    columns of such a matrix, F[:, :k]): BLAS reads it in place with its row stride."""
+    itemsize = np.dtype(dtype).itemsize
+    return (isinstance(A, np.ndarray) and A.dtype == dtype and A.ndim == 2
+            and A.strides[1] == itemsize and A.strides[0] % itemsize == 0
+            and A.strides[0] >= A.shape[1] * itemsize)
+
+
+def in_place(A, dtype):
+    """A itself when the shim's products read it without a copy (its rows or its columns
+    contiguous: :func:`matmul`, :func:`gram`), else a C-contiguous ``dtype`` copy."""
+    if _strided_rows(A, dtype) or (_strided_rows(A.T, dtype) if isinstance(A, np.ndarray)
+                                   else False):
+        return A
+    return _c2d(A, dtype)
+
+
 def _operand(A, dtype, bint trans):
     """(A', row stride, trans'): for op(A) through gemm or syrk.  An A whose columns are
     contiguous (Fortran order, or a block of rows of such a matrix: a Nystrom factor stored
     transposed) is read in place as A^T with the flag flipped; otherwise :func:`_rows`."""
-    itemsize = np.dtype(dtype).itemsize
-    if (isinstance(A, np.ndarray) and A.dtype == dtype and A.ndim == 2 and A.shape[1] > 1
-            and A.strides[0] == itemsize and A.strides[1] % itemsize == 0
-            and A.strides[1] >= A.shape[0] * itemsize):
+    if isinstance(A, np.ndarray) and A.ndim == 2 and A.shape[1] > 1 \
+            and not _strided_rows(A, dtype) and _strided_rows(A.T, dtype):
         A, trans = A.T, not trans
     A, lda = _rows(A, dtype)
     return A, lda, trans
@@ -1067,9 +1080,7 @@ def _rows(A, dtype):
     view of a row-strided A (a block of columns of a larger matrix, F[:, :k]) is used as it
     is, anything else converted to a C-contiguous copy."""
     itemsize = np.dtype(dtype).itemsize
-    if not (isinstance(A, np.ndarray) and A.dtype == dtype and A.ndim == 2
-            and A.strides[1] == itemsize and A.strides[0] % itemsize == 0
-            and A.strides[0] >= A.shape[1] * itemsize):
+    if not _strided_rows(A, dtype):
         A = _c2d(A, dtype)
     return A, max(1, A.strides[0] // itemsize, A.shape[1])
 

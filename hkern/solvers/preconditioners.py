@@ -119,7 +119,7 @@ class NystromPreconditioner:
 
     def __init__(self, F, lam, n_threads=1, pivots=None, gram=None):
         single = isinstance(F, np.ndarray) and F.dtype == np.float32
-        self.F = _in_place(F, np.float32 if single else np.float64)
+        self.F = _linalg.in_place(F, np.float32 if single else np.float64)
         self.lam = float(lam)
         self.n_threads = n_threads
         self.pivots = pivots
@@ -173,18 +173,6 @@ class NystromPreconditioner:
         out = self._times(g1)
         out += np.sqrt(self.lam) * g2
         return out
-
-
-def _in_place(F, dtype):
-    """F itself when it is a ``dtype`` matrix whose rows or columns are contiguous (the BLAS
-    shim reads such views in place, :func:`hkern._linalg.matmul`), else a C-contiguous
-    copy."""
-    itemsize = np.dtype(dtype).itemsize
-    if isinstance(F, np.ndarray) and F.dtype == dtype and F.ndim == 2 and (
-            (F.strides[1] == itemsize and F.strides[0] >= F.shape[1] * itemsize)
-            or (F.strides[0] == itemsize and F.strides[1] >= F.shape[0] * itemsize)):
-        return F
-    return np.ascontiguousarray(F, dtype=dtype)
 
 
 # Rows of F converted to float64 at a time when S = F^T F of a float32 F is formed (16 MB of
