@@ -212,6 +212,81 @@ def test_matvec_against_dense(kernel):
     assert one.shape == (300,) and np.all(np.abs(one - K @ B32[:, 0]) <= 1e-6 * scale[:, 0])
 
 
+def _one_and_two_columns(X, Y, u, sigma, n_jobs=2):
+    """K u by the fused Gaussian loop (one column) and by the tile path (the same column
+    twice: the engine fuses only single products)."""
+    one = _api._kernel_matvec_trusted(0, sigma, X, Y, u[:, None], n_jobs)[:, 0]
+    two = _api._kernel_matvec_trusted(0, sigma, X, Y, np.stack([u, u], 1), n_jobs)[:, 0]
+    return one, two
+
+
+@pytest.mark.parametrize("d", [1, 3, 8, 16, 40])
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 4.0, 1e4])
+def test_fused_gaussian_product_within_the_entry_bound(d, sigma):
+    """The fused loop (K u, one column, Gaussian) against the float64 product of the same
+    float32 inputs: within the sum over each row of |u_j| times the entry bound of the module
+    doc, plus FLT_MIN sum |u| for the entries below float's normal range, which the loop
+    counts as 0.  Sizes off the 256-column and 128-row tiles, and rows duplicated in the
+    columns, whose near-zero distances go by the exact path."""
+    rng = np.random.default_rng(d)
+    X, Y = points(rng, 301, d), points(rng, 517, d)
+    Y[:40] = X[:40]
+    Y[40:50] = X[50:60] + np.float32(1e-3)
+    u32 = rng.standard_normal(517).astype(np.float32)
+    u = u32.astype(np.float64)
+    one, two = _one_and_two_columns(X, Y, u, sigma)
+    Xd, Yd = X.astype(np.float64), Y.astype(np.float64)
+    K = dense_kernel(Xd, Yd, sigma=sigma)
+    bound = entry_bound("gaussian", Xd, Yd, sigma, K) @ np.abs(u) + 1.2e-38 * np.abs(u).sum()
+    assert np.all(np.abs(one - K @ u) <= bound)
+    assert np.all(np.abs(two - K @ u) <= bound)
+
+
+def test_fused_gaussian_product_exact_on_duplicates_and_deterministic():
+    """k(x, x) = 1 exactly through the fused loop, and the same bits for one and two threads.
+    With sigma 0.01 every other entry is below float's range, so (K 1)[i] is k(x_i, x_i) for
+    the 60 duplicated rows: the exponent formula alone gives 0 only to a few float roundings
+    of 5000 ||x||^2 (about 1e-2 here), so each 1.0 comes from the exact path."""
+    rng = np.random.default_rng(3)
+    X = points(rng, 260, 8)
+    Y = np.concatenate([points(rng, 300, 8), X[:60]])
+    one, _ = _one_and_two_columns(X, Y, np.ones(360), 0.01)
+    assert np.all(one[:60] == 1.0) and np.all(one[60:] == 0.0)
+    v = rng.standard_normal(360)
+    a, _ = _one_and_two_columns(X, Y, v, 0.7, n_jobs=1)
+    b, _ = _one_and_two_columns(X, Y, v, 0.7, n_jobs=2)
+    assert np.array_equal(a, b)
+
+
+def test_fused_gaussian_product_leaves_extreme_bandwidths_to_the_tile_path():
+    """sigma so small that -1/(2 sigma^2) times the norms leaves float's range: the tile path
+    (which handles it) answers, the same bits as with two columns."""
+    rng = np.random.default_rng(4)
+    X, Y = points(rng, 30, 4), points(rng, 40, 4)
+    Y[:3] = X[:3]
+    u = rng.standard_normal(40)
+    one, two = _one_and_two_columns(X, Y, u, 1e-19)
+    assert np.array_equal(one, two)
+    assert np.array_equal(one[:3], u[:3].astype(np.float32).astype(np.float64))
+
+
+def test_fused_product_float_sums_stay_short():
+    """A large first term and 120 000 small ones (k ~ 1, sigma 1e3): a float running sum that
+    started at 1 would drop every term of 1e-8 (half an ulp of 1 is 6e-8), 7e-5 of the total
+    here.  The fused loop's float sums (16 lanes a row, column j in lane j mod 16) go to
+    double after at most 256 terms each, so only the small terms that share a lane with a 1,
+    among the first 4096 columns, can be lost: 16 x 255 of them, 2.6e-6 of the total."""
+    rng = np.random.default_rng(10)
+    n = 120_000
+    X, Y = points(rng, 20, 4), points(rng, n, 4)
+    u = np.full(n, 1e-8)
+    u[:16] = 1.0
+    got = _api._kernel_matvec_trusted(0, 1e3, X, Y, u[:, None], 2)[:, 0]
+    u32 = u.astype(np.float32).astype(np.float64)
+    ref = dense_kernel(X.astype(np.float64), Y.astype(np.float64), sigma=1e3) @ u32
+    assert np.max(np.abs(got - ref) / ref) <= 3e-6
+
+
 def test_long_sum_accumulates_in_double():
     """K u over 120 000 columns: every term positive and near 1 (sigma 10), so the sum is
     120 000 times a term, where float32 accumulation errs by ~1e-4 (asserted, so that the test

@@ -299,6 +299,101 @@ HK_DEFINE_EXP_MAP(matern52, -hk_sqrt(5.0f * s), (1.0f - x + x * x / 3.0f), -115.
 HK_DEFINE_IMQ_MAP(, double)
 HK_DEFINE_IMQ_MAP(_f32, float)
 
+/* ---- the Gaussian K u in single precision, fused ----
+ * out[i] += sum_j k(x_i, z_j) u[j] for rows i < m over one tile of HK_FUSED_COLS columns, with
+ * the exponent a_ij = c (||x_i||^2 + ||z_j||^2 - 2 x_i.z_j), c = -1 / (2 sigma^2) rounded to
+ * float, accumulated in registers: it starts at c ||x_i||^2 + c ||z_j||^2 (czsq) and adds
+ * (-2c x_ik) z_jk for k < d, HK_FUSED_BLOCK columns at a time, the tile stored transposed (Zt,
+ * d x HK_FUSED_COLS).  So no distance, kernel value or product is written out and read back;
+ * the unfused tile went through sgemm's output, a scaling pass, the map and sgemv, at 1.5 times
+ * the limit of exp plus 2d flops.
+ * Sums: row i's terms go to 16 running float sums lanes[16 i + l] by column modulo 16 (a fixed
+ * order, the same in every clone), kept by the caller across tiles; with `flush` they are added
+ * to out[i] in double and zeroed.  The caller flushes at least every HK_FUSED_FLUSH tiles, so
+ * no float sum runs over more than 16 HK_FUSED_FLUSH = 256 terms (SUM_CHUNK in _kernels.pyx).
+ * Entries whose exponent is below HK_EXPF_LO count 0: their float value is below FLT_MIN
+ * (1.2e-38), where the unfused path gives correctly rounded subnormals.
+ * Cancellation: an entry with a_ij >= t_i, the REFINE_FRACTION_F32 threshold with ||z_j||^2
+ * bounded by the tile's largest (zmax), may have lost its accuracy (a superset of the entries
+ * the unfused path recomputes).  For a row with any, each such entry's float term is replaced
+ * by the exact one, exp(c64 ||x_i - z_j||^2) from the differences in double (c64 the double
+ * c), the difference added to out[i] at once.  Padding columns carry czsq = -1e30 and u = 0.
+ * Returns the number of entries replaced. */
+#define HK_FUSED_COLS 256
+#define HK_FUSED_BLOCK 128
+#define HK_FUSED_FLUSH 16
+HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const float *xsq,
+                                           const float *Zt, const float *czsq, float zmax,
+                                           const float *u, float c, double c64, float refine,
+                                           float *lanes, int flush, double *out)
+{
+    float buf[HK_FUSED_COLS] __attribute__((aligned(64)));
+    float m2c = -2.0f * c;                               /* exact: a power of two */
+    int i, j, j0, k, l, n_exact = 0;
+    for (i = 0; i < m; i++) {
+        const float *x = X + (ptrdiff_t)i * d;
+        float *kept = lanes + 16 * (ptrdiff_t)i, acc[16];
+        float cxi = c * xsq[i];
+        float t_row = c * (refine * (xsq[i] + zmax));
+        int lost[16] = {0}, any = 0;
+        for (l = 0; l < 16; l++)     /* a local copy: `lanes` might alias u for the compiler */
+            acc[l] = kept[l];
+        for (j0 = 0; j0 < HK_FUSED_COLS; j0 += HK_FUSED_BLOCK) {
+            float b[HK_FUSED_BLOCK] __attribute__((aligned(64)));   /* held in registers */
+            float x0 = m2c * x[0];
+            for (l = 0; l < HK_FUSED_BLOCK; l++)
+                b[l] = fmaf(x0, Zt[j0 + l], cxi + czsq[j0 + l]);
+            for (k = 1; k < d; k++) {
+                const float *z = Zt + (ptrdiff_t)k * HK_FUSED_COLS + j0;
+                float xk = m2c * x[k];
+                for (l = 0; l < HK_FUSED_BLOCK; l++)
+                    b[l] = fmaf(xk, z[l], b[l]);
+            }
+            for (l = 0; l < HK_FUSED_BLOCK; l++)
+                buf[j0 + l] = b[l];
+        }
+        for (j0 = 0; j0 < HK_FUSED_COLS; j0 += 16)
+            for (l = 0; l < 16; l++) {
+                float a = buf[j0 + l];
+                float e = hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
+                lost[l] |= a >= t_row;
+                e = a < HK_EXPF_LO ? 0.0f : e;
+                acc[l] = fmaf(e, u[j0 + l], acc[l]);
+            }
+        for (l = 0; l < 16; l++)
+            any |= lost[l];
+        if (any) {     /* rare: near-duplicate points (always a point against itself) */
+            double fix = 0.0;
+            for (j = 0; j < HK_FUSED_COLS; j++) {
+                float a = buf[j];
+                double sq = 0.0, fused;
+                if (!(a >= t_row))
+                    continue;
+                for (k = 0; k < d; k++) {
+                    double diff = (double)x[k] - Zt[(ptrdiff_t)k * HK_FUSED_COLS + j];
+                    sq += diff * diff;
+                }
+                fused = a < HK_EXPF_LO ? 0.0 : hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
+                fix += (hk_exp(c64 * sq) - fused) * u[j];
+                n_exact++;
+            }
+            out[i] += fix;
+        }
+        if (flush) {
+            double sum = 0.0;
+            for (l = 0; l < 16; l++) {
+                sum += acc[l];
+                kept[l] = 0.0f;
+            }
+            out[i] += sum;
+        } else {
+            for (l = 0; l < 16; l++)
+                kept[l] = acc[l];
+        }
+    }
+    return n_exact;
+}
+
 /* hk_kernel(kind, s) and hk_map<SUFFIX>(kind, v, n): kernel `kind`, numbered as KernelKind in
  * _kernels.pxd (0 Gaussian, 1 Laplace, 2 IMQ, 3 Matern 1/2, 4 Matern 3/2, 5 Matern 5/2), one
  * dispatch for the scalar path and one per precision for the map. */

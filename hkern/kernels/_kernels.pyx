@@ -7,7 +7,9 @@ entries, their distances and the BLAS product of one tile or block are float, wh
 that runs over more than SUM_CHUNK terms (K u over the columns, K^T t over the rows, K U over
 the centres) adds float partial sums of at most SUM_CHUNK terms in double: its error then stays
 near the float rounding of a few entries instead of growing with n.  Both precisions share the
-tile grid and the order of every sum, so both give the same bits for any thread count.
+tile grid and the order of every sum, so both give the same bits for any thread count.  The one
+exception is the Gaussian K u with one right-hand side in float: a fused loop
+(gaussian_times_fused, doc/design.md "Single precision") whose sums are also fixed per row.
 """
 from cython cimport floating
 from cython.parallel cimport prange
@@ -48,6 +50,11 @@ cdef extern from "_kernel_defs.h" nogil:
     void hk_map_f32(int kind, float* v, Py_ssize_t n)
     Py_ssize_t hk_scale_distances_f32(float* row, Py_ssize_t n, float xi, const float* ysq,
                                       float inv_s2, float refine)
+    enum: HK_FUSED_COLS
+    enum: HK_FUSED_FLUSH
+    int hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
+                              const float* czsq, float zmax, const float* u, float c,
+                              double c64, float refine, float* lanes, int flush, double* out)
 
 
 cdef double kernel_from_scaled(int kind, double s) noexcept nogil:
@@ -248,7 +255,7 @@ cdef int kernel_times_t(int kind, double sigma, int m, int n, int d,
     (a sum over TILE_COLS = SUM_CHUNK columns) is an sgemm into a per-thread tm x k buffer,
     added to out in double.  Memory: a tile and that buffer per thread."""
     cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
-    cdef int t, r0, c0, tm, tn
+    cdef int t, r0, c0, tm, tn, status
     cdef Py_ssize_t per_thread = <Py_ssize_t>TILE_ROWS * TILE_COLS, j
     cdef floating* buf
     cdef floating* prod
@@ -259,6 +266,11 @@ cdef int kernel_times_t(int kind, double sigma, int m, int n, int d,
         for t in range(m * k):
             out[t] = 0.0
         return 0
+    if floating is float:
+        if kind == GAUSSIAN and k == 1:
+            status = gaussian_times_fused(sigma, m, n, d, X, xsq, Y, ysq, V, out, n_threads, it)
+            if status != 1:
+                return status
     if floating is float:
         per_thread = per_thread + <Py_ssize_t>TILE_ROWS * k
     work = <floating*>malloc(<size_t>n_threads * per_thread * sizeof(floating))
@@ -294,6 +306,91 @@ cdef int kernel_times_t(int kind, double sigma, int m, int n, int d,
             c0 = c0 + TILE_COLS
     free(work)
     return 0
+
+
+cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
+                              const float* xsq, const float* Y, const float* ysq,
+                              const float* u, double* out, int n_threads,
+                              Interrupt* it) noexcept nogil:
+    """out (m) = K(X, Y) u for the Gaussian kernel in single precision by the fused tile loop
+    (hk_gaussian_times_f32 in _kernel_defs.h): Y's column tiles transposed, with c ||y||^2 and
+    u beside them, once per call; then threads own row tiles of TILE_ROWS rows, each adding its
+    column tiles in order, so every entry of out is the same sum for any n_threads.
+
+    Returns 1 (nothing done: the caller's unfused path) when -2c x.y or c ||x||^2 could leave
+    float's range, -1 if the tiles could not be allocated, else 0.
+    """
+    cdef double c = -0.5 / (sigma * sigma), bx = 0.0, by = 0.0
+    cdef float cf = <float>c
+    cdef int tiles_c = (n + HK_FUSED_COLS - 1) // HK_FUSED_COLS
+    cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
+    cdef Py_ssize_t tile_floats = <Py_ssize_t>(d + 2) * HK_FUSED_COLS
+    cdef Py_ssize_t i, col
+    cdef int t, q, kk
+    cdef float* tiles
+    cdef float* zmax
+    cdef float* lanes
+    cdef void* block
+    for i in range(m):
+        bx = max(bx, <double>xsq[i])
+    for i in range(n):
+        by = max(by, <double>ysq[i])
+    if not (cf < 0.0 and 4.0 * (-c) * (bx + by) < 1e37):
+        return 1
+    # Tiles on a 64-byte boundary: every vector load of the fused loop then stays within one
+    # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls).
+    # (and the running sums of each thread's row tile, 16 lanes a row, after them).
+    block = malloc(<size_t>(tiles_c * tile_floats + tiles_c + 16 * TILE_ROWS * n_threads + 16)
+                   * sizeof(float) + 64)
+    if block == NULL:
+        return -1
+    tiles = <float*>((<size_t>block + 63) & ~(<size_t>63))
+    zmax = tiles + tiles_c * tile_floats
+    lanes = <float*>((<size_t>(zmax + tiles_c) + 63) & ~(<size_t>63))
+    for t in range(tiles_c):
+        zmax[t] = 0.0
+        for q in range(HK_FUSED_COLS):
+            col = <Py_ssize_t>t * HK_FUSED_COLS + q
+            for kk in range(d):
+                tiles[t * tile_floats + <Py_ssize_t>kk * HK_FUSED_COLS + q] = \
+                    Y[col * d + kk] if col < n else 0.0
+            if col < n:
+                tiles[t * tile_floats + <Py_ssize_t>d * HK_FUSED_COLS + q] = cf * ysq[col]
+                tiles[t * tile_floats + <Py_ssize_t>(d + 1) * HK_FUSED_COLS + q] = u[col]
+                zmax[t] = max(zmax[t], ysq[col])
+            else:
+                tiles[t * tile_floats + <Py_ssize_t>d * HK_FUSED_COLS + q] = -1e30
+                tiles[t * tile_floats + <Py_ssize_t>(d + 1) * HK_FUSED_COLS + q] = 0.0
+    for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
+        _fused_row_tile(cf, c, t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
+                        d, X, xsq, tiles, tile_floats, zmax, out,
+                        lanes + <Py_ssize_t>omp_get_thread_num() * 16 * TILE_ROWS, it)
+    free(block)
+    return 0
+
+
+cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int d,
+                          const float* X, const float* xsq, const float* tiles,
+                          Py_ssize_t tile_floats, const float* zmax, double* out,
+                          float* lanes, Interrupt* it) noexcept nogil:
+    """One row tile of gaussian_times_fused: its column tiles in order, the float running sums
+    (lanes, 16 a row) added to out in double after every HK_FUSED_FLUSH tiles and the last."""
+    cdef const float* tile
+    cdef int t
+    cdef Py_ssize_t i
+    for i in range(tm):
+        out[r0 + i] = 0.0
+    for i in range(16 * tm):
+        lanes[i] = 0.0
+    for t in range(tiles_c):
+        if interrupted(it):
+            return
+        tile = tiles + t * tile_floats
+        hk_gaussian_times_f32(tm, d, X + <Py_ssize_t>r0 * d, xsq + r0, tile,
+                              tile + <Py_ssize_t>d * HK_FUSED_COLS, zmax[t],
+                              tile + <Py_ssize_t>(d + 1) * HK_FUSED_COLS, c, c64,
+                              REFINE_FRACTION_F32, lanes,
+                              (t + 1) % HK_FUSED_FLUSH == 0 or t == tiles_c - 1, out + r0)
 
 
 # kernel_normal_times: rows of K(X, Z) per block, sized so that the block (rows x m) stays in the
