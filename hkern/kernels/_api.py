@@ -306,10 +306,12 @@ def _matvec_bytes(m, n, d, k, n_threads, itemsize=8):
     one kernel tile per thread (the kernel is never stored), and shifted copies of X and Y when
     the data sit far from the origin; in single precision (itemsize 4) the norms, copies and
     tiles take half, and B in float32 and the float32 result come on top of the float64 sums,
-    and, for one column, Y transposed with its norms and B beside it (the fused Gaussian loop)."""
+    and, for one column (the fused Gaussian loop), Y transposed with its norms and B beside it
+    and 16 running sums a row of each thread's row tile."""
     if itemsize == 4:     # + B scaled (a float64 temporary) and rounded to float32
+        fused = 4 * ((n + 256) * (d + 2) * 17 // 16 + 16 * 128 * n_threads) + 128
         return (8 * (m * k + n * k) + 4 * (m * k + n * k + m + n + (m + n) * d)
-                + 4 * (n + 256) * (d + 2) + 64 + _kernels.kernel_times_bytes(k, n_threads, 4))
+                + fused + _kernels.kernel_times_bytes(k, n_threads, 4))
     return 8 * (m * k + m + n + (m + n) * d) + _kernels.TILE_BYTES * n_threads
 
 

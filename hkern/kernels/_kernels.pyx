@@ -52,6 +52,7 @@ cdef extern from "_kernel_defs.h" nogil:
                                       float inv_s2, float refine)
     enum: HK_FUSED_COLS
     enum: HK_FUSED_FLUSH
+    enum: HK_FUSED_LD
     int hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
                               const float* czsq, float zmax, const float* u, float c,
                               double c64, float refine, float* lanes, int flush, double* out)
@@ -324,7 +325,7 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     cdef float cf = <float>c
     cdef int tiles_c = (n + HK_FUSED_COLS - 1) // HK_FUSED_COLS
     cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
-    cdef Py_ssize_t tile_floats = <Py_ssize_t>(d + 2) * HK_FUSED_COLS
+    cdef Py_ssize_t tile_items = <Py_ssize_t>(d + 2) * HK_FUSED_LD
     cdef Py_ssize_t i, col
     cdef int t, q, kk
     cdef float* tiles
@@ -338,32 +339,32 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     if not (cf < 0.0 and 4.0 * (-c) * (bx + by) < 1e37):
         return 1
     # Tiles on a 64-byte boundary: every vector load of the fused loop then stays within one
-    # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls).
-    # (and the running sums of each thread's row tile, 16 lanes a row, after them).
-    block = malloc(<size_t>(tiles_c * tile_floats + tiles_c + 16 * TILE_ROWS * n_threads + 16)
+    # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls); the
+    # running sums of each thread's row tile, 16 lanes a row, after them.
+    block = malloc(<size_t>(tiles_c * tile_items + tiles_c + 16 * TILE_ROWS * n_threads + 16)
                    * sizeof(float) + 64)
     if block == NULL:
         return -1
     tiles = <float*>((<size_t>block + 63) & ~(<size_t>63))
-    zmax = tiles + tiles_c * tile_floats
+    zmax = tiles + tiles_c * tile_items
     lanes = <float*>((<size_t>(zmax + tiles_c) + 63) & ~(<size_t>63))
     for t in range(tiles_c):
         zmax[t] = 0.0
         for q in range(HK_FUSED_COLS):
             col = <Py_ssize_t>t * HK_FUSED_COLS + q
             for kk in range(d):
-                tiles[t * tile_floats + <Py_ssize_t>kk * HK_FUSED_COLS + q] = \
+                tiles[t * tile_items + <Py_ssize_t>kk * HK_FUSED_LD + q] = \
                     Y[col * d + kk] if col < n else 0.0
             if col < n:
-                tiles[t * tile_floats + <Py_ssize_t>d * HK_FUSED_COLS + q] = cf * ysq[col]
-                tiles[t * tile_floats + <Py_ssize_t>(d + 1) * HK_FUSED_COLS + q] = u[col]
+                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = cf * ysq[col]
+                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = u[col]
                 zmax[t] = max(zmax[t], ysq[col])
             else:
-                tiles[t * tile_floats + <Py_ssize_t>d * HK_FUSED_COLS + q] = -1e30
-                tiles[t * tile_floats + <Py_ssize_t>(d + 1) * HK_FUSED_COLS + q] = 0.0
+                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = -1e30
+                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = 0.0
     for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
         _fused_row_tile(cf, c, t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
-                        d, X, xsq, tiles, tile_floats, zmax, out,
+                        d, X, xsq, tiles, tile_items, zmax, out,
                         lanes + <Py_ssize_t>omp_get_thread_num() * 16 * TILE_ROWS, it)
     free(block)
     return 0
@@ -371,12 +372,12 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
 
 cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int d,
                           const float* X, const float* xsq, const float* tiles,
-                          Py_ssize_t tile_floats, const float* zmax, double* out,
+                          Py_ssize_t tile_items, const float* zmax, double* out,
                           float* lanes, Interrupt* it) noexcept nogil:
     """One row tile of gaussian_times_fused: its column tiles in order, the float running sums
     (lanes, 16 a row) added to out in double after every HK_FUSED_FLUSH tiles and the last."""
     cdef const float* tile
-    cdef int t
+    cdef int t, flush
     cdef Py_ssize_t i
     for i in range(tm):
         out[r0 + i] = 0.0
@@ -385,12 +386,12 @@ cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int 
     for t in range(tiles_c):
         if interrupted(it):
             return
-        tile = tiles + t * tile_floats
+        tile = tiles + t * tile_items
+        flush = (t + 1) % HK_FUSED_FLUSH == 0 or t == tiles_c - 1
         hk_gaussian_times_f32(tm, d, X + <Py_ssize_t>r0 * d, xsq + r0, tile,
-                              tile + <Py_ssize_t>d * HK_FUSED_COLS, zmax[t],
-                              tile + <Py_ssize_t>(d + 1) * HK_FUSED_COLS, c, c64,
-                              REFINE_FRACTION_F32, lanes,
-                              (t + 1) % HK_FUSED_FLUSH == 0 or t == tiles_c - 1, out + r0)
+                              tile + <Py_ssize_t>d * HK_FUSED_LD, zmax[t],
+                              tile + <Py_ssize_t>(d + 1) * HK_FUSED_LD, c, c64,
+                              REFINE_FRACTION_F32, lanes, flush, out + r0)
 
 
 # kernel_normal_times: rows of K(X, Z) per block, sized so that the block (rows x m) stays in the
