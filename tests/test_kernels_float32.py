@@ -232,6 +232,7 @@ def test_fused_gaussian_product_within_the_entry_bound(d, sigma):
     X, Y = points(rng, 301, d), points(rng, 517, d)
     Y[:40] = X[:40]
     Y[40:50] = X[50:60] + np.float32(1e-3)
+    Y[60:63] *= np.float32(30.0)            # outlying norms in a tile with duplicates
     u32 = rng.standard_normal(517).astype(np.float32)
     u = u32.astype(np.float64)
     one, two = _one_and_two_columns(X, Y, u, sigma)

@@ -313,11 +313,13 @@ HK_DEFINE_IMQ_MAP(_f32, float)
  * no float sum runs over more than 16 HK_FUSED_FLUSH = 256 terms (SUM_CHUNK in _kernels.pyx).
  * Entries whose exponent is below HK_EXPF_LO count 0: their float value is below FLT_MIN
  * (1.2e-38), where the unfused path gives correctly rounded subnormals.
- * Cancellation: an entry with a_ij >= t_i, the REFINE_FRACTION_F32 threshold with ||z_j||^2
- * bounded by the tile's largest (zmax), may have lost its accuracy (a superset of the entries
- * the unfused path recomputes).  For a row with any, each such entry's float term is replaced
- * by the exact one, exp(c64 ||x_i - z_j||^2) from the differences in double (c64 the double
- * c), the difference added to out[i] at once.  Padding columns carry czsq = -1e30 and u = 0.
+ * Cancellation: an entry with a_ij >= refine (c ||x_i||^2 + c ||z_j||^2), i.e. a squared
+ * distance within REFINE_FRACTION_F32 of the norms as the unfused path marks it, may have lost
+ * its accuracy.  For a row with any, each such entry's float term is replaced by the exact
+ * one, exp(c64 ||x_i - z_j||^2) from the differences in double (c64 the double c), the
+ * difference added to out[i] at once.  (A test against the tile's largest ||z||^2 instead
+ * flagged most rows of protein's scaled data, whose norms reach 7000 against a median of 11,
+ * and made K u twice as slow as the tile path.)  Padding columns carry czsq = -1e30, u = 0.
  * Returns the number of entries replaced. */
 #define HK_FUSED_COLS 256
 #define HK_FUSED_BLOCK 128
@@ -328,7 +330,7 @@ HK_DEFINE_IMQ_MAP(_f32, float)
  * shared two set groups, 16 lines a set for 8 ways). */
 #define HK_FUSED_LD (HK_FUSED_COLS + 16)
 HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const float *xsq,
-                                           const float *Zt, const float *czsq, float zmax,
+                                           const float *Zt, const float *czsq,
                                            const float *u, float c, double c64, float refine,
                                            float *lanes, int flush, double *out)
 {
@@ -344,7 +346,6 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
             float *kept = lanes + 16 * (ptrdiff_t)i, acc[16];
             float b[HK_FUSED_BLOCK] __attribute__((aligned(64)));   /* held in registers */
             float cxi = c * xsq[i];
-            float t_row = c * (refine * (xsq[i] + zmax));
             float x0 = m2c * x[0];
             int lost[16] = {0}, any = 0;
             for (l = 0; l < HK_FUSED_BLOCK; l++)
@@ -361,7 +362,7 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
                 for (l = 0; l < 16; l++) {
                     float a = b[j + l];
                     float e = hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
-                    lost[l] |= a >= t_row;
+                    lost[l] |= a >= refine * (cxi + czsq[j0 + j + l]);
                     e = a < HK_EXPF_LO ? 0.0f : e;
                     acc[l] = fmaf(e, u[j0 + j + l], acc[l]);
                 }
@@ -374,7 +375,7 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
                 for (j = 0; j < HK_FUSED_BLOCK; j++) {
                     float a = b[j];
                     double sq = 0.0, fused;
-                    if (!(a >= t_row))
+                    if (!(a >= refine * (cxi + czsq[j0 + j])))
                         continue;
                     for (k = 0; k < d; k++) {
                         double diff = (double)x[k] - Zt[(ptrdiff_t)k * HK_FUSED_LD + j0 + j];

@@ -54,7 +54,7 @@ cdef extern from "_kernel_defs.h" nogil:
     enum: HK_FUSED_FLUSH
     enum: HK_FUSED_LD
     int hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
-                              const float* czsq, float zmax, const float* u, float c,
+                              const float* czsq, const float* u, float c,
                               double c64, float refine, float* lanes, int flush, double* out)
 
 
@@ -329,7 +329,6 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     cdef Py_ssize_t i, col
     cdef int t, q, kk
     cdef float* tiles
-    cdef float* zmax
     cdef float* lanes
     cdef void* block
     for i in range(m):
@@ -341,15 +340,13 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     # Tiles on a 64-byte boundary: every vector load of the fused loop then stays within one
     # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls); the
     # running sums of each thread's row tile, 16 lanes a row, after them.
-    block = malloc(<size_t>(tiles_c * tile_items + tiles_c + 16 * TILE_ROWS * n_threads + 16)
+    block = malloc(<size_t>(tiles_c * tile_items + 16 * TILE_ROWS * n_threads + 16)
                    * sizeof(float) + 64)
     if block == NULL:
         return -1
     tiles = <float*>((<size_t>block + 63) & ~(<size_t>63))
-    zmax = tiles + tiles_c * tile_items
-    lanes = <float*>((<size_t>(zmax + tiles_c) + 63) & ~(<size_t>63))
+    lanes = tiles + tiles_c * tile_items      # a multiple of 16 floats: still aligned
     for t in range(tiles_c):
-        zmax[t] = 0.0
         for q in range(HK_FUSED_COLS):
             col = <Py_ssize_t>t * HK_FUSED_COLS + q
             for kk in range(d):
@@ -358,13 +355,12 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
             if col < n:
                 tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = cf * ysq[col]
                 tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = u[col]
-                zmax[t] = max(zmax[t], ysq[col])
             else:
                 tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = -1e30
                 tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = 0.0
     for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
         _fused_row_tile(cf, c, t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
-                        d, X, xsq, tiles, tile_items, zmax, out,
+                        d, X, xsq, tiles, tile_items, out,
                         lanes + <Py_ssize_t>omp_get_thread_num() * 16 * TILE_ROWS, it)
     free(block)
     return 0
@@ -372,7 +368,7 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
 
 cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int d,
                           const float* X, const float* xsq, const float* tiles,
-                          Py_ssize_t tile_items, const float* zmax, double* out,
+                          Py_ssize_t tile_items, double* out,
                           float* lanes, Interrupt* it) noexcept nogil:
     """One row tile of gaussian_times_fused: its column tiles in order, the float running sums
     (lanes, 16 a row) added to out in double after every HK_FUSED_FLUSH tiles and the last."""
@@ -389,7 +385,7 @@ cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int 
         tile = tiles + t * tile_items
         flush = (t + 1) % HK_FUSED_FLUSH == 0 or t == tiles_c - 1
         hk_gaussian_times_f32(tm, d, X + <Py_ssize_t>r0 * d, xsq + r0, tile,
-                              tile + <Py_ssize_t>d * HK_FUSED_LD, zmax[t],
+                              tile + <Py_ssize_t>d * HK_FUSED_LD,
                               tile + <Py_ssize_t>(d + 1) * HK_FUSED_LD, c, c64,
                               REFINE_FRACTION_F32, lanes, flush, out + r0)
 
