@@ -316,26 +316,33 @@ HK_DEFINE_IMQ_MAP(_f32, float)
  * Cancellation: an entry with a_ij >= refine (c ||x_i||^2 + c ||z_j||^2), i.e. a squared
  * distance within REFINE_FRACTION_F32 of the norms as the unfused path marks it, may have lost
  * its accuracy.  For a row with any, each such entry's float term is replaced by the exact
- * one, exp(c64 ||x_i - z_j||^2) from the differences in double (c64 the double c), the
- * difference added to out[i] at once.  (A test against the tile's largest ||z||^2 instead
+ * one, hk_gaussian(||x_i - z_j||^2 inv_s2) from the differences in double, the difference
+ * added to out[i] at once.  (A test against the tile's largest ||z||^2 instead
  * flagged most rows of protein's scaled data, whose norms reach 7000 against a median of 11,
- * and made K u twice as slow as the tile path.)  Padding columns carry czsq = -1e30, u = 0.
- * Returns the number of entries replaced. */
+ * and made K u twice as slow as the tile path.)  Padding columns carry czsq = -1e30, u = 0. */
 #define HK_FUSED_COLS 256
 #define HK_FUSED_BLOCK 128
+/* One entry's term before the product with u: exp(a), or 0 below float's normal range. */
+static inline float hk_expf_or_zero(float a)
+{
+    float e = hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
+    return a < HK_EXPF_LO ? 0.0f : e;
+}
+
 #define HK_FUSED_FLUSH 16
 /* The row stride of a transposed tile: 16 elements past HK_FUSED_COLS, so that the d rows of a
  * column block do not all fall in the same few L1 sets (a double version of this loop, measured
  * and not kept, ran 2.2 times slower at d = 32 with a 2 KiB stride: the 32 rows of a block
  * shared two set groups, 16 lines a set for 8 ways). */
 #define HK_FUSED_LD (HK_FUSED_COLS + 16)
-HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const float *xsq,
-                                           const float *Zt, const float *czsq,
-                                           const float *u, float c, double c64, float refine,
-                                           float *lanes, int flush, double *out)
+HK_CLONES static void hk_gaussian_times_f32(int m, int d, const float *X, const float *xsq,
+                                            const float *Zt, const float *czsq,
+                                            const float *u, float c, double inv_s2,
+                                            float refine, float *lanes, int flush,
+                                            double *out)
 {
     float m2c = -2.0f * c;                               /* exact: a power of two */
-    int i, j, j0, k, l, n_exact = 0;
+    int i, j, j0, k, l;
     /* Column blocks outside, rows inside: a block of Zt (d x HK_FUSED_BLOCK) stays in L1 while
      * every row of the tile uses it.  With this order and stride, d = 16 and 32 took 0.17 and
      * 0.25 ns an entry (two threads) where a row at a time over the whole tile took 0.23 and
@@ -361,10 +368,8 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
             for (j = 0; j < HK_FUSED_BLOCK; j += 16)
                 for (l = 0; l < 16; l++) {
                     float a = b[j + l];
-                    float e = hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
                     lost[l] |= a >= refine * (cxi + czsq[j0 + j + l]);
-                    e = a < HK_EXPF_LO ? 0.0f : e;
-                    acc[l] = fmaf(e, u[j0 + j + l], acc[l]);
+                    acc[l] = fmaf(hk_expf_or_zero(a), u[j0 + j + l], acc[l]);
                 }
             for (l = 0; l < 16; l++) {
                 any |= lost[l];
@@ -373,17 +378,14 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
             if (any) {     /* rare: near-duplicate points (always a point against itself) */
                 double fix = 0.0;
                 for (j = 0; j < HK_FUSED_BLOCK; j++) {
-                    float a = b[j];
-                    double sq = 0.0, fused;
-                    if (!(a >= refine * (cxi + czsq[j0 + j])))
+                    double sq = 0.0;
+                    if (!(b[j] >= refine * (cxi + czsq[j0 + j])))
                         continue;
                     for (k = 0; k < d; k++) {
                         double diff = (double)x[k] - Zt[(ptrdiff_t)k * HK_FUSED_LD + j0 + j];
                         sq += diff * diff;
                     }
-                    fused = a < HK_EXPF_LO ? 0.0 : hk_expf_core(a < HK_EXPF_LO ? HK_EXPF_LO : a);
-                    fix += (hk_exp(c64 * sq) - fused) * u[j0 + j];
-                    n_exact++;
+                    fix += (hk_gaussian(sq * inv_s2) - hk_expf_or_zero(b[j])) * u[j0 + j];
                 }
                 out[i] += fix;
             }
@@ -397,7 +399,6 @@ HK_CLONES static int hk_gaussian_times_f32(int m, int d, const float *X, const f
             }
             out[i] += sum;
         }
-    return n_exact;
 }
 
 /* hk_kernel(kind, s) and hk_map<SUFFIX>(kind, v, n): kernel `kind`, numbered as KernelKind in

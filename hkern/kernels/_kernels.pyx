@@ -53,9 +53,9 @@ cdef extern from "_kernel_defs.h" nogil:
     enum: HK_FUSED_COLS
     enum: HK_FUSED_FLUSH
     enum: HK_FUSED_LD
-    int hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
-                              const float* czsq, const float* u, float c,
-                              double c64, float refine, float* lanes, int flush, double* out)
+    void hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
+                               const float* czsq, const float* u, float c, double inv_s2,
+                               float refine, float* lanes, int flush, double* out)
 
 
 cdef double kernel_from_scaled(int kind, double s) noexcept nogil:
@@ -340,7 +340,7 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     # Tiles on a 64-byte boundary: every vector load of the fused loop then stays within one
     # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls); the
     # running sums of each thread's row tile, 16 lanes a row, after them.
-    block = malloc(<size_t>(tiles_c * tile_items + 16 * TILE_ROWS * n_threads + 16)
+    block = malloc(<size_t>(tiles_c * tile_items + 16 * TILE_ROWS * n_threads)
                    * sizeof(float) + 64)
     if block == NULL:
         return -1
@@ -359,14 +359,14 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
                 tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = -1e30
                 tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = 0.0
     for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
-        _fused_row_tile(cf, c, t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
+        _fused_row_tile(cf, 1.0 / (sigma * sigma), t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
                         d, X, xsq, tiles, tile_items, out,
                         lanes + <Py_ssize_t>omp_get_thread_num() * 16 * TILE_ROWS, it)
     free(block)
     return 0
 
 
-cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int d,
+cdef void _fused_row_tile(float c, double inv_s2, int r0, int tm, int tiles_c, int d,
                           const float* X, const float* xsq, const float* tiles,
                           Py_ssize_t tile_items, double* out,
                           float* lanes, Interrupt* it) noexcept nogil:
@@ -386,7 +386,7 @@ cdef void _fused_row_tile(float c, double c64, int r0, int tm, int tiles_c, int 
         flush = (t + 1) % HK_FUSED_FLUSH == 0 or t == tiles_c - 1
         hk_gaussian_times_f32(tm, d, X + <Py_ssize_t>r0 * d, xsq + r0, tile,
                               tile + <Py_ssize_t>d * HK_FUSED_LD,
-                              tile + <Py_ssize_t>(d + 1) * HK_FUSED_LD, c, c64,
+                              tile + <Py_ssize_t>(d + 1) * HK_FUSED_LD, c, inv_s2,
                               REFINE_FRACTION_F32, lanes, flush, out + r0)
 
 
