@@ -1220,12 +1220,17 @@ cdef int _solve_into(bint left, bint lower, bint trans, bint unit_diagonal,
 
 def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
                      bint left=True,
-                     int n_threads=1):
+                     int n_threads=1, bint overwrite_b=False):
     """Solve op(T) X = B (left) or X op(T) = B (right) through trsm (tiled over B); in single
-    precision when T and B are both float32."""
+    precision when T and B are both float32.  ``overwrite_b``: X is written over B when B is
+    a C-contiguous 2-D array of the computation's dtype (no copy), else into a copy."""
     dtype = precision(T, B)
     T = _c2d(T, dtype)
-    B, vector = _as_matrix_rhs(B, dtype)
+    if overwrite_b and isinstance(B, np.ndarray) and B.ndim == 2 and B.dtype == dtype \
+            and B.flags.c_contiguous and B.flags.writeable:
+        vector = False
+    else:
+        B, vector = _as_matrix_rhs(B, dtype)
     if not left and vector:
         B = B.T.copy()
     cdef int nt = T.shape[0]

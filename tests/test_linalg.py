@@ -264,6 +264,28 @@ def test_solve_triangular_few_rhs_row_blocks(rng, lower, trans, unit_diagonal, k
     assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
 
 
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_triangular_overwrite_b(rng, left):
+    """``overwrite_b``: the solution is written over a C-contiguous float64 B (the same bits as
+    a copied solve); any other B (a view with strides, another dtype) is left as it was."""
+    n, k = 40, 7
+    T = triangular(rng, n, True)
+    B = rng.standard_normal((n, k)) if left else rng.standard_normal((k, n))
+    ref = hl.solve_triangular(T, B, left=left, trans=True)
+    work = B.copy()
+    got = hl.solve_triangular(T, work, left=left, trans=True, overwrite_b=True)
+    assert got is work and np.array_equal(got, ref)
+    wide = np.zeros((B.shape[0], 2 * B.shape[1]))
+    wide[:, ::2] = B
+    strided, before = wide[:, ::2], wide.copy()
+    assert np.array_equal(hl.solve_triangular(T, strided, left=left, trans=True,
+                                              overwrite_b=True), ref)
+    assert np.array_equal(wide, before)
+    single = B.astype(np.float32)
+    hl.solve_triangular(T, single, left=left, trans=True, overwrite_b=True)
+    assert np.array_equal(single, B.astype(np.float32))
+
+
 def test_solve_triangular_shape_mismatch(rng):
     T = triangular(rng, 4, True)
     with pytest.raises(ValueError, match="shapes do not match"):

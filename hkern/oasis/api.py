@@ -114,12 +114,14 @@ def _n_features(points):
     return None if points is None else points.shape[1]
 
 
-def _columns(points, G, kind, sigma, idx, n_threads):
-    """G(:, idx) as an (n, len(idx)) array."""
+def _columns(points, G, kind, sigma, idx, n_threads, out=None):
+    """G(:, idx) as an (n, len(idx)) array (written into ``out``, C-contiguous float64 of that
+    shape, if given)."""
     if G is not None:
-        return np.take(G, idx, axis=1)      # C-ordered (G[:, idx] is not, and needed a copy)
+        # C-ordered (G[:, idx] is not, and needed a copy)
+        return np.take(G, idx, axis=1, out=out)
     return _kernel_matrix_trusted(kind, sigma, points, np.ascontiguousarray(points[idx]),
-                                  n_threads)
+                                  n_threads, out=out)
 
 
 # Probe vectors of the residual test on an explicit matrix (_check_residual): a fixed stream, so
@@ -285,8 +287,8 @@ def _block_factor(points, G, diag, kind, sigma, n_columns, stop, rng, n_threads,
 
     with blas_threads(1):
         return block_rpcholesky(
-            lambda idx: _columns(points, G, kind, sigma, idx, n_threads), block_of, diag,
-            n_columns, stop, rng, n_threads, keep_columns=keep_columns, trace_stop=trace_stop,
+            lambda idx, out: _columns(points, G, kind, sigma, idx, n_threads, out), block_of,
+            diag, n_columns, stop, rng, n_threads, keep_columns=keep_columns, trace_stop=trace_stop,
             dtype=dtype, trace_stop_after=trace_stop_after)
 
 
