@@ -75,49 +75,25 @@ def test_same_seed_same_selection_for_any_n_jobs(problem):
     np.testing.assert_array_equal(one.dual_coef_, two.dual_coef_)
 
 
-def test_the_screen_starts_the_search_at_full_n(problem, monkeypatch):
-    """With enough rows (and a start from few of them), exact PCG's hold-out search runs
-    first on a random quarter of the fitted rows (its candidates fitted there, scored on the
-    same held-out rows), and the search on all of them starts at the screen's choice and
-    moves one step at a time; the same screen and choice for n_jobs 1 and 2.  FALKON does
-    not screen."""
-    from hkern.baselines import exact
-    from hkern.hyperparameters import iterative
-    X, y, _, _ = data(n=2400)       # a screen that moves from the start
-    monkeypatch.setattr(iterative, "SCREEN_MIN_ROWS", 200)
-    monkeypatch.setattr(iterative, "SCREEN_MIN_RATIO", 1)
-    fitted, real = [], exact.ExactPCGProblem.holdout
+def test_the_search_at_full_n_moves_its_bracket_once(problem, monkeypatch):
+    """From a start far from the optimum (the subsample's bandwidth times 8, nine steps of
+    log 1.25 away), the search on all rows moves its bracket once: the start, one step
+    towards the better side, one move three steps out, and no further (each further move
+    costs more than any candidate before it); the best of those is chosen."""
+    from hkern.hyperparameters import select
+    X, y, _, _ = problem
+    real = select._subsample_start
 
-    def spy(self, rows, held, *args):
-        fitted.append((len(rows), len(held)))
-        return real(self, rows, held, *args)
-    monkeypatch.setattr(exact.ExactPCGProblem, "holdout", spy)
-    models = [hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=100, seed=0,
-                              n_jobs=n_jobs) for n_jobs in (1, 2)]
-    record = models[0].selection_
-    n_held = round(HOLDOUT_FRACTION_ITERATIVE * len(X))
-    n_screen = int(iterative.SCREEN_FRACTION * (len(X) - n_held))
-    assert record.screening_rows == n_screen and len(record.screening) >= 2
-    calls = fitted[:len(record.screening) + record.n_evaluations]
-    assert calls == [(n_screen, n_held)] * len(record.screening) + \
-        [(len(X) - n_held, n_held)] * record.n_evaluations
-    screen_best = max(record.screening, key=lambda c: c.value)
-    assert not np.array_equal(screen_best.sigma, record.screening[0].sigma)
-    np.testing.assert_array_equal(record.candidates[0].sigma, screen_best.sigma)
-    # One step (log 1.25) at a time from there, the parabola's vertex aside.
-    steps = [np.log(np.asarray(c.sigma) / np.asarray(screen_best.sigma))[0] / np.log(1.25)
-             for c in record.candidates]
-    assert all(abs(s - round(s)) < 1e-9 and abs(s) <= 3 for s in steps[:-1])
-    assert "screen on" in record.summary()
-    other = models[1].selection_
-    assert [c.value for c in other.screening] == [c.value for c in record.screening]
-    np.testing.assert_array_equal(models[0].sigma_, models[1].sigma_)
-    falkon = hkern.fit_nystrom(X, y, 100, solver="pcg", sigma="auto", lam="auto", seed=0)
-    assert falkon.selection_.screening == []
-    # Nor exact PCG when the start was learnt on more than 1 / SCREEN_MIN_RATIO of the rows.
-    monkeypatch.setattr(iterative, "SCREEN_MIN_RATIO", 16)
-    assert hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=100,
-                           seed=0).selection_.screening == []
+    def far(*args, **kw):
+        sigma, lam, lml, size = real(*args, **kw)
+        return sigma * 8.0, lam, lml, size
+    monkeypatch.setattr(select, "_subsample_start", far)
+    model = hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=100, seed=0)
+    record = model.selection_
+    start = np.asarray(record.candidates[0].sigma)
+    steps = [np.log(np.asarray(c.sigma)[0] / start[0]) / np.log(1.25) for c in record.candidates]
+    np.testing.assert_allclose(steps, [0, -1, -3], atol=1e-9)
+    assert record.best == 2
 
 
 def _candidate_precisions(monkeypatch):

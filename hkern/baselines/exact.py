@@ -242,10 +242,6 @@ class ExactPCGProblem(SelectionProblem):
     building one (kin40k: 0.4 s against 5.6 s)."""
 
     label = "fit_exact(solver='pcg')"
-    # The hold-out search screens bandwidths on a quarter of the rows first: a candidate's
-    # factor costs n r^2 and its CG passes n^2, so the far end of a bracket costs far less
-    # there (elevators, keggundirected: doc/hyperparameters.md).
-    screens = True
 
     def __init__(self, arguments, X, encoding, rank, tol, max_iter):
         super().__init__(arguments, X, encoding, tol, max_iter)

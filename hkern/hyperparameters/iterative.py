@@ -13,14 +13,8 @@ fit.  The search here is staged instead:
    shrink by 15% from 1000 to 4000 points, and the test RMSE of exact PCG at them falls from
    0.079 to 0.070 (doc/hyperparameters.md).
 2. **The scale at full n**, by the solver itself: a parabolic line search in a global log
-   scale g of the lengthscales (:func:`coordinate_search`; in log lam instead when sigma is
-   given), maximising the criterion.  With the hold-out criterion, a start learnt on few
-   of the rows (SCREEN_MIN_RATIO) and a problem that allows it (``screens``), the same
-   search first runs on a random quarter of the fitted rows (the screen), and the search on
-   all of them starts from its choice; a bracket reaching far from the start then costs a
-   sixteenth of a kernel pass and a quarter of a factor, where at full n the bracket's short
-   end, at half the chosen bandwidth or less, cost more than any other candidate (its
-   preconditioner needs the most columns):
+   scale g of the lengthscales (:func:`coordinate_search`, its bracket moved at most once:
+   FULL_MAX_MOVES; in log lam instead when sigma is given), maximising the criterion:
 
    * ``"holdout"``: minus the mean squared error on a random tenth of the rows held out of
      the fit.  Each candidate's CG stops at a looser tolerance than the final fit, and early
@@ -78,24 +72,15 @@ VERTEX_MIN_GAIN = 0.003
 VERTEX_MIN_MOVE = 0.2
 # Probe vectors of the stochastic log-determinant.
 N_PROBES = 8
-# The screen (module docstring): the search on this fraction of the fitted rows, when that
-# is at least SCREEN_MIN_ROWS of them (the hold-out errors of fewer rows rank bandwidths
-# less reliably, and their fits cost little anyway), and only when the start was learnt on
-# at most 1 / SCREEN_MIN_RATIO of the rows.  Measured on the five shared sets (2026-11-28,
-# doc/hyperparameters.md): where the start came from 500 points (elevators, pol: 30 and 27
-# times fewer than n) the screen found the region of the optimum for 1.1-2.1 s, and
-# elevators' selection fell from 5.3 to 3.6-3.7 fits' time; where it came from 4000 points
-# (kin40k, protein, keggundirected: 9 to 14 times fewer), the full-n search starts close
-# enough, and the screen cost more than it saved (kin40k: 109.9 s against 88.2 s, one more
-# candidate at full n; keggundirected: its screen chose the start, while the optimum at full
-# n is 4 steps shorter).
-SCREEN_FRACTION = 0.25
-SCREEN_MIN_ROWS = 2000
-SCREEN_MIN_RATIO = 16
-# From the screen's choice the search at full n moves one step at a time (coordinate_search's
-# grow): that choice is near the optimum, and a bracket end beyond it at full n is the
-# costliest candidate.
-SCREEN_FULL_GROW = 1.0
+# The search at full n moves its bracket at most once (coordinate_search's max_moves): from
+# the start it then reaches at most three steps (log 1.25 each, 0.51 of the start's
+# bandwidth).  On the five shared sets (2026-11-28) the choices lay within that reach
+# (kin40k, protein: one step; pol: none; keggundirected: three; elevators: three, and four
+# by the parabola's vertex), while a second move, to seven steps, was the costliest
+# candidate wherever it ran and was never chosen (keggundirected 11.4 s of a 41.2 s
+# selection, elevators 3.9-4.2 s of 7.7 s: the preconditioner's factor grows to its full rank
+# at a quarter of the bandwidth).
+FULL_MAX_MOVES = 1
 
 
 class IterativeProblem:
@@ -105,9 +90,6 @@ class IterativeProblem:
     ----------
     label : str
         The fit's name for messages, e.g. ``"fit_exact(solver='pcg')"``.
-    screens : bool
-        Whether the hold-out search may screen on a quarter of the rows first (module
-        docstring).
 
     Methods
     -------
@@ -162,60 +144,51 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         n_held = max(1, int(round(HOLDOUT_FRACTION_ITERATIVE * n)))
         rows, held = np.sort(order[n_held:]), np.sort(order[:n_held])
     log_lam0 = math.log(lam0)
-    def evaluator(fit_rows, candidates, best, tag=""):
-        """The criterion at a point (log g, log lam) of the search, fitted on ``fit_rows``
-        (hold-out), each evaluation appended to ``candidates``; ``best`` tracks the best
-        one (its value, state, index and sigma: the warm start of the next candidate at its
-        bandwidth, and the final fit's).  Also returns the candidate index of each point."""
-        index = {}
-        # The criterion of each candidate, of the candidates' targets (the search compares
-        # these; the record holds them in the user's units: IterativeProblem.to_user_units).
-        values = []
+    best = {"value": -math.inf, "state": None, "index": None, "sigma": None}
+    index = {}
+    # The criterion of each candidate, of the candidates' targets (the search compares these;
+    # the record holds them in the user's units: IterativeProblem.to_user_units).
+    values = []
 
-        def evaluate(point):
-            log_g, log_lam = point
-            sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g),
-                                                                bounds)
-            lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)
-            earlier = repeated_candidate(candidates, sigma, lam)
-            if earlier is not None:     # the bounds moved this point onto one already fitted
-                index[point] = earlier
-                return values[earlier]
-            t0 = time.perf_counter()
-            note = ""
-            try:
-                # A warm start only from the same bandwidth: across bandwidths exact KRR's
-                # dual coefficients are no closer than zero (kin40k: 46 iterations from the
-                # solution at 1.25x the bandwidth, 25 from zero).
-                x0 = best["state"] if best["sigma"] is not None and np.array_equal(
-                    best["sigma"], sigma) else None
-                if criterion == "holdout":
-                    best_mse = -best["value"] if math.isfinite(best["value"]) else None
-                    mse, state = problem.holdout(fit_rows, held, sigma, lam, x0,
-                                                 SELECTION_TOL, best_mse)
-                    value = -mse
-                else:
-                    value, error, state = problem.likelihood(sigma, lam, x0, SELECTION_TOL,
-                                                             N_PROBES, seed)
-                    note = f" +- {error:.3g}"
-            except (np.linalg.LinAlgError, ValueError):
-                if not record.candidates and not record.screening:
-                    raise           # the first fit reports bad arguments as it would alone
-                value, state = -math.inf, None
-            seconds = time.perf_counter() - t0
-            if value > best["value"]:
-                best.update(value=value, state=state, index=len(candidates), sigma=sigma)
-            index[point] = len(candidates)
-            values.append(value)
-            shown = problem.to_user_units(value, criterion)
-            candidates.append(Candidate(sigma=sigma, lam=lam, value=shown, seconds=seconds))
-            say(f"{tag}sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={shown:.6g}"
-                f"{note} ({seconds:.2f} s)")
-            return value
-        return evaluate, index
-
-    def new_best():
-        return {"value": -math.inf, "state": None, "index": None, "sigma": None}
+    def evaluate(point):
+        log_g, log_lam = point
+        sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
+        lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)
+        earlier = repeated_candidate(record.candidates, sigma, lam)
+        if earlier is not None:     # the bounds moved this point onto one already fitted
+            index[point] = earlier
+            return values[earlier]
+        t0 = time.perf_counter()
+        note = ""
+        try:
+            # A warm start only from the same bandwidth: across bandwidths exact KRR's dual
+            # coefficients are no closer than zero (kin40k: 46 iterations from the solution
+            # at 1.25x the bandwidth, 25 from zero).
+            x0 = best["state"] if best["sigma"] is not None and np.array_equal(
+                best["sigma"], sigma) else None
+            if criterion == "holdout":
+                best_mse = -best["value"] if math.isfinite(best["value"]) else None
+                mse, state = problem.holdout(rows, held, sigma, lam, x0, SELECTION_TOL,
+                                             best_mse)
+                value = -mse
+            else:
+                value, error, state = problem.likelihood(sigma, lam, x0, SELECTION_TOL,
+                                                         N_PROBES, seed)
+                note = f" +- {error:.3g}"
+        except (np.linalg.LinAlgError, ValueError):
+            if not record.candidates:
+                raise               # the first fit reports bad arguments as it would alone
+            value, state = -math.inf, None
+        seconds = time.perf_counter() - t0
+        if value > best["value"]:
+            best.update(value=value, state=state, index=len(record.candidates), sigma=sigma)
+        index[point] = len(record.candidates)
+        values.append(value)
+        shown = problem.to_user_units(value, criterion)
+        record.candidates.append(Candidate(sigma=sigma, lam=lam, value=shown, seconds=seconds))
+        say(f"sigma={format_sigma(sigma)} lam={lam:.3g} {criterion}={shown:.6g}{note} "
+            f"({seconds:.2f} s)")
+        return value
 
     # Each candidate costs a good part of a fit, so the search at full n moves the scale
     # alone when it selects one: lam is the subsample's (the noise level does not depend on
@@ -226,23 +199,10 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         plan.append((0, _SCALE_STEP[name == "gaussian"], -1))
     elif lam_mode == "auto":
         plan.append((1, _LAM_STEP))
-    search = dict(min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
-                  min_vertex_move=VERTEX_MIN_MOVE)
-    start = (0.0, log_lam0)
-    n_screen = int(SCREEN_FRACTION * (n - len(held))) if criterion == "holdout" else 0
-    if problem.screens and sigma_mode != "given" and n_screen >= SCREEN_MIN_ROWS and \
-            n >= SCREEN_MIN_RATIO * record.subsample_size:
-        # The screen: a random part of the fitted rows (the rows after the held-out ones in
-        # the same permutation), the same held-out rows.
-        screen_rows = np.sort(order[n_held:n_held + n_screen])
-        screen, _ = evaluator(screen_rows, record.screening, new_best(), tag="screen: ")
-        start, _ = coordinate_search(screen, start, plan, **search)
-        record.screening_rows = n_screen
-        search["grow"] = SCREEN_FULL_GROW
-    best = new_best()
-    evaluate, index = evaluator(rows if criterion == "holdout" else None, record.candidates,
-                                best)
-    chosen_point, _ = coordinate_search(evaluate, start, plan, **search)
+    chosen_point, _ = coordinate_search(
+        evaluate, (0.0, log_lam0), plan, max_moves=FULL_MAX_MOVES,
+        min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
+        min_vertex_move=VERTEX_MIN_MOVE)
     record.best = index[chosen_point]
     chosen = record.candidates[record.best]
     if not math.isfinite(chosen.value):

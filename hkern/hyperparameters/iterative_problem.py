@@ -54,10 +54,6 @@ class SelectionProblem:
     (:class:`hkern.hyperparameters.iterative.IterativeProblem`): the checked data, the fit's
     inputs on some rows at candidate values, and the hold-out error of coefficients."""
 
-    # No screen on part of the rows before the search at full n unless the fit says so
-    # (hkern.hyperparameters.iterative).
-    screens = False
-
     def __init__(self, arguments, X, encoding, tol, max_iter):
         self.a, self.X, self.tol, self.max_iter = arguments, X, tol, max_iter
         self.y = np.asarray(arguments["y"])

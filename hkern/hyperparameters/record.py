@@ -57,12 +57,6 @@ class HyperparameterSelection:
     subsample_seconds : float
     candidates : list of Candidate
         Every evaluation on the full data, in order.
-    screening : list of Candidate
-        The iterative solvers' screen, in order: the same search on ``screening_rows`` of
-        the rows, whose choice started the search on all of them (empty without a screen:
-        hkern.hyperparameters.iterative).  Its values are hold-out errors of fits on fewer
-        rows, not comparable with the candidates'.
-    screening_rows : int
     best : int
         Index of the chosen candidate.
     sigma, lam : (properties)
@@ -88,8 +82,6 @@ class HyperparameterSelection:
     subsample_lam: object = None
     subsample_seconds: float = 0.0
     candidates: list = field(default_factory=list)
-    screening: list = field(default_factory=list)
-    screening_rows: int = 0
     best: int = -1
     seconds: float = 0.0
     refit_seconds: float = 0.0
@@ -115,11 +107,6 @@ class HyperparameterSelection:
         """Seconds of the evaluations on the full data."""
         return float(sum(c.seconds for c in self.candidates))
 
-    @property
-    def screening_seconds(self):
-        """Seconds of the screen's evaluations (0 without a screen)."""
-        return float(sum(c.seconds for c in self.screening))
-
     def summary(self):
         """A few lines: the starting point, each candidate, the choice and the time split."""
         profiled = ", each candidate's lam the best for its sigma" if self.lam_profiled else ""
@@ -129,19 +116,13 @@ class HyperparameterSelection:
             lines.append(f"start: exact GP on {self.subsample_size} points, sigma="
                          f"{format_sigma(self.subsample_sigma)} lam={self.subsample_lam:.3g} "
                          f"({self.subsample_seconds:.1f} s)")
-        if self.screening:
-            lines.append(f"screen on {self.screening_rows} rows:")
-            lines.extend(f"  sigma={format_sigma(c.sigma)} lam={c.lam:.3g} value={c.value:.6g} "
-                         f"({c.seconds:.2f} s)" for c in self.screening)
         for i, c in enumerate(self.candidates):
             mark = "*" if i == self.best else " "
             lines.append(f"{mark} sigma={format_sigma(c.sigma)} lam={c.lam:.3g} "
                          f"value={c.value:.6g} ({c.seconds:.2f} s)")
-        screen = (f"screen {len(self.screening)} evaluations {self.screening_seconds:.1f} s, "
-                  if self.screening else "")
         lines.append(f"total {self.seconds:.1f} s: subsample {self.subsample_seconds:.1f} s, "
-                     f"{screen}{self.n_evaluations} evaluations {self.search_seconds:.1f} s, "
-                     f"refit {self.refit_seconds:.1f} s")
+                     f"{self.n_evaluations} evaluations {self.search_seconds:.1f} s, refit "
+                     f"{self.refit_seconds:.1f} s")
         return "\n".join(lines)
 
     def __repr__(self):
