@@ -127,9 +127,9 @@ def test_holdout_candidates_run_in_the_precision_auto_chooses(problem, monkeypat
 
 
 def test_the_final_fit_extends_the_chosen_candidates_factor(problem, monkeypatch):
-    """The selection's final fit builds no Nystrom factor: it extends the chosen hold-out
-    candidate's to the held-out rows (one factor per bandwidth tried, none more), and
-    reaches the same answer as a fit at the chosen values alone."""
+    """The selection's final fit builds no Nystrom factor by column selection: it rebuilds
+    the chosen hold-out candidate's on all rows from its pivots (one factor per bandwidth
+    tried, none more), and reaches the same answer as a fit at the chosen values alone."""
     from hkern.solvers import exact_pcg
     X, y, _, _ = problem
     real, built = exact_pcg.nystrom_factor, []
@@ -145,6 +145,56 @@ def test_the_final_fit_extends_the_chosen_candidates_factor(problem, monkeypatch
     alone = hkern.fit_exact(X, y, solver="pcg", sigma=model.sigma_, lam=model.lam_, r=100,
                             seed=0, tol=1e-8)
     np.testing.assert_allclose(model.dual_coef_, alone.dual_coef_, rtol=1e-5, atol=1e-6)
+
+
+def test_candidates_of_a_bandwidth_search_keep_pivots_not_factors(problem, monkeypatch):
+    """Where the search moves the bandwidth a candidate keeps its factor's pivots and T (k x
+    k), not the n x k factor (two factors at once doubled the selection's peak memory), and
+    F rebuilt from them on all rows is the extension of the candidate's factor: its rows
+    equal to rounding, the new rows K(x, Z) T^{-T}."""
+    from hkern.baselines.exact import ExactPCGProblem
+    from hkern.solvers.exact_pcg import extended_preconditioner, preconditioner_from_pivots
+    X, y, _, _ = problem
+    seen, current = [], {}
+    real_holdout, real_state = ExactPCGProblem._holdout, ExactPCGProblem._state
+
+    def holdout(self, inputs, *args):
+        current["inputs"] = inputs
+        return real_holdout(self, inputs, *args)
+
+    def state(self, alpha, apply_m, rows):
+        kept = real_state(self, alpha, apply_m, rows)
+        seen.append((kept, apply_m, rows, current["inputs"]))
+        return kept
+    monkeypatch.setattr(ExactPCGProblem, "_holdout", holdout)
+    monkeypatch.setattr(ExactPCGProblem, "_state", state)
+    hkern.fit_exact(X, y, solver="pcg", sigma="ard", lam="auto", r=100, seed=0)
+    assert seen
+    for kept, apply_m, rows, _ in seen:
+        k = apply_m.F.shape[1]
+        assert kept.preconditioner is None and kept.pivot_factor.shape == (k, k)
+        np.testing.assert_array_equal(kept.pivots, rows[apply_m.pivots])
+    kept, apply_m, rows, inputs = seen[-1]
+    # All rows of the scaled X the candidate saw: X / sigma (its inputs hold X[rows] / sigma).
+    scaled = X / (X[rows][0] / inputs.X[0])
+    rebuilt = preconditioner_from_pivots(kept.pivots, kept.pivot_factor, scaled, inputs.kind,
+                                         inputs.bandwidth, 1e-2, 1, np.float64)
+    extended = extended_preconditioner(apply_m, scaled, rows, inputs.kind, inputs.bandwidth,
+                                       1e-2, 1, None)
+    # The same Nystrom approximation K(X, Z) K(Z, Z)^{-1} K(Z, X) (whose diagonal is at most
+    # 1) and the same M^{-1}; single entries of F differ by T's rounding amplified by its
+    # smallest pivots (up to 1e-8 here).
+    np.testing.assert_allclose(rebuilt.F @ rebuilt.F.T, extended.F @ extended.F.T, rtol=0,
+                               atol=1e-10)
+    R = np.random.default_rng(1).standard_normal((len(X), 2))
+    np.testing.assert_allclose(rebuilt(R), extended(R), rtol=1e-8, atol=1e-8)
+    # With the candidate's F^T F kept, only the new rows' share is computed.
+    reused = preconditioner_from_pivots(kept.pivots, kept.pivot_factor, scaled, inputs.kind,
+                                        inputs.bandwidth, 1e-2, 1, np.float64, gram=kept.gram,
+                                        rows=rows)
+    np.testing.assert_array_equal(reused.F, rebuilt.F)
+    np.testing.assert_allclose(reused.gram, extended.gram, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(reused(R), extended(R), rtol=1e-8, atol=1e-8)
 
 
 def test_an_early_stopped_factor_is_built_again_for_the_final_fit(problem, monkeypatch):

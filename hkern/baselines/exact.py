@@ -31,6 +31,7 @@ from ..solvers.exact_pcg import (
     extended_preconditioner,
     kernel_storage,
     preconditioner_for,
+    preconditioner_from_pivots,
     solve_pcg,
 )
 from ..solvers.slq import stochastic_lml
@@ -224,12 +225,23 @@ def _selection_problem(arguments):
 class _CandidateFit:
     """A selection candidate's solution as :func:`select_iterative` keeps it (its ``state``):
     the coefficients, and the preconditioner they were solved with (None when keeping it
-    would not fit), built on ``preconditioner_rows`` (None: all rows).  The next candidate at
-    the same bandwidth starts from both, the final fit from both extended to all rows."""
+    would not fit, or when a search over bandwidths kept its pivots), built on
+    ``preconditioner_rows`` (None: all rows).  The next candidate at the same bandwidth starts
+    from both, the final fit from both extended to all rows.  No two candidates of a search
+    over bandwidths share a factor, and a kept float64 one doubled the selection's peak
+    memory (kin40k in double: 2.05 GiB against 1.0 for a fit): such a candidate keeps its
+    factor's ``pivots`` (rows of X), ``pivot_factor`` T (F at them, k x k) and ``gram``
+    (F^T F) instead, from which the final fit rebuilds F on all rows
+    (:func:`hkern.solvers.exact_pcg.preconditioner_from_pivots`).
+    """
 
     alpha: np.ndarray
     preconditioner: object
     preconditioner_rows: np.ndarray | None
+    pivots: np.ndarray | None = None
+    pivot_factor: np.ndarray | None = None
+    factor_dtype: object = np.float64
+    gram: np.ndarray | None = None
 
 
 class ExactPCGProblem(SelectionProblem):
@@ -239,7 +251,8 @@ class ExactPCGProblem(SelectionProblem):
     A candidate's state (:class:`_CandidateFit`) keeps its preconditioner, so that a candidate
     at the best one's bandwidth (differing in lam) builds no new Nystrom factor, and the final
     fit extends the chosen hold-out candidate's factor to the held-out rows instead of
-    building one (kin40k: 0.4 s against 5.6 s)."""
+    building one (kin40k: 0.4 s against 5.6 s).  A search over bandwidths keeps the factor's
+    pivots instead, and the final fit rebuilds the factor from them."""
 
     label = "fit_exact(solver='pcg')"
 
@@ -247,6 +260,9 @@ class ExactPCGProblem(SelectionProblem):
         super().__init__(arguments, X, encoding, tol, max_iter)
         self.rank = rank
         self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
+        # sigma "auto" or "ard": the search moves the bandwidth, and no two candidates share
+        # a factor (_CandidateFit).
+        self.moves_bandwidth = isinstance(arguments["sigma"], str)
         # The likelihood's candidates run mixed only when asked to; "auto" decides for the
         # final fit (float32_reach).
         self._candidate_precision = "mixed" if arguments["precision"] == "mixed" else "double"
@@ -260,9 +276,20 @@ class ExactPCGProblem(SelectionProblem):
                                   adaptive=self.a["r"] is None, precision=precision)
 
     def _state(self, alpha, apply_m, rows):
-        """The candidate's state; its preconditioner only when three factors of its size fit
-        max_memory (the kept one, the next candidate's and the final fit's extension)."""
+        """The candidate's state: where the search moves the bandwidth, its float64 factor's
+        pivots, T and F^T F (_CandidateFit); else its preconditioner, when three factors of
+        its size fit max_memory (the kept one, the next candidate's and the final fit's
+        extension)."""
         F = getattr(apply_m, "F", None)
+        pivots = getattr(apply_m, "pivots", None)
+        # Only a float64 factor: T rounded to float32 made the factor rebuilt from it on all
+        # rows a poor preconditioner (pol, mixed: a selection of 39.6 s against 13.3 s, test
+        # RMSE 0.1107 against 0.1077), and a float32 factor kept costs half the memory.
+        if self.moves_bandwidth and pivots is not None and F.dtype == np.float64:
+            return _CandidateFit(alpha, None, rows,
+                                 pivots=pivots if rows is None else rows[pivots],
+                                 pivot_factor=np.tril(F[pivots].astype(np.float64)),
+                                 factor_dtype=F.dtype, gram=apply_m.gram)
         keep = F is not None and 3 * F.nbytes <= resolve_max_memory(self.a["max_memory"])
         return _CandidateFit(alpha, apply_m if keep else None, rows)
 
@@ -306,7 +333,8 @@ class ExactPCGProblem(SelectionProblem):
         others (the preconditioner is extended by the final fit)."""
         full = np.zeros((self.X.shape[0], state.alpha.shape[1]))
         full[rows] = state.alpha
-        return _CandidateFit(full, state.preconditioner, state.preconditioner_rows)
+        return _CandidateFit(full, state.preconditioner, state.preconditioner_rows,
+                             state.pivots, state.pivot_factor, state.factor_dtype, state.gram)
 
     def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
         """The profiled log marginal likelihood of all rows by stochastic Lanczos quadrature
@@ -330,16 +358,23 @@ class ExactPCGProblem(SelectionProblem):
 
     def _final_start(self, inputs, x0):
         """The final fit's M^{-1} and warm start from the chosen candidate ``x0``: its factor
-        as it is when built on all rows, extended to them when built on the hold-out
-        candidates' rows (in its own precision: the operator's is the solver's choice, the
-        factor only preconditions), and its coefficients.  None for the factor when the
-        candidate kept none (the solver builds one).  The candidate's factor is released
-        first."""
+        rebuilt on all rows from its pivots (a search over bandwidths), or kept as it is when
+        built on all rows, or extended to them when built on the hold-out candidates' rows
+        (in its own precision: the operator's is the solver's choice, the factor only
+        preconditions), and its coefficients.  None for the factor when the candidate kept
+        none (the solver builds one).  The candidate's factor is released first."""
         if x0 is None:
             return None, None
         kept, rows = x0.preconditioner, x0.preconditioner_rows
         x0.preconditioner = None
         start = self.final_start(x0.alpha)
+        if x0.pivots is not None:
+            if self.a["r"] is None and x0.pivots.size < self.rank:
+                return None, None       # as below: a new factor from zero
+            return preconditioner_from_pivots(
+                x0.pivots, x0.pivot_factor, inputs.X, inputs.kind, inputs.bandwidth,
+                inputs.lam, budget_threads(), x0.factor_dtype, gram=x0.gram,
+                rows=rows), start
         if kept is None:
             return None, start
         if rows is None:
