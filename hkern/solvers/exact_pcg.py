@@ -344,12 +344,7 @@ def extended_preconditioner(apply_m, X, rows, kind, bandwidth, lam, n_threads, m
     full = np.empty((n, k), dtype=F.dtype)
     full[rows] = F
     gram = apply_m.gram.copy()          # F^T F: the built rows' plus the new rows'
-    for start in range(0, held.size, _EXTEND_ROWS):
-        part = held[start:start + _EXTEND_ROWS]
-        C = _kernel_matrix_trusted(kind, bandwidth, np.ascontiguousarray(X[part]), Z, n_threads)
-        full[part] = _linalg.solve_triangular(T, C, lower=True, trans=True, left=False,
-                                              n_threads=n_threads)
-        gram += float64_gram(full[part], n_threads)
+    _nystrom_rows(full, held, X, Z, T, kind, bandwidth, n_threads, gram)
     return NystromPreconditioner(full, lam, n_threads, pivots=rows[pivots], gram=gram)
 
 
@@ -365,22 +360,28 @@ def preconditioner_from_pivots(pivot_rows, T, X, kind, bandwidth, lam, n_threads
     n, k = X.shape[0], T.shape[0]
     Z = np.ascontiguousarray(X[pivot_rows])
     F = np.empty((n, k), dtype=dtype)
-    new_rows = np.ones(n, dtype=bool)
+    counted = None
     if gram is None:
         gram = np.zeros((k, k))
     else:
         gram = gram.copy()
-        new_rows[slice(None) if rows is None else rows] = False
-    for start in range(0, n, _EXTEND_ROWS):
-        stop = min(n, start + _EXTEND_ROWS)
-        C = _kernel_matrix_trusted(kind, bandwidth, np.ascontiguousarray(X[start:stop]), Z,
-                                   n_threads)
-        F[start:stop] = _linalg.solve_triangular(T, C, lower=True, trans=True, left=False,
-                                                 n_threads=n_threads, overwrite_b=True)
-        part = np.flatnonzero(new_rows[start:stop]) + start
-        if part.size:
-            gram += float64_gram(F[part], n_threads)
+        counted = np.ones(n, dtype=bool)
+        counted[slice(None) if rows is None else rows] = False
+    _nystrom_rows(F, np.arange(n), X, Z, T, kind, bandwidth, n_threads, gram, counted)
     return NystromPreconditioner(F, lam, n_threads, pivots=np.asarray(pivot_rows), gram=gram)
+
+
+def _nystrom_rows(F, targets, X, Z, T, kind, bandwidth, n_threads, gram, counted=None):
+    """F[targets] = K(X[targets], Z) T^{-T}, _EXTEND_ROWS rows at a time, and their F^T F added
+    to ``gram`` (only the rows ``counted`` marks, when given)."""
+    for start in range(0, targets.size, _EXTEND_ROWS):
+        part = targets[start:start + _EXTEND_ROWS]
+        C = _kernel_matrix_trusted(kind, bandwidth, np.ascontiguousarray(X[part]), Z, n_threads)
+        F[part] = _linalg.solve_triangular(T, C, lower=True, trans=True, left=False,
+                                           n_threads=n_threads, overwrite_b=True)
+        new = part if counted is None else part[counted[part]]
+        if new.size:
+            gram += float64_gram(F[new], n_threads)
 
 
 # Rows of the held-out kernel block an extension computes at a time (4096 x 3000 float64: 98 MB).
