@@ -178,7 +178,7 @@ def test_candidates_of_a_bandwidth_search_keep_pivots_not_factors(problem, monke
     # All rows of the scaled X the candidate saw: X / sigma (its inputs hold X[rows] / sigma).
     scaled = X / (X[rows][0] / inputs.X[0])
     rebuilt = preconditioner_from_pivots(kept.pivots, kept.pivot_factor, scaled, inputs.kind,
-                                         inputs.bandwidth, 1e-2, 1, np.float64)
+                                         inputs.bandwidth, 1e-2, 1)
     extended = extended_preconditioner(apply_m, scaled, rows, inputs.kind, inputs.bandwidth,
                                        1e-2, 1, None)
     # The same Nystrom approximation K(X, Z) K(Z, Z)^{-1} K(Z, X) (whose diagonal is at most
@@ -190,8 +190,7 @@ def test_candidates_of_a_bandwidth_search_keep_pivots_not_factors(problem, monke
     np.testing.assert_allclose(rebuilt(R), extended(R), rtol=1e-8, atol=1e-8)
     # With the candidate's F^T F kept, only the new rows' share is computed.
     reused = preconditioner_from_pivots(kept.pivots, kept.pivot_factor, scaled, inputs.kind,
-                                        inputs.bandwidth, 1e-2, 1, np.float64, gram=kept.gram,
-                                        rows=rows)
+                                        inputs.bandwidth, 1e-2, 1, gram=kept.gram, rows=rows)
     np.testing.assert_array_equal(reused.F, rebuilt.F)
     np.testing.assert_allclose(reused.gram, extended.gram, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(reused(R), extended(R), rtol=1e-8, atol=1e-8)

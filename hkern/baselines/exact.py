@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -240,7 +240,6 @@ class _CandidateFit:
     preconditioner_rows: np.ndarray | None
     pivots: np.ndarray | None = None
     pivot_factor: np.ndarray | None = None
-    factor_dtype: object = np.float64
     gram: np.ndarray | None = None
 
 
@@ -288,8 +287,7 @@ class ExactPCGProblem(SelectionProblem):
         if self.moves_bandwidth and pivots is not None and F.dtype == np.float64:
             return _CandidateFit(alpha, None, rows,
                                  pivots=pivots if rows is None else rows[pivots],
-                                 pivot_factor=np.tril(F[pivots].astype(np.float64)),
-                                 factor_dtype=F.dtype, gram=apply_m.gram)
+                                 pivot_factor=np.tril(F[pivots]), gram=apply_m.gram)
         keep = F is not None and 3 * F.nbytes <= resolve_max_memory(self.a["max_memory"])
         return _CandidateFit(alpha, apply_m if keep else None, rows)
 
@@ -333,8 +331,7 @@ class ExactPCGProblem(SelectionProblem):
         others (the preconditioner is extended by the final fit)."""
         full = np.zeros((self.X.shape[0], state.alpha.shape[1]))
         full[rows] = state.alpha
-        return _CandidateFit(full, state.preconditioner, state.preconditioner_rows,
-                             state.pivots, state.pivot_factor, state.factor_dtype, state.gram)
+        return replace(state, alpha=full)
 
     def likelihood(self, sigma, lam, x0, tol, n_probes, seed):
         """The profiled log marginal likelihood of all rows by stochastic Lanczos quadrature
@@ -373,8 +370,7 @@ class ExactPCGProblem(SelectionProblem):
                 return None, None       # as below: a new factor from zero
             return preconditioner_from_pivots(
                 x0.pivots, x0.pivot_factor, inputs.X, inputs.kind, inputs.bandwidth,
-                inputs.lam, budget_threads(), x0.factor_dtype, gram=x0.gram,
-                rows=rows), start
+                inputs.lam, budget_threads(), gram=x0.gram, rows=rows), start
         if kept is None:
             return None, start
         if rows is None:

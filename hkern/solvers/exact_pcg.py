@@ -348,18 +348,18 @@ def extended_preconditioner(apply_m, X, rows, kind, bandwidth, lam, n_threads, m
     return NystromPreconditioner(full, lam, n_threads, pivots=rows[pivots], gram=gram)
 
 
-def preconditioner_from_pivots(pivot_rows, T, X, kind, bandwidth, lam, n_threads, dtype,
-                               gram=None, rows=None):
+def preconditioner_from_pivots(pivot_rows, T, X, kind, bandwidth, lam, n_threads, gram=None,
+                               rows=None):
     """The Nystrom preconditioner of all rows of ``X`` (scaled inputs) from the pivots of one
     built on ``rows`` of them: F = K(X, Z) T^{-T}, with Z = X[pivot_rows] and T the lower
     triangular factor of K(Z, Z) that factor had at its pivots (``extended_preconditioner``'s
-    formula on every row), F in ``dtype``; ``gram``, that factor's F^T F on ``rows``, spares
+    formula on every row), F in float64; ``gram``, that factor's F^T F on ``rows``, spares
     those rows' share of F^T F (n k^2 flops, as much as the solve).  A selection's candidate
     keeps these (k^2 doubles each) instead of its n x k factor, which doubled the
     selection's peak memory (kin40k in double: 2.05 GiB)."""
     n, k = X.shape[0], T.shape[0]
     Z = np.ascontiguousarray(X[pivot_rows])
-    F = np.empty((n, k), dtype=dtype)
+    F = np.empty((n, k))
     counted = None
     if gram is None:
         gram = np.zeros((k, k))
