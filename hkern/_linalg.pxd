@@ -61,12 +61,12 @@ cdef int getrf(int n, double* A, int lda, int* ipiv) noexcept nogil
 cdef int getrf_blocked(int n, double* A, int lda, int* ipiv, Interrupt* it) noexcept nogil
 cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
                 double* B, int ldb) noexcept nogil
-cdef int syevr(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
+cdef int syevd(int n, double* A, int lda, int il, int iu, double* w, double* Z, int ldz,
                int* n_found, Interrupt* it) noexcept nogil
 cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
                double* VT, int ldvt) noexcept nogil
 cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,
-                   double rcond, double* X, int ldx, int* rank) noexcept nogil
+                   double rcond, double* X, int ldx, int* rank, Interrupt* it) noexcept nogil
 
 cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept nogil
 

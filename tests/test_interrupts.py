@@ -83,13 +83,30 @@ CASES = {
         "hkern.fit_slkl(X[:1000], y[:1000], r=128, seed=0, n_jobs=2,"
         "sigma=1.0, lam=1.0).predict(Xte[:200])"),
     # A symmetric eigendecomposition of order 5000 (the Nystrom feature map's and MEKA's
-    # eigh): 15-20 s, polled between the tridiagonal reduction's columns (50 ms each at most)
-    # and the back-transformation's column blocks; one LAPACK call before.
+    # eigh): 15-20 s, polled between the tridiagonal reduction's columns (50 ms each at most),
+    # in the divide and conquer and between the back-transformation's column blocks; one
+    # LAPACK call before.
     "eigh": (
         "from hkern import _linalg\n"
         "rng = np.random.default_rng(0); A = rng.standard_normal((5000, 5000)); A += A.T\n"
         "long = lambda: _linalg.eigh(A)",
         "_linalg.eigh(A[:300, :300])[1]"),
+    # The tridiagonal eigenproblem by divide and conquer (dstedc's steps, polled between the
+    # secular equations and the blocks of the merges' products): order 6000 of the Toeplitz
+    # tridiagonal (2, 1), little deflation, ~5 s; dstemr before was one call of several s.
+    "eigh_tridiagonal": (
+        "from hkern import _linalg\n"
+        "d, e = np.full(6000, 2.0), np.ones(5999)\n"
+        "long = lambda: _linalg.eigh_tridiagonal(d, e)",
+        "_linalg.eigh_tridiagonal(d[:300], e[:299])[1]"),
+    # The least squares of MEKA's links: 6000 x 2000, ~8 s (the eigenpairs of a 4000 x 4000
+    # [[0, R], [R^T, 0]] after a polled QR); one dgesdd call of ~7 s before.
+    "lstsq": (
+        "from hkern import _linalg\n"
+        "rng = np.random.default_rng(0); A = rng.standard_normal((6000, 2000))\n"
+        "B = rng.standard_normal((6000, 50))\n"
+        "long = lambda: _linalg.lstsq(A, B)",
+        "_linalg.lstsq(A[:400, :150], B[:400])[0]"),
     # MEKA's basis blocks W = K(X_s, Z_s) F on two clusters of ~144 000 points (the 36 000
     # kin40k training points eight times, jittered), rank 512 each: 8.9 s uninterrupted on an
     # idle machine, fill_bases from ~3 s on (four times the points took 4.8 s, too close to
@@ -139,6 +156,14 @@ def _small_here(name):
         A = rng.standard_normal((5000, 5000))
         A += A.T
         return _linalg.eigh(A[:300, :300])[1]
+    if name == "eigh_tridiagonal":
+        from hkern import _linalg
+        return _linalg.eigh_tridiagonal(np.full(300, 2.0), np.ones(299))[1]
+    if name == "lstsq":
+        from hkern import _linalg
+        A = rng.standard_normal((6000, 2000))
+        B = rng.standard_normal((6000, 50))
+        return _linalg.lstsq(A[:400, :150], B[:400])[0]
     X, y, Xte, _, _ = standardize(*load_uci("kin40k", split=0))
     if name == "fit_hierarchical":
         return hkern.fit_hierarchical(X[:3000], y[:3000], r=128, seed=0,

@@ -563,6 +563,104 @@ def test_eigh_scales_extreme_matrices_into_range(rng, scale):
     assert_columns_equal_up_to_sign(Vs, V)
 
 
+def _tridiagonal(d, e):
+    return np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+
+
+def _assert_eigenpairs(T, w, V, tol=TOL):
+    """w ascending and V orthonormal eigenvectors of the symmetric T (a dense reference)."""
+    n = T.shape[0]
+    scale = max(np.abs(T).max(), np.finfo(float).tiny)
+    assert np.all(np.diff(w) >= 0)
+    assert np.abs(w - np.linalg.eigvalsh(T)).max() <= 10 * tol * n * scale
+    assert np.abs(V.T @ V - np.eye(n)).max() <= tol * n
+    assert np.abs(T @ V - V * w).max() <= tol * n * scale
+
+
+@pytest.mark.parametrize("n", [1, 2, 25, 26, 27, 51, 52, 200, 777])
+def test_eigh_tridiagonal_divide_and_conquer(rng, n):
+    """The divide and conquer (dstedc's steps, polled): leaves of at most 26 rows, merged
+    level by level; n around the leaf size and odd sizes give uneven halves."""
+    d, e = rng.standard_normal(n), rng.standard_normal(n - 1)
+    w, V = hl.eigh_tridiagonal(d, e)
+    assert w.shape == (n,) and V.shape == (n, n)
+    _assert_eigenpairs(_tridiagonal(d, e), w, V)
+
+
+def test_eigh_tridiagonal_splits_and_deflates(rng):
+    """Off-diagonal zeros (and one negligible entry) split the matrix into blocks, some of them
+    single rows or leaves, solved apart and sorted together; equal eigenvalues (the Wilkinson
+    matrix's close pairs, a constant diagonal) deflate in the merges."""
+    n = 400
+    d, e = rng.standard_normal(n), rng.standard_normal(n - 1)
+    e[[0, 10, 40, 41, 42, 200, 398]] = 0.0
+    e[100] = 1e-300
+    w, V = hl.eigh_tridiagonal(d, e)
+    _assert_eigenpairs(_tridiagonal(d, e), w, V)
+    m = 201                                          # Wilkinson's W+_201
+    d, e = np.abs(np.arange(m) - 100.0), np.ones(m - 1)
+    w, V = hl.eigh_tridiagonal(d, e)
+    _assert_eigenpairs(_tridiagonal(d, e), w, V)
+    d, e = np.full(300, 2.0), np.full(299, 1e-9)       # a cluster of width 2e-9
+    w, V = hl.eigh_tridiagonal(d, e)
+    _assert_eigenpairs(_tridiagonal(d, e), w, V)
+    for d, e in [(np.zeros(60), np.zeros(59)), (np.arange(60.0), np.zeros(59))]:
+        w, V = hl.eigh_tridiagonal(d, e)
+        np.testing.assert_array_equal(w, np.sort(d))
+        _assert_eigenpairs(_tridiagonal(d, e), w, V)
+
+
+def test_eigh_tridiagonal_equals_lapack_dstevd(rng):
+    """The transcription does LAPACK's arithmetic: the pairs of its dstevd (dstedc) on the
+    same matrix, to round-off (its products are cut into column blocks)."""
+    n = 1000
+    d, e = rng.standard_normal(n), rng.standard_normal(n - 1)
+    w, V = hl.eigh_tridiagonal(d, e)
+    wr, Vr, info = sla.lapack.dstevd(d, e)
+    assert info == 0
+    assert_rel(w, wr)
+    assert_columns_equal_up_to_sign(V, Vr, 1e-10)
+
+
+def test_eigh_tridiagonal_bad_shapes():
+    with pytest.raises(ValueError, match="e must have n - 1 = 2 entries"):
+        hl.eigh_tridiagonal(np.ones(3), np.ones(3))
+    w, V = hl.eigh_tridiagonal(np.ones(0), np.ones(0))
+    assert w.shape == (0,) and V.shape == (0, 0)
+
+
+def test_eigh_of_a_kernel_matrix_deflates_and_stays_orthogonal(rng):
+    """A Gaussian kernel matrix (eigenvalues decaying to round-off, most of them deflated in
+    the merges): all pairs by divide and conquer, orthonormal to round-off, the same
+    eigenvalues as NumPy's."""
+    X = rng.standard_normal((600, 3))
+    A = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    w, V = hl.eigh(A)
+    assert_rel(w, np.linalg.eigvalsh(A))
+    assert np.abs(V.T @ V - np.eye(600)).max() <= 1e-13
+    assert np.abs(A @ V - V * w).max() <= 1e-12
+
+
+def test_eigh_overwrite_a_works_in_place_only_when_it_can(rng):
+    """overwrite_a=True works in a writeable C-contiguous float64 A (its contents are then
+    spent) and copies anything else; the pairs are the same bits either way."""
+    A = sym_with_spectrum(rng, _separated_spectrum(rng, 90))
+    w, V = hl.eigh(A, subset=(30, 89))
+    A1 = A.copy()
+    w1, V1 = hl.eigh(A1, subset=(30, 89), overwrite_a=True)
+    np.testing.assert_array_equal(w1, w)
+    np.testing.assert_array_equal(V1, V)
+    assert not np.array_equal(A1, A)
+    fortran = np.asfortranarray(A)
+    readonly = A.copy()
+    readonly.flags.writeable = False
+    for other in (fortran, readonly):
+        w2, V2 = hl.eigh(other, subset=(30, 89), overwrite_a=True)
+        np.testing.assert_array_equal(other, A)
+        np.testing.assert_array_equal(w2, w)
+        np.testing.assert_array_equal(V2, V)
+
+
 def test_eigh_bad_subset():
     A = np.eye(4)
     for subset in [(2, 1), (-1, 2), (0, 4)]:
@@ -655,6 +753,28 @@ def test_lstsq_rcond_is_relative(rng):
             assert rank == r, (rcond, scale)
             if r < 3:   # the rank-3 solution is too ill-conditioned to compare at 1e-12
                 assert_rel(X, np.linalg.pinv(scale * A, rcond=rcond) @ B)
+
+
+@pytest.mark.parametrize("m,n", [(700, 300), (300, 300), (200, 450)])
+def test_lstsq_of_the_blocked_factorisation_matches_the_pseudo_inverse(rng, m, n):
+    """Above 128 columns the QR runs by polled panels of 32 reflectors (dgelqf's loop written
+    out) before the SVD from the eigenpairs of [[0, R], [R^T, 0]]; a wide A goes to that SVD
+    directly.  A = U diag(s) V^T with s from 1 down to 1e-9, cut at 1e-6 and at 1e-12: the
+    pseudo-inverse solution V diag(1/s) U^T B over the kept s, to 10 eps times the kept
+    condition number (measured: 1.1-4.4 times NumPy's pinv error, itself 0.8e-10 to 7.3e-8
+    here)."""
+    k = min(m, n)
+    s = np.logspace(0, -9, k)
+    U, _ = np.linalg.qr(rng.standard_normal((m, k)))
+    V, _ = np.linalg.qr(rng.standard_normal((n, k)))
+    A = (U * s) @ V.T
+    B = rng.standard_normal((m, 5))
+    for rcond in (1e-6, 1e-12):
+        keep = s > rcond * s[0]
+        exact = (V[:, keep] / s[keep]) @ (U[:, keep].T @ B)
+        X, rank = hl.lstsq(A, B, rcond=rcond)
+        assert rank == np.sum(keep)
+        assert_rel(X, exact, 10 * np.finfo(float).eps * s[0] / s[keep][-1])
 
 
 def test_lstsq_shape_error():
