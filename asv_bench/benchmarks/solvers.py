@@ -10,6 +10,7 @@
   pass) for X (36 000, 8) and Z (4096, 8), with 1 and 2 threads; ``track_ns_per_entry``
   states the products in nanoseconds per kernel entry (the target is <= 0.6 on 2 threads).
 * ``TriangularSolve`` and ``CholeskyPair``: FALKON's dense M x M pieces at M = 8192 / 4096.
+* ``SymmetricEigen``: the polled symmetric eigendecomposition beside LAPACK's drivers.
 """
 import time
 
@@ -197,3 +198,41 @@ class CholeskyPair(SlowFit):
     def time_cholesky_pair(self, n_jobs):
         np.copyto(self.A, self.W)
         _linalg.cholesky_pair(self.A, 9.0, 1e-3, n_jobs)
+
+
+class SymmetricEigen(SlowFit):
+    """All eigenpairs of a 2000 x 2000 Gaussian kernel matrix of kin40k points (the Nystrom
+    feature map's and MEKA's eigendecomposition): hkern's polled ``_linalg.eigh`` (dsyevd's
+    steps, divide and conquer) beside LAPACK's dsyevd and dsyevr through SciPy on one BLAS
+    thread, as ``eigh`` runs; and its tridiagonal step alone beside LAPACK's dstevd."""
+
+    m = 2000
+
+    def setup(self):
+        from scipy.linalg import lapack
+        self.W = hkern.kernel_matrix(kin40k()[0][:self.m], sigma=1.41)
+        _, self.d, self.e, _, _ = lapack.dsytrd(self.W, lower=1)
+
+    def time_eigh_hkern(self):
+        _linalg.eigh(self.W)
+
+    def time_eigh_lapack_dsyevd(self):
+        from scipy.linalg import eigh
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(1):
+            eigh(self.W, driver="evd")
+
+    def time_eigh_lapack_dsyevr(self):
+        from scipy.linalg import eigh
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(1):
+            eigh(self.W, driver="evr")
+
+    def time_tridiagonal_hkern(self):
+        _linalg.eigh_tridiagonal(self.d, self.e)
+
+    def time_tridiagonal_lapack_dstevd(self):
+        from scipy.linalg import lapack
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(1):
+            lapack.dstevd(self.d, self.e)
