@@ -68,7 +68,8 @@ cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
 cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const double* B, int ldb,
                    double rcond, double* X, int ldx, int* rank, Interrupt* it) noexcept nogil
 
-cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept nogil
+cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr,
+                 Interrupt* it) noexcept nogil
 
 cdef void symmetrize_from_lower(int n, double* A, int lda) noexcept nogil
 

@@ -872,31 +872,57 @@ cdef int gesdd(int m, int n, double* A, int lda, double* s, double* U, int ldu,
 cdef int _lq_polled(int m, int n, double* A, int lda, double* tau, double* work,
                     Interrupt* it) noexcept nogil:
     """LAPACK's dgelqf (column-major m x n A = L Q, m <= n here) with its panel loop written
-    out and polled between panels (dgelq2 on 32 rows, then their block reflector applied to
-    the rows below by dlarfb: 1.6e9 flops at most at m = 2048, n = 6144).  work holds m * 32
-    doubles.  Returns -2000 once interrupted."""
+    out and polled between panels: dgelq2 on 32 rows, then their block reflector applied to
+    the rows below by dlarfb (2.6e9 flops at m = 512, n = 40 000).  Blocked to the last panel
+    (dgelqf leaves its last 128 rows to dgelq2, 2.6e9 flops of matrix-vector products at that
+    size).  work holds m * 32 doubles.  Returns -2000 once interrupted."""
     cdef int k = min(m, n), i = 0, ib, rows, cols, info = 0, nb = EIG_BLOCK
     cdef char right = b'R', nt = b'N', fwd = b'F', rowwise = b'R'
-    if k > nb and k > EIG_UNBLOCKED:
-        while i < k - EIG_UNBLOCKED:
-            if interrupted(it):
-                return -2000
-            ib = min(k - i, nb)
-            cols = n - i
-            lapack.dgelq2(&ib, &cols, A + i + <Py_ssize_t>i * lda, &lda, tau + i, work, &info)
-            if i + ib < m:
-                lapack.dlarft(&fwd, &rowwise, &cols, &ib, A + i + <Py_ssize_t>i * lda, &lda,
-                              tau + i, work, &m)
-                rows = m - i - ib
-                lapack.dlarfb(&right, &nt, &fwd, &rowwise, &rows, &cols, &ib,
-                              A + i + <Py_ssize_t>i * lda, &lda, work, &m,
-                              A + i + ib + <Py_ssize_t>i * lda, &lda, work + ib, &m)
-            i += nb
-    if i < k:
+    while i < k:
         if interrupted(it):
             return -2000
-        rows, cols = m - i, n - i
-        lapack.dgelq2(&rows, &cols, A + i + <Py_ssize_t>i * lda, &lda, tau + i, work, &info)
+        ib = min(k - i, nb)
+        cols = n - i
+        lapack.dgelq2(&ib, &cols, A + i + <Py_ssize_t>i * lda, &lda, tau + i, work, &info)
+        if i + ib < m:
+            lapack.dlarft(&fwd, &rowwise, &cols, &ib, A + i + <Py_ssize_t>i * lda, &lda,
+                          tau + i, work, &m)
+            rows = m - i - ib
+            lapack.dlarfb(&right, &nt, &fwd, &rowwise, &rows, &cols, &ib,
+                          A + i + <Py_ssize_t>i * lda, &lda, work, &m,
+                          A + i + ib + <Py_ssize_t>i * lda, &lda, work + ib, &m)
+        i += nb
+    return info
+
+
+cdef int _orglq_polled(int m, int n, double* A, int lda, const double* tau, double* work,
+                       Interrupt* it) noexcept nogil:
+    """LAPACK's dorglq for k = m reflectors (the m x n Q with orthonormal rows from
+    _lq_polled's output, in place), its block loop written out and polled between blocks of 32
+    rows, blocked to the first one.  work holds m * 32 doubles.  Returns -2000 once
+    interrupted."""
+    cdef int nb = EIG_BLOCK, i, j, r, ib, rows, cols, info = 0
+    cdef char right = b'R', trans = b'T', fwd = b'F', rowwise = b'R'
+    i = ((m - 1) // nb) * nb          # 0-based first row of the last block
+    while i >= 0:
+        if interrupted(it):
+            return -2000
+        ib = min(nb, m - i)
+        cols = n - i
+        if i + ib < m:
+            # H^T of this block applied to the rows below it, from the right.
+            lapack.dlarft(&fwd, &rowwise, &cols, &ib, A + i + <Py_ssize_t>i * lda, &lda,
+                          <double*>tau + i, work, &m)
+            rows = m - i - ib
+            lapack.dlarfb(&right, &trans, &fwd, &rowwise, &rows, &cols, &ib,
+                          A + i + <Py_ssize_t>i * lda, &lda, work, &m,
+                          A + i + ib + <Py_ssize_t>i * lda, &lda, work + ib, &m)
+        lapack.dorgl2(&ib, &cols, &ib, A + i + <Py_ssize_t>i * lda, &lda, <double*>tau + i,
+                      work, &info)
+        for j in range(i):
+            for r in range(i, i + ib):
+                A[r + <Py_ssize_t>j * lda] = 0.0
+        i -= nb
     return info
 
 
@@ -1005,37 +1031,35 @@ cdef int lstsq_svd(int m, int n, int nrhs, const double* A, int lda, const doubl
     return info
 
 
-cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr) noexcept nogil:
-    """Thin QR A = Q R of a row-major m x n matrix with m >= n (Householder, dgelqf + dorglq).
+cdef int qr_thin(int m, int n, double* A, int lda, double* R, int ldr,
+                 Interrupt* it) noexcept nogil:
+    """Thin QR A = Q R of a row-major m x n matrix with m >= n (Householder: dgelqf's and
+    dorglq's block loops, polled between blocks of 32 reflectors; ``it`` NULL never
+    interrupts).
 
     Q (m x n, orthonormal columns) overwrites A; R (n x n, upper triangular, row stride ldr) is
-    written with zeros below the diagonal.
+    written with zeros below the diagonal.  Returns LAPACK's info, -1000 out of memory, -2000
+    once interrupted.
     """
     # The column-major view of A is A^T (n x m).  Its LQ factorisation A^T = L Q' gives
     # A = Q'^T L^T: R = L^T sits in the upper triangle of A's first n rows (row-major view), and
     # dorglq turns the reflectors into Q', whose column-major storage is Q row-major: no copies.
-    cdef int info = 0, lwork = -1, i, j
-    cdef double wq = 0.0, wq2 = 0.0
+    cdef int info = 0, i, j
     cdef double* tau
     cdef double* work
     if n == 0 or m == 0:
         return 0
     tau = <double*>malloc(n * sizeof(double))
-    if tau == NULL:
-        return -1000
-    lapack.dgelqf(&n, &m, A, &lda, tau, &wq, &lwork, &info)
-    lapack.dorglq(&n, &m, &n, A, &lda, tau, &wq2, &lwork, &info)
-    lwork = <int>max(wq, wq2) + 1
-    work = <double*>malloc(lwork * sizeof(double))
-    if work == NULL:
-        free(tau)
-        return -1000
-    lapack.dgelqf(&n, &m, A, &lda, tau, work, &lwork, &info)
-    if info == 0:
-        for j in range(n):
-            for i in range(n):
-                R[<Py_ssize_t>j * ldr + i] = A[<Py_ssize_t>j * lda + i] if i >= j else 0.0
-        lapack.dorglq(&n, &m, &n, A, &lda, tau, work, &lwork, &info)
+    work = <double*>malloc(<size_t>n * EIG_BLOCK * sizeof(double))
+    if tau == NULL or work == NULL:
+        info = -1000
+    else:
+        info = _lq_polled(n, m, A, lda, tau, work, it)
+        if info == 0:
+            for j in range(n):
+                for i in range(n):
+                    R[<Py_ssize_t>j * ldr + i] = A[<Py_ssize_t>j * lda + i] if i >= j else 0.0
+            info = _orglq_polled(n, m, A, lda, tau, work, it)
     free(work)
     free(tau)
     return info
@@ -1990,15 +2014,21 @@ def lstsq(A, B, double rcond=1e-12):
 
 
 def qr(A):
-    """Thin QR A = Q R (m >= n) through dgelqf/dorglq: Q (m, n) orthonormal, R (n, n) upper."""
+    """Thin QR A = Q R (m >= n) by Householder reflectors (dgelqf's and dorglq's block loops,
+    interruptible by Ctrl-C): Q (m, n) orthonormal, R (n, n) upper."""
     cdef double[:, ::1] a = _c64(A, copy=True)
     cdef int m = a.shape[0], n = a.shape[1], info = 0
     if m < n:
         raise ValueError(f"qr: need rows >= columns, got shape {(m, n)}")
     R = np.zeros((n, n))
     cdef double[:, ::1] r = R
+    cdef Interrupt it
+    interrupt_init(&it)
     if n > 0:
-        with blas_threads(1), nogil:
-            info = qr_thin(m, n, &a[0, 0], n, &r[0, 0], n)
+        with blas_threads(1):
+            with nogil:
+                info = qr_thin(m, n, &a[0, 0], n, &r[0, 0], n, &it)
+            if it.raised:
+                reraise()
         check_info(info, "qr")
     return np.asarray(a), R

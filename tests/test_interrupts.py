@@ -107,6 +107,13 @@ CASES = {
         "B = rng.standard_normal((6000, 50))\n"
         "long = lambda: _linalg.lstsq(A, B)",
         "_linalg.lstsq(A[:400, :150], B[:400])[0]"),
+    # The thin QR of MEKA's orthonormal form (MEKA-PSD, eigh): 40 000 x 512, ~4 s, polled
+    # between blocks of 32 reflectors; dgelqf and dorglq were two calls before.
+    "qr": (
+        "from hkern import _linalg\n"
+        "rng = np.random.default_rng(0); A = rng.standard_normal((40000, 512))\n"
+        "long = lambda: _linalg.qr(A)",
+        "_linalg.qr(A[:400, :150])[0]"),
     # MEKA's basis blocks W = K(X_s, Z_s) F on two clusters of ~144 000 points (the 36 000
     # kin40k training points eight times, jittered), rank 512 each: 8.9 s uninterrupted on an
     # idle machine, fill_bases from ~3 s on (four times the points took 4.8 s, too close to
@@ -159,6 +166,9 @@ def _small_here(name):
     if name == "eigh_tridiagonal":
         from hkern import _linalg
         return _linalg.eigh_tridiagonal(np.full(300, 2.0), np.ones(299))[1]
+    if name == "qr":
+        from hkern import _linalg
+        return _linalg.qr(rng.standard_normal((40000, 512))[:400, :150])[0]
     if name == "lstsq":
         from hkern import _linalg
         A = rng.standard_normal((6000, 2000))

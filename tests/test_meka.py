@@ -38,8 +38,11 @@ def kslice(G, s):
 # ------------------------------------------------------------------ the shim's QR
 
 
-@pytest.mark.parametrize("shape", [(7, 3), (100, 40), (5, 5), (3, 1), (600, 64)])
+@pytest.mark.parametrize("shape", [(7, 3), (100, 40), (5, 5), (3, 1), (600, 64), (700, 200),
+                                   (129, 129), (300, 33)])
 def test_linalg_qr_matches_definition(shape):
+    """Blocks of 32 reflectors (dgelqf's and dorglq's loops, polled): one partial block, several
+    with a partial last one, a square matrix."""
     A = np.random.default_rng(0).normal(size=shape)
     Q, R = _linalg.qr(A)
     n = shape[1]
