@@ -6,6 +6,7 @@ Python layer calls, they turn LAPACK's ``info`` into :class:`numpy.linalg.LinAlg
 tests compare each of them with NumPy/SciPy.
 """
 from cython cimport floating
+from libc.float cimport DBL_MAX
 from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
@@ -17,6 +18,10 @@ from scipy.linalg cimport cython_lapack as lapack
 import numpy as np
 
 from hkern._threads import blas_threads
+
+# What a routine returns for a matrix with NaN or inf entries (check_info raises LinAlgError).
+cdef enum:
+    NON_FINITE = -3000
 
 cdef enum:
     # Tile grid of the deterministic parallel routines: large enough for single-threaded BLAS to
@@ -435,7 +440,8 @@ cdef int syevd(int n, double* A, int lda, int il, int iu, double* w, double* Z, 
     tridiagonal eigenpairs by divide and conquer (_tridiagonal_eigh, polled between the
     steps of its merges) and Q applied to them a block of EIG_BACK_COLUMNS at a time
     (dormtr).  Beside A and Z it allocates 4 n + n^2 doubles (and n^2 more for a subset).
-    Returns LAPACK's info (> 0: no convergence), -1000 out of memory, -2000 once interrupted.
+    Returns LAPACK's info (> 0: no convergence), -1000 out of memory, -2000 once interrupted,
+    NON_FINITE for a NaN or inf in A's lower triangle.
     """
     cdef int info
     cdef double* d
@@ -462,7 +468,7 @@ cdef int _syevd_steps(int n, double* A, int lda, int il, int iu, double* w, doub
                       double* tau) noexcept nogil:
     """syevd's work, given its buffers of n."""
     cdef char sfmin = b'S', epsc = b'P'
-    cdef double anrm = 0.0, scale = 1.0, rmin, rmax, safmin, eps
+    cdef double anrm = 0.0, scale = 1.0, rmin, rmax, safmin, eps, a
     cdef int lwork, info = 0, m = 0
     cdef int i, j
     cdef size_t nwork
@@ -471,7 +477,10 @@ cdef int _syevd_steps(int n, double* A, int lda, int il, int iu, double* w, doub
     # dsyevr's scaling: the upper triangle (column-major) into [rmin, rmax].
     for j in range(n):
         for i in range(j + 1):
-            anrm = max(anrm, abs(A[i + <Py_ssize_t>j * lda]))
+            a = abs(A[i + <Py_ssize_t>j * lda])
+            if not a <= DBL_MAX:    # NaN or inf: LAPACK would return NaN pairs (or hang)
+                return NON_FINITE
+            anrm = max(anrm, a)
     safmin = lapack.dlamch(&sfmin)
     eps = lapack.dlamch(&epsc)
     rmin = sqrt(safmin / eps)
@@ -779,7 +788,8 @@ cdef int _tridiagonal_eigh(int n, double* d, double* e, double* Z, int ldz, doub
     eigenvalues ascending into d, eigenvectors into the columns of the column-major n x n Z.
     The matrix is split where an off-diagonal entry is negligible; each block of more than
     DC_LEAF rows is scaled and solved by _divide_and_conquer, the others by dsteqr.  work holds
-    4 n + n^2 doubles, iwork 3 + 5 n ints.  Returns LAPACK's info, -2000 once interrupted."""
+    4 n + n^2 doubles, iwork 3 + 5 n ints.  Returns LAPACK's info, -2000 once interrupted,
+    NON_FINITE for a NaN or inf in d or e."""
     cdef char ident = b'I', maxabs = b'M', general = b'G', epsc = b'E'
     cdef double done = 1.0, orgnrm, eps, p
     cdef int start, finish, m, m1, info = 0, izero = 0, one = 1, i, j, kmin
@@ -791,10 +801,13 @@ cdef int _tridiagonal_eigh(int n, double* d, double* e, double* Z, int ldz, doub
         Z[j + <Py_ssize_t>j * ldz] = 1.0
     if _zero_polled(work, 4 * <size_t>n + <size_t>n * n, it) != 0:
         return -2000
+    orgnrm = lapack.dlanst(&maxabs, &n, d, e)
+    if not orgnrm <= DBL_MAX:       # dlanst returns NaN or inf for such an entry
+        return NON_FINITE
     if n <= DC_LEAF:
         lapack.dsteqr(&ident, &n, d, e, Z, &ldz, work, &info)
         return info
-    if lapack.dlanst(&maxabs, &n, d, e) == 0.0:
+    if orgnrm == 0.0:
         return 0
     eps = lapack.dlamch(&epsc)
     start = 0
@@ -1411,6 +1424,9 @@ def check_info(int info, str routine):
         return
     if info == -1000:
         raise MemoryError(f"{routine}: could not allocate LAPACK workspace")
+    if info == NON_FINITE:
+        raise np.linalg.LinAlgError(f"{routine}: the matrix has non-finite entries (NaN or "
+                                    "inf)")
     if info < 0:
         raise np.linalg.LinAlgError(f"{routine}: argument {-info} had an illegal value "
                                     "(an hkern bug: please report it)")

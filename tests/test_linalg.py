@@ -661,6 +661,28 @@ def test_eigh_overwrite_a_works_in_place_only_when_it_can(rng):
         np.testing.assert_array_equal(V2, V)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_eigh_and_lstsq_refuse_non_finite_matrices(bad):
+    """A NaN or inf gives LinAlgError, not NaN pairs (divide and conquer) or a hang (the old
+    MRRR path did not return on a NaN diagonal within a minute)."""
+    A = np.eye(60)
+    A[7, 7] = bad
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.eigh(A)
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.eigh(A, subset=(50, 59))
+    d, e = np.ones(40), np.ones(39)
+    e[20] = bad
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.eigh_tridiagonal(d, e)
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.eigh_tridiagonal(np.full(5, bad), np.ones(4))
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.lstsq(A[:, :30], np.ones(60))
+    with pytest.raises(LinAlgError, match="non-finite"):
+        hl.lstsq(A[:30, :], np.ones(30))
+
+
 def test_eigh_bad_subset():
     A = np.eye(4)
     for subset in [(2, 1), (-1, 2), (0, 4)]:
