@@ -73,11 +73,11 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     """Peak bytes of :func:`fit_nystrom` beyond its inputs.
 
     W (r^2) stays alive through the fit; the eigendecomposition holds a copy of W, the
-    eigenvectors and the divide and conquer's workspace (3 r^2 more) and then M (r^2); the ridge phase holds W,
-    M, the Gram matrix and one block's Gram product (4 r^2) and one row block of C and of C M
-    (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB each).  An adaptive landmark
-    selection (oASIS, greedy, RP-Cholesky) runs first and frees its n x r factors before the
-    fit: the peak is the larger of the two phases.
+    eigenvectors and the divide and conquer's workspace (3 r^2 more) and then M (r^2); the
+    ridge phase holds W, M, the Gram matrix and one block's Gram product (4 r^2) and one row
+    block of C and of C M (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB
+    each).  An adaptive landmark selection (oASIS, greedy, RP-Cholesky) runs first and frees
+    its n x r factors before the fit: the peak is the larger of the two phases.
     """
     rows = block_rows(n, r)
     return with_selection_bytes(8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs), n, r,
