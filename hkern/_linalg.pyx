@@ -563,7 +563,8 @@ cdef int _eigenvectors(int n, double* A, int lda, int il, int iu, double* w, dou
 # merge steps transcribed so that the signal handlers are polled between units of work.
 # LAPACK's own routines do the O(n^2) parts that need no polling (dlaed2's deflation, dlaed4's
 # root of one secular equation, dsteqr on the leaves); the O(n^2) loops of dlaed3 and its two
-# eigenvector products, O(n^3) in all, are here.  Column-major, 1-based index arrays as LAPACK's.
+# eigenvector products (gemm_tiled), O(n^3) in all, are here.  Column-major, 1-based index
+# arrays as LAPACK's.
 # ----------------------------------------------------------------------------------------------
 
 cdef enum:
@@ -573,31 +574,20 @@ cdef enum:
     # O(k), under 0.1 ms at k = 8192.
     DC_POLL_COLUMNS = 64
 
-# Flops of one BLAS call in the merges' eigenvector products: about 0.05 s on one core.
-cdef double DC_GEMM_FLOPS = 2e9
-
-
-cdef int _gemm_by_columns(int m, int n, int k, const double* A, int lda, const double* B,
-                          int ldb, double* C, int ldc, Interrupt* it) noexcept nogil:
-    """C = A B (column-major, m x k times k x n), by blocks of C's columns of about
-    DC_GEMM_FLOPS each (a width that depends on the shape only), polled between blocks.
-    A zero inner dimension sets C to zero, as dlaed3's dlaset.  Returns -2000 once
+cdef int _product_column_major(int m, int n, int k, const double* A, int lda,
+                               const double* B, int ldb, double* C, int ldc,
+                               Interrupt* it) noexcept nogil:
+    """C = A B for column-major A (m x k), B (k x n) and C (m x n): gemm_tiled on the row-major
+    views, C^T = B^T A^T (its tiles and inner pieces polled; one thread, as eigh runs).  An
+    empty inner dimension sets C to zero, as dlaed3's dlaset.  Returns -2000 once
     interrupted."""
-    cdef char nt = b'N', full = b'A'
-    cdef double done = 1.0, dzero = 0.0
-    cdef int c0 = 0, cols, width
+    cdef char full = b'A'
+    cdef double dzero = 0.0
     if k == 0:
         lapack.dlaset(&full, &m, &n, &dzero, &dzero, C, &ldc)
         return 0
-    width = max(16, min(n, <int>(DC_GEMM_FLOPS / (2.0 * m * k + 1.0))))
-    while c0 < n:
-        if interrupted(it):
-            return -2000
-        cols = min(width, n - c0)
-        blas.dgemm(&nt, &nt, &m, &cols, &k, &done, A, &lda, B + <Py_ssize_t>c0 * ldb, &ldb,
-                   &dzero, C + <Py_ssize_t>c0 * ldc, &ldc)
-        c0 += cols
-    return 0
+    gemm_tiled(False, False, n, m, k, 1.0, B, ldb, A, lda, 0.0, C, ldc, 1, it)
+    return -2000 if interrupted(it) else 0
 
 
 cdef int _merge_vectors(int k, int n, int n1, double* d, double* Q, int ldq, double rho,
@@ -654,11 +644,11 @@ cdef int _merge_vectors(int k, int n, int n1, double* d, double* Q, int ldq, dou
     n12 = ctot[0] + ctot[1]
     n23 = ctot[1] + ctot[2]
     lapack.dlacpy(&full, &n23, &k, Q + ctot[0], &ldq, s, &n23)
-    if _gemm_by_columns(n2, k, n23, q2 + <Py_ssize_t>n1 * n12, n2, s, n23, Q + n1, ldq,
-                        it) != 0:
+    if _product_column_major(n2, k, n23, q2 + <Py_ssize_t>n1 * n12, n2, s, n23, Q + n1, ldq,
+                             it) != 0:
         return -2000
     lapack.dlacpy(&full, &n12, &k, Q, &ldq, s, &n12)
-    if _gemm_by_columns(n1, k, n12, q2, n1, s, n12, Q, ldq, it) != 0:
+    if _product_column_major(n1, k, n12, q2, n1, s, n12, Q, ldq, it) != 0:
         return -2000
     return 0
 
