@@ -89,3 +89,7 @@ cdef void potri_tiled(int n, const double* L, int ldl, double* Z, int ldz, doubl
 cdef void trsm_tiled(bint left, bint lower, bint trans, bint unit_diag, int m, int n,
                      double alpha, const floating* A, int lda, floating* B, int ldb,
                      int n_threads, Interrupt* it) noexcept nogil
+# op(A) X = B for a float32 triangle and double B, in double arithmetic, A's diagonal from diag.
+cdef void trsm_left_rows_mixed(bint lower, bint trans, int m, int n, const float* A, int lda,
+                               const double* diag, double* B, int ldb, int n_threads,
+                               Interrupt* it) noexcept nogil

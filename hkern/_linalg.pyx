@@ -1284,6 +1284,87 @@ cdef void trsm_left_rows(bint lower, bint trans, bint unit_diag, int m, int n, d
                      B + <Py_ssize_t>i0 * ldb, ldb, 1.0, B + <Py_ssize_t>j0 * ldb, ldb)
 
 
+cdef extern from "_mixed_defs.h" nogil:
+    double hk_dot_mixed(const float* a, const double* x, Py_ssize_t incx, Py_ssize_t n)
+    void hk_axpy_mixed(const float* a, double x, double* y, Py_ssize_t incy, Py_ssize_t n)
+
+
+cdef inline void _mixed_block_solve(bint lower, bint trans, int m, int n, const float* A,
+                                    int lda, const double* diag, double* B, int ldb) noexcept nogil:
+    """op(A) X = B for one m x m diagonal block of a float32 triangle, in double arithmetic,
+    its diagonal taken from ``diag`` (double) instead of A's; along A's rows only, as
+    trsm_left_rows_mixed (a dot product per row, or an axpy per solved row when transposed)."""
+    cdef bint forward = lower != trans
+    cdef int step, r, c, lo, width
+    for step in range(m):
+        r = step if forward else m - 1 - step
+        if not trans:
+            lo = 0 if forward else r + 1
+            width = r if forward else m - 1 - r
+            for c in range(n):
+                B[<Py_ssize_t>r * ldb + c] = (B[<Py_ssize_t>r * ldb + c] - hk_dot_mixed(
+                    A + <Py_ssize_t>r * lda + lo, B + <Py_ssize_t>lo * ldb + c, ldb, width)) \
+                    / diag[r]
+        else:
+            # Row r of A holds column r of op(A): x_r is final, subtract it from the rest.
+            lo = r + 1 if forward else 0
+            width = m - 1 - r if forward else r
+            for c in range(n):
+                B[<Py_ssize_t>r * ldb + c] /= diag[r]
+                hk_axpy_mixed(A + <Py_ssize_t>r * lda + lo, B[<Py_ssize_t>r * ldb + c],
+                              B + <Py_ssize_t>lo * ldb + c, ldb, width)
+
+
+cdef void trsm_left_rows_mixed(bint lower, bint trans, int m, int n, const float* A, int lda,
+                               const double* diag, double* B, int ldb, int n_threads,
+                               Interrupt* it) noexcept nogil:
+    """op(A) X = B for a float32 triangle A and double B (m x n), in double arithmetic, A's
+    diagonal taken from ``diag`` (_mixed_defs.h widens each float as it is read).  A
+    mixed-precision solver's preconditioner is then one fixed linear operator, the exact
+    inverse (to double rounding) of the float32 factor it stores, read at 4 bytes an entry.
+
+    Blocked substitution, SOLVE_BLOCK rows a step, reading A along its rows only, in long
+    contiguous runs (blocks of 256 floats a row, 32 KiB apart, left the prefetchers idle: half
+    the speed of dtrsv).  Without transpose each row of the step first subtracts its dot
+    product with every solved entry (parallel over the rows); transposed, each solved row of
+    the step is subtracted from the rest of B (parallel over column pieces of it, every entry
+    updated in the same order for any thread count)."""
+    cdef bint forward = lower != trans
+    cdef int n_blocks = (m + SOLVE_BLOCK - 1) // SOLVE_BLOCK
+    cdef int step, i, i0, i1, ilen, r, q, c, t, p0, plen, lo, width, piece, pieces
+    for step in range(n_blocks):
+        if interrupted(it):
+            return
+        i = step if forward else n_blocks - 1 - step
+        i0 = i * SOLVE_BLOCK
+        ilen = min(<int>SOLVE_BLOCK, m - i0)
+        i1 = i0 + ilen
+        # The solved entries: rows [0, i0) going forward, [i1, m) going backward.
+        lo = 0 if forward else i1
+        width = i0 if forward else m - i1
+        if not trans and width > 0:
+            for r in prange(i0, i1, nogil=True, num_threads=n_threads, schedule="static"):
+                for c in range(n):
+                    B[<Py_ssize_t>r * ldb + c] -= hk_dot_mixed(
+                        A + <Py_ssize_t>r * lda + lo, B + <Py_ssize_t>lo * ldb + c, ldb, width)
+        _mixed_block_solve(lower, trans, ilen, n, A + <Py_ssize_t>i0 * lda + i0, lda, diag + i0,
+                           B + <Py_ssize_t>i0 * ldb, ldb)
+        # Transposed: B_j -= A[q, j] X_q for the unsolved j (after i1 going forward).
+        lo = i1 if forward else 0
+        width = m - i1 if forward else i0
+        if trans and width > 0:
+            # One contiguous piece of each row per thread (a multiple of 16 entries).
+            piece = max(512, (width + 16 * n_threads - 1) // (16 * n_threads) * 16)
+            pieces = (width + piece - 1) // piece
+            for t in prange(pieces, nogil=True, num_threads=n_threads, schedule="static"):
+                p0 = lo + t * piece
+                plen = min(piece, lo + width - p0)
+                for q in range(i0, i1):
+                    for c in range(n):
+                        hk_axpy_mixed(A + <Py_ssize_t>q * lda + p0, B[<Py_ssize_t>q * ldb + c],
+                                      B + <Py_ssize_t>p0 * ldb + c, ldb, plen)
+
+
 cdef int potrf_tiled(int n, floating* A, int lda, int n_threads, Interrupt* it) noexcept nogil:
     """Right-looking blocked Cholesky (lower, row-major) built from the tiled routines.
 
@@ -1656,6 +1737,33 @@ def solve_triangular(T, B, bint lower=True, bint trans=False, bint unit_diagonal
     return B.ravel() if vector else B
 
 
+def solve_triangular_mixed(T, B, diag, bint lower=True, bint trans=False, int n_threads=1):
+    """Solve op(T) X = B in double arithmetic for a float32 triangle T (C-contiguous, n x n,
+    its diagonal replaced by the float64 ``diag``) and float64 B (n or n x k); returns X
+    (float64, a new array).  The mixed-precision FALKON's preconditioner: a fixed operator,
+    the exact inverse of the float32 factor it stores, read at 4 bytes an entry."""
+    if not (isinstance(T, np.ndarray) and T.dtype == np.float32 and T.ndim == 2
+            and T.flags.c_contiguous):
+        raise ValueError("solve_triangular_mixed: T must be a C-contiguous float32 matrix")
+    cdef int nt = T.shape[0]
+    cdef const float[:, ::1] t = T
+    cdef const double[::1] d = np.ascontiguousarray(diag, dtype=np.float64)
+    X, vector = _as_matrix_rhs(B, np.float64)
+    X = np.ascontiguousarray(X)        # a fresh copy already; (n, 1) views are contiguous
+    if T.shape[1] != nt or X.shape[0] != nt or d.shape[0] != nt:
+        raise ValueError("solve_triangular_mixed: shapes do not match")
+    cdef double[:, ::1] x = X
+    cdef Interrupt it
+    interrupt_init(&it)
+    if nt > 0 and X.shape[1] > 0:
+        with nogil:
+            trsm_left_rows_mixed(lower, trans, nt, x.shape[1], &t[0, 0], nt, &d[0], &x[0, 0],
+                                 x.shape[1], n_threads, &it)
+        if it.raised:
+            reraise()
+    return X.ravel() if vector else X
+
+
 def triangular_multiply(T, B, bint lower=True, bint trans=False, bint unit_diagonal=False,
                         bint left=True):
     """op(T) @ B (left) or B @ op(T) (right) through dtrmm."""
@@ -1759,7 +1867,7 @@ cdef int _lauum(floating[:, ::1] a, double scale, floating[::1] diag, int n_thre
     return 0
 
 
-def cholesky_pair(A, double scale, double lam, int n_threads=1):
+def cholesky_pair(A, double scale, double lam, int n_threads=1, screen=None):
     """FALKON's two Cholesky factors of W in W's own memory (one n x n array for both).
 
     On entry A (C-contiguous float64, or float32 for single precision; overwritten) holds W,
@@ -1769,7 +1877,9 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
     dtype), or None (A's upper triangle then still holds W's: the caller may restore the lower
     one and retry with a jitter) when W is not positive definite to working precision.  n^3
     flops in all (three n^3 / 3 steps: potrf, the triangular product T T^T
-    (lauum_upper_to_lower, not a general GEMM), potrf).
+    (lauum_upper_to_lower, not a general GEMM), potrf).  ``screen``: a callable given T's
+    diagonal after the first step; if it returns False the pair is not finished and False is
+    returned (A then holds T, no longer W).
     """
     cdef int n = A.shape[0], info
     if A.ndim != 2 or A.shape[1] != n:
@@ -1784,6 +1894,8 @@ def cholesky_pair(A, double scale, double lam, int n_threads=1):
         return None
     symmetrize(A, from_lower=True)         # T = L^T into the strict upper triangle
     t_diag = A.diagonal().copy()
+    if screen is not None and not screen(t_diag):
+        return False
     diag = np.empty(n, dtype=A.dtype)
     if single:
         _lauum[float](A, scale, diag, n_threads)
