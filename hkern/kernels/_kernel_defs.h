@@ -401,6 +401,73 @@ HK_CLONES static void hk_gaussian_times_f32(int m, int d, const float *X, const 
         }
 }
 
+/* ---- the Gaussian kernel block in single precision, fused ----
+ * out[i * ldo + j] = k(x_i, z_j) for rows i < m and the first `ncols` columns of one
+ * transposed tile, the exponent formed in registers as in hk_gaussian_times_f32 and each
+ * value written once.  kernel_normal_times' float block took sgemm's distances (an
+ * inner dimension of d, with its panel copies), a scaling pass and the map: three passes
+ * over the block, three quarters of FALKON's mixed-precision pass.  Cancelled entries (the
+ * same test as hk_gaussian_times_f32's) are recomputed from the differences in double. */
+HK_CLONES static void hk_gaussian_block_f32(int m, int d, const float *X, const float *xsq,
+                                            const float *Zt, const float *czsq, int ncols,
+                                            float c, double inv_s2, float refine, float *out,
+                                            ptrdiff_t ldo)
+{
+    float m2c = -2.0f * c;                               /* exact: a power of two */
+    int i, j, j0, k, l;
+    for (j0 = 0; j0 < ncols; j0 += HK_FUSED_BLOCK)
+        for (i = 0; i < m; i++) {
+            const float *x = X + (ptrdiff_t)i * d;
+            float *o = out + (ptrdiff_t)i * ldo + j0;
+            float b[HK_FUSED_BLOCK] __attribute__((aligned(64)));   /* held in registers */
+            float cxi = c * xsq[i];
+            float x0 = m2c * x[0];
+            /* The cancellation test a >= refine (cxi + czsq_j) as one running maximum of
+             * a - refine czsq_j a lane, compared with refine cxi once per row (a flag a lane
+             * kept spilling to the stack). */
+            float top[16], rcxi = refine * cxi, most = -HUGE_VALF;
+            int width = ncols - j0 < HK_FUSED_BLOCK ? ncols - j0 : HK_FUSED_BLOCK;
+            for (l = 0; l < HK_FUSED_BLOCK; l++)
+                b[l] = fmaf(x0, Zt[j0 + l], cxi + czsq[j0 + l]);
+            for (k = 1; k < d; k++) {
+                const float *z = Zt + (ptrdiff_t)k * HK_FUSED_LD + j0;
+                float xk = m2c * x[k];
+                for (l = 0; l < HK_FUSED_BLOCK; l++)
+                    b[l] = fmaf(xk, z[l], b[l]);
+            }
+            for (l = 0; l < 16; l++)
+                top[l] = -HUGE_VALF;
+            if (width == HK_FUSED_BLOCK) {
+                for (j = 0; j < HK_FUSED_BLOCK; j += 16)
+                    for (l = 0; l < 16; l++) {
+                        float a = b[j + l], lead = a - refine * czsq[j0 + j + l];
+                        top[l] = lead > top[l] ? lead : top[l];
+                        o[j + l] = hk_expf_or_zero(a);
+                    }
+            } else {
+                for (j = 0; j < width; j++) {
+                    float lead = b[j] - refine * czsq[j0 + j];
+                    top[0] = lead > top[0] ? lead : top[0];
+                    o[j] = hk_expf_or_zero(b[j]);
+                }
+            }
+            for (l = 0; l < 16; l++)
+                most = top[l] > most ? top[l] : most;
+            /* The screen errs towards scanning (its sums round differently from the test). */
+            if (most >= rcxi - 1e-5f * fabsf(rcxi) - 1e-30f)   /* rare: near-duplicate points */
+                for (j = 0; j < width; j++) {
+                    double sq = 0.0;
+                    if (!(b[j] >= refine * (cxi + czsq[j0 + j])))
+                        continue;
+                    for (k = 0; k < d; k++) {
+                        double diff = (double)x[k] - Zt[(ptrdiff_t)k * HK_FUSED_LD + j0 + j];
+                        sq += diff * diff;
+                    }
+                    o[j] = (float)hk_gaussian(sq * inv_s2);
+                }
+        }
+}
+
 /* hk_kernel(kind, s) and hk_map<SUFFIX>(kind, v, n): kernel `kind`, numbered as KernelKind in
  * _kernels.pxd (0 Gaussian, 1 Laplace, 2 IMQ, 3 Matern 1/2, 4 Matern 3/2, 5 Matern 5/2), one
  * dispatch for the scalar path and one per precision for the map. */

@@ -56,6 +56,9 @@ cdef extern from "_kernel_defs.h" nogil:
     void hk_gaussian_times_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
                                const float* czsq, const float* u, float c, double inv_s2,
                                float refine, float* lanes, int flush, double* out)
+    void hk_gaussian_block_f32(int m, int d, const float* X, const float* xsq, const float* Zt,
+                               const float* czsq, int ncols, float c, double inv_s2,
+                               float refine, float* out, Py_ssize_t ldo)
 
 
 cdef double kernel_from_scaled(int kind, double s) noexcept nogil:
@@ -309,6 +312,51 @@ cdef int kernel_times_t(int kind, double sigma, int m, int n, int d,
     return 0
 
 
+cdef bint fused_in_range(double c, int m, const float* xsq, int n,
+                         const float* ysq) noexcept nogil:
+    """Whether the fused float loops' exponent terms (-2c x.y, c ||x||^2, c ||y||^2) stay
+    within float's range for these rows (else the unfused path runs)."""
+    cdef double bx = 0.0, by = 0.0
+    cdef Py_ssize_t i
+    for i in range(m):
+        bx = max(bx, <double>xsq[i])
+    for i in range(n):
+        by = max(by, <double>ysq[i])
+    return <float>c < 0.0 and 4.0 * (-c) * (bx + by) < 1e37
+
+
+cdef float* fused_tiles(float cf, int n, int d, const float* Y, const float* ysq,
+                        const float* u, Py_ssize_t extra, void** block) noexcept nogil:
+    """Y's column tiles for the fused float loops, HK_FUSED_COLS columns a tile transposed
+    (d rows of coordinates, then c ||y||^2, then u, 0 where u is NULL; HK_FUSED_LD apart;
+    padding columns c ||y||^2 = -1e30, u = 0), and ``extra`` floats after them, in one
+    allocation on a 64-byte boundary (every vector load of the fused loops then stays within
+    one cache line: malloc's 16-byte alignment made K u a quarter slower on some calls).
+    *block is what to free; returns NULL if there was no memory."""
+    cdef int tiles_c = (n + HK_FUSED_COLS - 1) // HK_FUSED_COLS
+    cdef Py_ssize_t tile_items = <Py_ssize_t>(d + 2) * HK_FUSED_LD, col
+    cdef int t, q, kk
+    cdef float* tiles
+    block[0] = malloc(<size_t>(tiles_c * tile_items + extra) * sizeof(float) + 64)
+    if block[0] == NULL:
+        return NULL
+    tiles = <float*>((<size_t>block[0] + 63) & ~(<size_t>63))
+    for t in range(tiles_c):
+        for q in range(HK_FUSED_COLS):
+            col = <Py_ssize_t>t * HK_FUSED_COLS + q
+            for kk in range(d):
+                tiles[t * tile_items + <Py_ssize_t>kk * HK_FUSED_LD + q] = \
+                    Y[col * d + kk] if col < n else 0.0
+            if col < n:
+                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = cf * ysq[col]
+                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = \
+                    u[col] if u != NULL else 0.0
+            else:
+                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = -1e30
+                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = 0.0
+    return tiles
+
+
 cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
                               const float* xsq, const float* Y, const float* ysq,
                               const float* u, double* out, int n_threads,
@@ -321,43 +369,22 @@ cdef int gaussian_times_fused(double sigma, int m, int n, int d, const float* X,
     Returns 1 (nothing done: the caller's unfused path) when -2c x.y or c ||x||^2 could leave
     float's range, -1 if the tiles could not be allocated, else 0.
     """
-    cdef double c = -0.5 / (sigma * sigma), bx = 0.0, by = 0.0
+    cdef double c = -0.5 / (sigma * sigma)
     cdef float cf = <float>c
     cdef int tiles_c = (n + HK_FUSED_COLS - 1) // HK_FUSED_COLS
     cdef int tiles_r = (m + TILE_ROWS - 1) // TILE_ROWS
     cdef Py_ssize_t tile_items = <Py_ssize_t>(d + 2) * HK_FUSED_LD
-    cdef Py_ssize_t i, col
-    cdef int t, q, kk
+    cdef int t
     cdef float* tiles
     cdef float* lanes
     cdef void* block
-    for i in range(m):
-        bx = max(bx, <double>xsq[i])
-    for i in range(n):
-        by = max(by, <double>ysq[i])
-    if not (cf < 0.0 and 4.0 * (-c) * (bx + by) < 1e37):
+    if not fused_in_range(c, m, xsq, n, ysq):
         return 1
-    # Tiles on a 64-byte boundary: every vector load of the fused loop then stays within one
-    # cache line (malloc's 16-byte alignment made K u a quarter slower on some calls); the
-    # running sums of each thread's row tile, 16 lanes a row, after them.
-    block = malloc(<size_t>(tiles_c * tile_items + 16 * TILE_ROWS * n_threads)
-                   * sizeof(float) + 64)
-    if block == NULL:
+    # The running sums of each thread's row tile, 16 lanes a row, after the tiles.
+    tiles = fused_tiles(cf, n, d, Y, ysq, u, 16 * TILE_ROWS * n_threads, &block)
+    if tiles == NULL:
         return -1
-    tiles = <float*>((<size_t>block + 63) & ~(<size_t>63))
     lanes = tiles + tiles_c * tile_items      # a multiple of 16 floats: still aligned
-    for t in range(tiles_c):
-        for q in range(HK_FUSED_COLS):
-            col = <Py_ssize_t>t * HK_FUSED_COLS + q
-            for kk in range(d):
-                tiles[t * tile_items + <Py_ssize_t>kk * HK_FUSED_LD + q] = \
-                    Y[col * d + kk] if col < n else 0.0
-            if col < n:
-                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = cf * ysq[col]
-                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = u[col]
-            else:
-                tiles[t * tile_items + <Py_ssize_t>d * HK_FUSED_LD + q] = -1e30
-                tiles[t * tile_items + <Py_ssize_t>(d + 1) * HK_FUSED_LD + q] = 0.0
     for t in prange(tiles_r, nogil=True, num_threads=n_threads, schedule="dynamic"):
         _fused_row_tile(cf, 1.0 / (sigma * sigma), t * TILE_ROWS, min(<int>TILE_ROWS, m - t * TILE_ROWS), tiles_c,
                         d, X, xsq, tiles, tile_items, out,
@@ -489,6 +516,10 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
     cdef double* acc
     cdef double* tacc
     cdef double* work_d = NULL
+    cdef double c = -0.5 / (sigma * sigma)
+    cdef float* tiles = NULL
+    cdef void* tiles_block = NULL
+    cdef Py_ssize_t tile_items = <Py_ssize_t>(d + 2) * HK_FUSED_LD
     if m == 0 or k == 0 or b_last <= b_first:
         return 0
     if floating is float:
@@ -497,9 +528,18 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
         work_d = <double*>malloc(<size_t>n_threads * per_thread_d * sizeof(double))
         if work_d == NULL:
             return -1
+        # The Gaussian blocks by the fused loop (hk_gaussian_block_f32), from Z's transposed
+        # tiles made once here, where its exponents stay in float's range.
+        if kind == GAUSSIAN and fused_in_range(
+                c, <int>min(n - base, <Py_ssize_t>(b_last - b_first) * rows), xsq, m, zsq):
+            tiles = fused_tiles(<float>c, m, d, Z, zsq, NULL, 0, &tiles_block)
+            if tiles == NULL:
+                free(work_d)
+                return -1
     work = <floating*>malloc(<size_t>n_threads * per_thread * sizeof(floating))
     if work == NULL:
         free(work_d)
+        free(tiles_block)
         return -1
     for s in prange(slabs, nogil=True, num_threads=n_threads, schedule="dynamic"):
         buf = work + <Py_ssize_t>omp_get_thread_num() * per_thread
@@ -518,8 +558,24 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
                 break
             r0 = <Py_ssize_t>b * rows - base
             rr = <int>min(<Py_ssize_t>rows, n - base - r0)
-            kernel_block_t(kind, sigma, rr, m, d, X + r0 * d,
-                           (xsq + r0) if xsq != NULL else NULL, Z, zsq, buf, m)
+            if floating is float:
+                if tiles != NULL:
+                    c0 = 0
+                    while c0 < m:
+                        hk_gaussian_block_f32(rr, d, X + r0 * d, xsq + r0,
+                                              tiles + (c0 // HK_FUSED_COLS) * tile_items,
+                                              tiles + (c0 // HK_FUSED_COLS) * tile_items
+                                              + <Py_ssize_t>d * HK_FUSED_LD,
+                                              min(<int>HK_FUSED_COLS, m - c0), <float>c,
+                                              1.0 / (sigma * sigma), REFINE_FRACTION_F32,
+                                              buf + c0, m)
+                        c0 = c0 + HK_FUSED_COLS
+                else:
+                    kernel_block_t(kind, sigma, rr, m, d, X + r0 * d,
+                                   (xsq + r0) if xsq != NULL else NULL, Z, zsq, buf, m)
+            else:
+                kernel_block_t(kind, sigma, rr, m, d, X + r0 * d,
+                               (xsq + r0) if xsq != NULL else NULL, Z, zsq, buf, m)
             if floating is float:
                 for j in range(<Py_ssize_t>rr * k):
                     tacc[j] = V[r0 * k + j] if V != NULL else 0.0
@@ -547,6 +603,7 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
                 gemm(True, False, m, k, rr, 1.0, buf, m, t, k, 1.0, acc, k)
     free(work)
     free(work_d)
+    free(tiles_block)
     return 0
 
 
