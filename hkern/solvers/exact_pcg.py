@@ -40,7 +40,7 @@ from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
 from .operators import KernelSystem
 from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
-from .trace import MixedPrecisionStall, traced_pcg, validation_error
+from .trace import MixedPrecisionStall, joined_trace, traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "adaptive_min_rank",
            "auto_precision", "default_rank", "extended_preconditioner", "float32_reach",
@@ -278,19 +278,7 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
     arguments["x0"] = alpha
     alpha, then, more = solve_pcg(inputs, max_iter=max_iter, apply_m=None, precision="double",
                                   **arguments)
-    return alpha, _joined(trace, then), n_iter + more
-
-
-def _joined(first, then):
-    """One SolverTrace for a mixed solve continued in double precision."""
-    def join(a, b, offset=0.0):
-        return None if a is None else np.concatenate([a, b[1:] + offset])
-    return dataclasses.replace(
-        then, residuals=np.concatenate([first.residuals, then.residuals[1:]]),
-        seconds=join(first.seconds, then.seconds, first.seconds[-1]),
-        validation_error=join(first.validation_error, then.validation_error),
-        preconditioner_seconds=first.preconditioner_seconds, stored_kernel=first.stored_kernel,
-        precision="mixed, then double")
+    return alpha, joined_trace(trace, then), n_iter + more
 
 
 def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, precision="double"):

@@ -3,6 +3,7 @@ checks for the stopping rule and the validation set, the validation error per it
 progress lines and the record of an iterative solve on the model (:class:`SolverTrace`)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -66,6 +67,11 @@ class SolverTrace:
         "mixed (stalled), then double": the mixed recursion stopped approaching tol
         (:class:`MixedPrecisionStall`) and double precision went on from its iterate (the
         record and the iteration count are the double solve's).
+    float64_model_residual : float or None
+        FALKON in mixed precision: the answer's relative residual in the float64 model, whose
+        regulariser is lam W where the float32 factors' is lam (W + jitter I + float32's
+        rounding of W) (:meth:`hkern.solvers.FalkonSystem.float64_model_residual`); None
+        otherwise.
     """
 
     residuals: np.ndarray
@@ -79,6 +85,7 @@ class SolverTrace:
     jitter: float = 0.0
     true_residual: np.ndarray | None = None
     precision: str = "double"
+    float64_model_residual: float | None = None
 
 
 def check_stopping(tol, max_iter):
@@ -167,7 +174,8 @@ class MixedPrecisionStall(np.linalg.LinAlgError):
 
 
 def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbose, started,
-               fix, x0=None, exact_a=None, precision="double", recheck=True, **details):
+               fix, x0=None, exact_a=None, precision="double", recheck=True, replace_below=None,
+               **details):
     """:func:`hkern.solvers.block_pcg` with the progress of an iterative fit: the validation
     ``error`` of ``coef(iterate)`` after every iteration (if given), one printed line per
     iteration with ``verbose``, and a :class:`hkern.ConvergenceWarning` naming ``fix`` when
@@ -199,7 +207,8 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
             print(line + f"  ({time.perf_counter() - started:.1f} s)", flush=True)
 
     result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report,
-                       exact_a=exact_a, recheck=recheck, **({} if x0 is None else {"x0": x0}))
+                       exact_a=exact_a, recheck=recheck, replace_below=replace_below,
+                       **({} if x0 is None else {"x0": x0}))
     if not result.converged.all():
         why = _why_not_converged(result, max_iter)
         if precision == "mixed" and not why.startswith("stopped at max_iter"):
@@ -236,3 +245,16 @@ def check_early_validation(arguments, X, encoding):
         check_validation(a["validation"], prepare_fit(
             X[:1], np.asarray(a["y"])[:1], kernel=a["kernel"], sigma=1.0, lam=1.0,
             task=a["task"], classes=encoding.classes))
+
+
+def joined_trace(first, then, precision="mixed, then double"):
+    """One SolverTrace for a mixed-precision solve continued in double precision: the
+    residuals, times and validation errors in sequence, the preconditioners' seconds added."""
+    def join(a, b, offset=0.0):
+        return None if a is None else np.concatenate([a, b[1:] + offset])
+    return dataclasses.replace(
+        then, residuals=np.concatenate([first.residuals, then.residuals[1:]]),
+        seconds=join(first.seconds, then.seconds, first.seconds[-1]),
+        validation_error=join(first.validation_error, then.validation_error),
+        preconditioner_seconds=first.preconditioner_seconds + then.preconditioner_seconds,
+        stored_kernel=first.stored_kernel, precision=precision)
