@@ -4,6 +4,8 @@
     python experiments/mixed_precision.py exact [--rounds 2]
     python experiments/mixed_precision.py sweep SET [...] [--n 12000]
     python experiments/mixed_precision.py reach SET [...]
+    python experiments/mixed_precision.py falkon [--rounds 2]
+    python experiments/mixed_precision.py falkon-sweep SET [...] [--n 20000] [--centres 2048]
 
 * ``exact``: kin40k split 0, ``fit_exact(solver="pcg", sigma=1.41, lam=1e-2, seed=0)`` with K
   recomputed (n = 36 000: 10 GB would not be stored);
@@ -11,7 +13,12 @@
   (the median pairwise distance times 1/4, 1/2, 1) and lam (1e-1 .. 1e-4) on ``--n`` training
   rows of each shared set (where the mixed solve keeps the answer, and at what cost);
 * ``reach``: adds to each swept point the estimate precision="auto" decides by
-  (:func:`hkern.solvers.exact_pcg.float32_reach`) and prints the points by it.
+  (:func:`hkern.solvers.exact_pcg.float32_reach`) and prints the points by it;
+* ``falkon``: kin40k split 0, ``fit_nystrom(X, y, 8192, solver="pcg", sigma=2, lam=1e-3,
+  seed=0)`` in double and mixed precision;
+* ``falkon-sweep``: FALKON in double, mixed and auto precision over the same sigma grid and
+  lam 1e-1 .. 1e-4 on ``--n`` rows with ``--centres`` centres, with the pivot test of
+  precision="auto" (``results/mixed_precision/falkon_sweep_<set>.json``).
 
 The two precisions alternate, ``--rounds`` times each, so that a load on the machine hits
 both; medians of seconds, peak memory (RSS above the start of the call) and test RMSE are
@@ -73,10 +80,11 @@ def side_by_side(name, fit, Xte, yte, rounds):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("exact", "sweep", "reach"))
+    parser.add_argument("part", choices=("exact", "sweep", "reach", "falkon", "falkon-sweep"))
     parser.add_argument("sets", nargs="*", default=["kin40k"])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--n", type=int, default=12000)
+    parser.add_argument("--centres", type=int, default=2048)
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
     if args.part == "exact":
@@ -88,8 +96,21 @@ def main():
         record = side_by_side(args.part, fit, Xte, yte, args.rounds)
         json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
         return
+    if args.part == "falkon":
+        Xtr, ytr, Xte, yte, _ = standardize(*load_uci("kin40k", split=0))
+
+        def fit(precision):
+            return hkern.fit_nystrom(Xtr, ytr, 8192, solver="pcg", sigma=2.0, lam=1e-3, seed=0,
+                                     precision=precision)
+        record = side_by_side(args.part, fit, Xte, yte, args.rounds)
+        json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
+        return
     if args.part == "reach":
         reach_table(args.sets)
+        return
+    if args.part == "falkon-sweep":
+        for name in args.sets:
+            falkon_sweep(name, args.n, args.centres)
         return
     for name in args.sets:
         Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
@@ -124,6 +145,72 @@ def main():
                 out.append(row)
         json.dump(dict(n=n, rows=out), open(os.path.join(OUT, f"sweep_{name}.json"), "w"),
                   indent=1)
+
+
+def falkon_sweep(name, n, centres):
+    """FALKON in double, mixed and auto precision over sigma x lam on ``n`` training rows of a
+    shared set with ``centres`` uniform centres, with the quantity precision="auto" screens
+    by (:func:`pivot_quantile`) and what it ran."""
+    Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+    rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:n]
+    Xtr, ytr = Xtr[rows], ytr[rows]
+    n = Xtr.shape[0]
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
+    median = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
+    out = []
+    for factor in (0.25, 0.5, 1.0):
+        sigma = factor * median
+        pivots = None
+        for lam in (1e-1, 1e-2, 1e-3, 3e-4, 1e-4):
+            row = {"sigma": sigma, "lam": lam}
+            for precision in ("double", "mixed", "auto"):
+                try:
+                    model, seconds, gib, warned = timed(
+                        lambda p: hkern.fit_nystrom(Xtr, ytr, centres, solver="pcg",
+                                                    sigma=sigma, lam=lam, seed=0, precision=p),
+                        precision)
+                except np.linalg.LinAlgError as error:
+                    row[precision] = dict(failed=str(error)[:200])
+                    continue
+                trace = model.solver_trace_
+                row[precision] = dict(seconds=seconds, gib=gib, rmse=rmse(model, Xte, yte),
+                                      iters=int(model.n_iter_), jitter=float(trace.jitter),
+                                      converged=bool(trace.converged),
+                                      true_residual=float(trace.true_residual.max()),
+                                      ran=trace.precision,
+                                      float64_model_residual=trace.float64_model_residual,
+                                      warnings=warned)
+                if pivots is None:
+                    pivots = pivot_quantile(Xtr, ytr, sigma, model.landmark_indices_)
+            row["pivot_quantile"] = pivots
+            out.append(row)
+            d, m = row["double"], row["mixed"]
+            if "failed" in m or "failed" in d:
+                print(f"{name} sigma {sigma:.3g} lam {lam:g}: failed {m.get('failed', '')} "
+                      f"{d.get('failed', '')}", flush=True)
+                continue
+            a = row["auto"]
+            print(f"{name} sigma {sigma:.3g} lam {lam:g} pivots {pivots:.3g}: "
+                  f"RMSE double {d['rmse']:.5f} mixed {m['rmse']:.5f} "
+                  f"({100 * (m['rmse'] / d['rmse'] - 1):+.3f}%) auto {a['ran']} "
+                  f"({100 * (a['rmse'] / d['rmse'] - 1):+.3f}%), time mixed/double "
+                  f"{m['seconds'] / d['seconds']:.2f} auto/double "
+                  f"{a['seconds'] / d['seconds']:.2f}, iterations {d['iters']} / {m['iters']}, "
+                  f"converged {d['converged']} / {m['converged']}", flush=True)
+    json.dump(dict(n=n, centres=centres, rows=out),
+              open(os.path.join(OUT, f"falkon_sweep_{name}.json"), "w"), indent=1)
+
+
+def pivot_quantile(Xtr, ytr, sigma, indices):
+    """The test of FALKON's precision="auto": the 1% quantile of the float32 factor's pivots
+    of W (with its jitter) over that jitter."""
+    from hkern._model import prepare_fit
+    from hkern.solvers.falkon import FalkonSystem
+    inputs = prepare_fit(Xtr, ytr, kernel="gaussian", sigma=sigma, lam=1.0, task="regression")
+    Z = np.ascontiguousarray(inputs.X[indices])
+    system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, 1.0, 2, precision="mixed")
+    return float(np.quantile(system._t_diag ** 2, 0.01) / system.jitter)
 
 
 def reach_table(sets):

@@ -275,6 +275,7 @@ PARAMETERS = {
     "fit_exact.preconditioner": _entry(Options("block_rpcholesky", "rpcholesky", "oasis",
                                                "greedy", "uniform", "hck")),
     "fit_nystrom.solver": _entry(Options("direct", "pcg")),
+    "fit_nystrom.precision": _entry(Options("double", "mixed", "auto")),
     "fit_nystrom.rcond": _entry(Real(0, 1, "left"),
                                 "the relative eigenvalue cutoff of W, e.g. 1e-12"),
     "fit_meka.solver": _entry(Options("direct", "pcg")),

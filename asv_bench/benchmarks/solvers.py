@@ -5,11 +5,15 @@
   preconditioner, tol 1e-3), the kernel recomputed at every iteration (``max_memory`` below
   the 1.15 GB of K).  The whole-set numbers are in experiments/compare_solvers.py.
 * ``NystromPCG``: ``fit_nystrom(solver="pcg")`` (FALKON) on all 36 000 points, sigma 2,
-  lam 1e-3, M = 2048 and 4096 uniform centres, tol 1e-3; the direct ``fit_nystrom`` beside it.
+  lam 1e-3, M = 2048 and 4096 uniform centres, tol 1e-3, in double and in mixed precision
+  (``precision="double"`` pinned: the default ``"auto"`` runs these mixed); the direct
+  ``fit_nystrom`` beside it.
 * ``KernelEngine``: one Gaussian product K(X, Z) u and one K^T (K u) (FALKON's per-iteration
   pass) for X (36 000, 8) and Z (4096, 8), with 1 and 2 threads; ``track_ns_per_entry``
-  states the products in nanoseconds per kernel entry (the target is <= 0.6 on 2 threads).
-* ``TriangularSolve`` and ``CholeskyPair``: FALKON's dense M x M pieces at M = 8192 / 4096.
+  states the products in nanoseconds per kernel entry (the target is <= 0.6 on 2 threads);
+  K^T (K u) in float32 beside it.
+* ``TriangularSolve`` and ``CholeskyPair``: FALKON's dense M x M pieces at M = 8192 / 4096
+  (the solve also from a float32 triangle in double arithmetic, mixed FALKON's).
 * ``SymmetricEigen``: the polled symmetric eigendecomposition beside LAPACK's drivers.
 """
 import time
@@ -79,9 +83,9 @@ class ExactPCG(SlowFit):
     track_iterations_pcg.unit = "iterations"
 
 
-def fit_falkon(X, y, m):
+def fit_falkon(X, y, m, precision="double"):
     return hkern.fit_nystrom(X, y, r=m, sigma=NYSTROM_SIGMA, lam=NYSTROM_LAM, seed=SEED,
-                             solver="pcg", tol=TOL)
+                             solver="pcg", tol=TOL, precision=precision)
 
 
 def fit_nystrom_direct(X, y, m):
@@ -96,7 +100,8 @@ class NystromPCG(SlowFit):
 
     def setup_cache(self):
         X, y, Xt, yt = data = kin40k()
-        return {"data": data, "pcg": {m: fit_falkon(X, y, m) for m in self.params}}
+        return {"data": data, "pcg": {m: fit_falkon(X, y, m) for m in self.params},
+                "mixed": {m: fit_falkon(X, y, m, "mixed") for m in self.params}}
 
     setup_cache.timeout = 300
 
@@ -112,13 +117,23 @@ class NystromPCG(SlowFit):
     def time_fit_direct(self, cache, m):
         fit_nystrom_direct(self.X, self.y, m)
 
+    def time_fit_pcg_mixed(self, cache, m):
+        fit_falkon(self.X, self.y, m, "mixed")
+
+    def peakmem_fit_pcg_mixed(self, cache, m):
+        fit_falkon(self.X, self.y, m, "mixed")
+
     def track_test_rmse_pcg(self, cache, m):
         return model_rmse(cache["pcg"][m], self.Xt, self.yt)
+
+    def track_test_rmse_pcg_mixed(self, cache, m):
+        return model_rmse(cache["mixed"][m], self.Xt, self.yt)
 
     def track_iterations_pcg(self, cache, m):
         return cache["pcg"][m].n_iter_
 
     track_test_rmse_pcg.unit = "RMSE"
+    track_test_rmse_pcg_mixed.unit = "RMSE"
     track_iterations_pcg.unit = "iterations"
 
 
@@ -134,6 +149,7 @@ class KernelEngine(Quick):
         self.X = rng.standard_normal((self.n, 8))
         self.Z = rng.standard_normal((self.m, 8))
         self.u = rng.standard_normal((self.m, 1))
+        self.X32, self.Z32 = self.X.astype(np.float32), self.Z.astype(np.float32)
         self.kind = kernel_kind("gaussian")[1]
         self.matvec()        # the engine's buffers and the output pages, touched once
         self.normal(n_jobs)
@@ -150,6 +166,9 @@ class KernelEngine(Quick):
 
     def time_normal_times(self, n_jobs):
         self.normal(n_jobs)
+
+    def time_normal_times_float32(self, n_jobs):
+        _kernel_normal_times_trusted(self.kind, 2.0, self.X32, self.Z32, self.u, None, n_jobs)
 
     def track_ns_per_entry_normal_times(self, n_jobs):
         times = []
@@ -173,10 +192,17 @@ class TriangularSolve(Quick):
     def setup(self, n_jobs, trans):
         rng = np.random.default_rng(SEED)
         self.T = np.triu(rng.standard_normal((self.m, self.m))) + self.m * np.eye(self.m)
+        self.T32 = self.T.astype(np.float32)
+        self.diagonal = self.T.diagonal().copy()
         self.b = rng.standard_normal(self.m)
 
     def time_solve_upper(self, n_jobs, trans):
         _linalg.solve_triangular(self.T, self.b, lower=False, trans=trans, n_threads=n_jobs)
+
+    def time_solve_upper_mixed(self, n_jobs, trans):
+        """The float32 triangle in double arithmetic (mixed-precision FALKON's solves)."""
+        _linalg.solve_triangular_mixed(self.T32, self.b, self.diagonal, lower=False,
+                                       trans=trans, n_threads=n_jobs)
 
 
 class CholeskyPair(SlowFit):

@@ -32,7 +32,7 @@ from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from ._ridge import block_rows, ridge_on_features
-from .nystrom_model import NystromKRR, check_landmarks, uniform_landmarks
+from .nystrom_model import NystromKRR, check_landmarks, check_precision, uniform_landmarks
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond",
@@ -104,6 +104,7 @@ def _selection_problem(arguments):
     work."""
     a = arguments
     check_parameter("solver", a["solver"], "fit_nystrom")
+    check_precision(a["precision"], a["solver"], a.get("comm") is not None)
     if a["solver"] != "pcg":
         # The fit refuses these too, but only after the selection's subsample GP.
         check_stopping(a["tol"], a["max_iter"])
@@ -158,8 +159,8 @@ class NystromPCGProblem(SelectionProblem):
         if inputs.lengthscales is not None:
             Z = scale_inputs(Z, inputs.lengthscales)
         n, d = inputs.X.shape
-        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads())
-                     + inputs.scaled_bytes, self.a["max_memory"],
+        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads(),
+                                  self.a["precision"]) + inputs.scaled_bytes, self.a["max_memory"],
                      what=f"fit_nystrom with n={n}, r={len(indices)}", fix="choose a smaller r")
         return indices, np.ascontiguousarray(Z)
 
@@ -175,7 +176,7 @@ class NystromPCGProblem(SelectionProblem):
             validation=validation, verbose=verbose, n_threads=budget_threads(),
             x0=None if x0 is None else x0.beta,
             system=None if x0 is None else x0.system_on(inputs.X, inputs.lam),
-            return_beta=True, error=error)
+            return_beta=True, error=error, precision=self.a["precision"])
         return indices, Z, coef, trace, n_iter, FalkonStart.kept(beta, system,
                                                                  self.a["max_memory"])
 
@@ -242,8 +243,8 @@ class NystromPCGProblem(SelectionProblem):
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                 seed=None, n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct",
-                tol=1e-3, max_iter=1000, validation=None, verbose=False, comm=None,
-                max_memory=None):
+                tol=1e-3, max_iter=1000, validation=None, verbose=False, precision="auto",
+                comm=None, max_memory=None):
     """Kernel ridge regression on the Nystrom approximation K ~ C W^+ C^T.
 
     r landmarks Z are chosen from X (by default uniformly without replacement); C = K(X, Z),
@@ -312,9 +313,25 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         and predicts its own test points.  An error on any rank ends the call on every rank.
     max_memory : int or None
         Most bytes the fit may allocate (the direct solver: :func:`nystrom_peak_bytes`, about
-        40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k);
-        None (default): the memory available when the call starts.  With ``comm``: per rank,
-        for its rows.
+        40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k,
+        4 r^2 for the factors with ``precision="mixed"``); None (default): the memory
+        available when the call starts.  With ``comm``: per rank, for its rows.
+    precision : {"auto", "double", "mixed"}
+        FALKON's arithmetic (``solver="pcg"``).  ``"mixed"``: the factors of W and the passes
+        over C in single precision (float32 kernel values from the fused engine, half the
+        factors' memory, about 0.55 of the time on kin40k with 8192 centres), CG's vectors,
+        the right-hand side and the checks in double; the recursion's residual is replaced by
+        the float64 one every decade.  The float32 factors regularise with lam (W + jitter I)
+        and float32's rounding of W (jitter about sqrt(r) * 1.2e-7), a different model where
+        W has many eigenvalues that small (large sigma, many centres): the fit warns when its
+        answer's residual in the float64 model is above ``tol``
+        (``solver_trace_.float64_model_residual``).  ``"auto"`` (default) runs mixed only
+        where the 1% quantile of W's Cholesky pivots is at least 100 jitters, r >= 1024 and
+        tol >= 1e-5,
+        and goes on in double from the mixed answer when that falls short of tol in the
+        float64 model (``solver_trace_.precision``); ``"double"`` throughout.  The direct
+        solver and a sharded fit (``comm``) compute in double (``"auto"``), and refuse
+        ``"mixed"``.  doc/solvers.md, "Mixed precision".
 
     Returns
     -------
@@ -341,6 +358,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     True
     """
     check_parameter("solver", solver, "fit_nystrom")
+    check_precision(precision, solver)
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory, profiles_ridge=True)
     X, Y = inputs.X, inputs.Y
@@ -355,8 +373,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
         verbose = check_parameter("verbose", verbose)
-        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads()), n, r,
-                                    landmarks)
+        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
+                                                 precision), n, r, landmarks)
     else:
         # The PCG solver's arguments: a bad value is an error whatever the solver, and the
         # validation set, recorded at each PCG iteration, would do nothing here.
@@ -375,7 +393,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     if solver == "pcg":
         coef, trace, n_iter = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
-            verbose=verbose, n_threads=n_threads)
+            verbose=verbose, n_threads=n_threads, precision=precision)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
                           evidence=None, **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)

@@ -7,13 +7,14 @@ import numpy as np
 
 from .._gp import MarginalLikelihood
 from .._model import KernelRidgeModel
-from .._parameters import choices_of
+from .._parameters import check_parameter, choices_of
 from .._threads import budget_threads
 from .._validation import check_rank, check_row_indices
 from ..kernels._api import _kernel_matvec_trusted
 from ..oasis import SELECTORS
 
-__all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "uniform_landmarks"]
+__all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "check_precision",
+           "uniform_landmarks"]
 
 NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
 
@@ -83,3 +84,14 @@ def uniform_landmarks(n, r, rng):
     """r of the n row indices drawn uniformly without replacement by ``rng``, sorted (also
     the draw of the sharded fit, from the global index range)."""
     return np.sort(rng.choice(n, size=r, replace=False))
+
+
+def check_precision(precision, solver, sharded=False):
+    """``precision`` checked: "mixed" is FALKON's, on one process."""
+    check_parameter("precision", precision, "fit_nystrom")
+    if precision == "mixed" and solver != "pcg":
+        raise ValueError("precision='mixed' is FALKON's (solver='pcg'); the direct solver "
+                         "computes in double precision: pass precision='auto' or 'double'")
+    if precision == "mixed" and sharded:
+        raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON in double "
+                         "precision: pass precision='auto' or 'double'")

@@ -31,7 +31,7 @@ from ..kernels.sharded import ShardedNormalTimes
 from ..solvers import ConvergenceWarning, falkon_bytes
 from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
-from .nystrom_model import NystromKRR, check_landmarks, uniform_landmarks
+from .nystrom_model import NystromKRR, check_landmarks, check_precision, uniform_landmarks
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
@@ -40,7 +40,7 @@ SHARDED_LANDMARKS = ("uniform", "oasis")
 
 def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_jobs, landmarks,
                         rcond, solver, tol, max_iter, validation, criterion="auto", verbose,
-                        max_memory, comm, start=None):
+                        max_memory, comm, precision="auto", start=None):
     """The sharded fit_nystrom (module docstring); arguments as fit_nystrom's, X and y this
     rank's rows, ``validation`` this rank's validation rows (or None on every rank).
     ``start``: a :class:`~hkern.solvers.falkon.FalkonStart` on the same centres, the same on
@@ -48,6 +48,7 @@ def fit_nystrom_sharded(state, *, X, y, r, kernel, sigma, lam, task, seed, n_job
     reuses at the same lam)."""
     def check_arguments():
         check_parameter("solver", solver, "fit_nystrom")
+        check_precision(precision, solver, sharded=True)
         if solver == "direct":
             raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON: pass "
                              "solver='pcg'")

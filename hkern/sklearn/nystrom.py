@@ -27,7 +27,8 @@ class _NystromParameters:
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
                  n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-3,
-                 max_iter=1000, validation=None, criterion="auto", verbose=False, max_memory=None):
+                 max_iter=1000, validation=None, criterion="auto", verbose=False,
+                 precision="auto", max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -42,6 +43,7 @@ class _NystromParameters:
         self.validation = validation
         self.criterion = criterion
         self.verbose = verbose
+        self.precision = precision
         self.max_memory = max_memory
 
     def _expected_failed_checks(self):

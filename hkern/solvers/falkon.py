@@ -25,29 +25,95 @@ m * eps (FALKON's choice) by tenfold steps; the system solved is then H with W +
 
 :func:`solve_falkon` runs CG on this system with an iterative fit's progress, warning and
 record (:mod:`hkern.solvers.trace`).
+
+In mixed precision (``precision="mixed"``) the factor pair is float32 (half the memory; sgemm's
+rate), the jitter starts at sqrt(m) eps32 max W_ii (float32's rounding of W moves its
+eigenvalues by about that much; FALKON's m eps in float32 would be 1e-3 at m = 8192), the
+passes over C are the float32 engine's (kernel values in float32 by a fused loop, sums in
+double), and the triangular solves read the float32 factors in place in double arithmetic
+(:func:`hkern._linalg.solve_triangular_mixed`), so that B is one fixed operator.  CG's vectors
+and the right-hand side are float64, and the recursion's residual is replaced by the float64
+operator's every decade (block_pcg's ``replace_below``): the float32 passes' rounding,
+amplified by B in W's small directions, otherwise opened a gap of 9e-3 between the two
+residuals on kin40k.  The system solved is then the float32 factors' (regulariser
+lam T^T T); :meth:`FalkonSystem.float64_model_residual` measures how far its answer is from the
+float64 model's.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _linalg
 from .._memory import resolve_max_memory
-from ..kernels._api import _kernel_matrix_trusted, _kernel_normal_times_trusted, _normal_times_bytes
-from .trace import traced_pcg, validation_error
+from .._validation import warn_user
+from ..kernels._api import (
+    _kernel_matrix_trusted,
+    _kernel_matvec_trusted,
+    _kernel_normal_times_trusted,
+    _normal_times_bytes,
+)
+from .cg import ConvergenceWarning
+from .exact_pcg import MIXED_MIN_TOL
+from .trace import MixedPrecisionStall, joined_trace, traced_pcg, validation_error
 
 __all__ = ["FalkonStart", "FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
 
 # Tenfold jitter steps tried after m * eps before W is declared unfactorisable.
 _JITTER_STEPS = 10
 
+# Mixed precision: the recursive residual is replaced by the float64 one every time it has
+# fallen tenfold (block_pcg's reliable updates).
+MIXED_REPLACE_BELOW = 0.1
 
-def falkon_bytes(n, m, d, k, n_threads):
+
+def falkon_bytes(n, m, d, k, n_threads, precision="double"):
     """Peak bytes of :class:`FalkonSystem` and of CG on it beyond the inputs: the m x m factor
-    pair, the kernel engine's blocks and partial sums, and about ten m x k blocks."""
-    return 8 * m * m + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k + 8 * n * k
+    pair (float32 in mixed precision, with float32 copies of X and Z), the kernel engine's
+    blocks and partial sums, and about ten m x k blocks."""
+    # "auto" frees a float32 pair before it builds a float64 one: the float64 estimate.
+    factor = 4 * m * m + 4 * (n + m) * d if precision == "mixed" else 8 * m * m
+    return factor + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k + 8 * n * k
+
+
+class Float32TooCoarse(np.linalg.LinAlgError):
+    """The float32 factors would change FALKON's model or cannot be formed (precision="auto"
+    then runs double)."""
+
+
+# precision="auto" runs FALKON mixed only when the 1% quantile of W's Cholesky pivots (with
+# the float32 jitter) is at least this many jitters: the float32 factor's regulariser
+# lam (W + jitter I + rounding) is then lam W in all but a few directions.  Measured on the
+# five shared sets (20 000 rows, 2048 centres, sigma a quarter, half and all of the median
+# distance, lam 1e-1 .. 1e-4; doc/solvers.md): every point at or above 100 changed the test
+# RMSE by at most 0.015%; at 11 to 13.5 mixed changed it by up to 0.14% (pol), near 1 by up
+# to 15% (kin40k, sigma at the median distance).
+MIXED_MIN_PIVOT = 100.0
+# ... and only from this many centres: the 1% quantile then rests on at least ten pivots, and
+# below it a fit takes a fraction of a second in double (kin40k, 20 000 rows, 512 centres:
+# 0.097 s, mixed 0.064 s), where float32's other risks (a stalled recursion, a path that
+# differs from double's by rounding) buy nothing worth having.
+MIXED_MIN_CENTRES = 1024
+
+
+def _fine_for_float32(t_diag, jitter):
+    """The pivot screen of precision="auto" (MIXED_MIN_PIVOT), on T's diagonal."""
+    pivots = np.asarray(t_diag, dtype=np.float64) ** 2
+    return bool(pivots.size == 0 or np.quantile(pivots, 0.01) >= MIXED_MIN_PIVOT * jitter)
+
+
+def _first_jitter(m, w_max, mixed):
+    """The first jitter tried on W's diagonal: FALKON's m eps in double precision; in single
+    precision sqrt(m) eps32 max W_ii, the size by which float32's rounding of W's entries
+    moves its eigenvalues (m eps32, FALKON's rule in float32, is 1e-3 at m = 8192: above
+    lam m / n on kin40k, where it changed the model)."""
+    if mixed:
+        return float(np.sqrt(m)) * float(np.finfo(np.float32).eps) * w_max
+    return m * float(np.finfo(np.float64).eps)
 
 
 class FalkonSystem:
@@ -73,6 +139,14 @@ class FalkonSystem:
         ``normal_times(U, V)`` = C^T (C U + V) (U or V None: zero) over every rank's rows, V
         this rank's rows (:class:`hkern.kernels.sharded.ShardedNormalTimes`); None: X is all
         the data and the serial kernel engine computes it.
+    precision : {"double", "mixed"}
+        "mixed": the factor pair in float32 (first jitter sqrt(m) eps32 max W_ii), the passes
+        over C in float32, the solves in double arithmetic (module docstring); serial only.
+        :meth:`exact` is then the operator with C's products in float64.
+    screen : bool
+        precision="auto"'s test: raise :class:`Float32TooCoarse` instead of finishing (or
+        of growing the jitter) when the 1% quantile of W's pivots is below MIXED_MIN_PIVOT
+        jitters.
 
     Raises
     ------
@@ -95,18 +169,34 @@ class FalkonSystem:
     """
 
     def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1, *, n_total=None,
-                 normal_times=None):
+                 normal_times=None, precision="double", screen=False):
         self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
         self.lam = float(lam)
         self.n_threads = n_threads
+        self.precision = precision
+        self.mixed = precision == "mixed"
+        if self.mixed:
+            self.X32, self.Z32 = X.astype(np.float32), Z.astype(np.float32)
         self._normal_times = normal_times or self._serial_normal_times
         n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
-        P = _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
+        P = _kernel_matrix_trusted(kind, bandwidth, *((self.Z32,) * 2 if self.mixed else (Z, Z)),
+                                   n_threads)
         w_diag = P.diagonal().copy()
-        jitter = m * np.finfo(np.float64).eps
+        jitter = _first_jitter(m, float(w_diag.max(initial=1.0)), self.mixed)
         for _ in range(_JITTER_STEPS + 1):
             P.flat[:: m + 1] = w_diag + jitter
-            t_diag = _linalg.cholesky_pair(P, n / m, self.lam, n_threads)
+            try:
+                t_diag = _linalg.cholesky_pair(
+                    P, n / m, self.lam, n_threads,
+                    **({"screen": lambda t, j=jitter: _fine_for_float32(t, j)} if screen else {}))
+            except np.linalg.LinAlgError:
+                if not self.mixed:
+                    raise
+                raise Float32TooCoarse(
+                    f"(n / m) T T^T + lam I is not positive definite in single precision at "
+                    f"lam={self.lam:.3g}: use precision='double'") from None
+            if t_diag is False or (t_diag is None and screen):
+                raise Float32TooCoarse("W has pivots near float32's jitter")
             if t_diag is not None:
                 break
             # The upper triangle still holds W: restore the lower one and try a larger jitter.
@@ -119,8 +209,8 @@ class FalkonSystem:
                 "landmarks='rpcholesky', or a smaller sigma")
         self.jitter = jitter
         self._P = P
-        self._t_diag = t_diag
-        self._b_diag = P.diagonal().copy()
+        self._t_diag = t_diag.astype(np.float64)
+        self._b_diag = P.diagonal().astype(np.float64)
 
     @property
     def rank(self):
@@ -135,12 +225,17 @@ class FalkonSystem:
         the rows; kin40k, 8192 centres: 6 s of factors saved)."""
         other = object.__new__(FalkonSystem)
         other.__dict__.update(self.__dict__)
+        other.__dict__.pop("_last_exact", None)
         other.X = X
         other._normal_times = normal_times or other._serial_normal_times
         return other
 
     def _solve_t(self, V, trans):
-        """T^{-1} V or T^{-T} V: T's diagonal is swapped into the shared array for the solve."""
+        """T^{-1} V or T^{-T} V: T's diagonal is swapped into the shared array for the solve
+        (read from t_diag, in double arithmetic, in mixed precision)."""
+        if self.mixed:
+            return _linalg.solve_triangular_mixed(self._P, V, self._t_diag, lower=False,
+                                                  trans=trans, n_threads=self.n_threads)
         diagonal = self._P.reshape(-1)[:: self._P.shape[0] + 1]
         diagonal[:] = self._t_diag
         try:
@@ -151,26 +246,47 @@ class FalkonSystem:
 
     def _solve_a(self, V, trans):
         """A^{-1} V (trans=False) or A^{-T} V, A = (the lower factor)^T."""
+        if self.mixed:
+            return _linalg.solve_triangular_mixed(self._P, V, self._b_diag, lower=True,
+                                                  trans=not trans, n_threads=self.n_threads)
         return _linalg.solve_triangular(self._P, V, lower=True, trans=not trans,
                                         n_threads=self.n_threads)
 
-    def _serial_normal_times(self, U, V):
-        """C^T (C U + V) by the kernel engine (U or V None: zero)."""
-        return _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, U, V,
+    def _serial_normal_times(self, U, V, exact=False):
+        """C^T (C U + V) by the kernel engine (U or V None: zero), in single precision for a
+        mixed system unless ``exact``."""
+        X, Z = (self.X32, self.Z32) if self.mixed and not exact else (self.X, self.Z)
+        return _kernel_normal_times_trusted(self.kind, self.bandwidth, X, Z, U, V,
                                             self.n_threads)
 
     def rhs(self, Y):
-        """B^T C^T Y for targets Y (n, k)."""
-        CtY = self._normal_times(None, np.ascontiguousarray(Y))
+        """B^T C^T Y for targets Y (n, k) (C^T Y in float64 in either precision)."""
+        Y = np.ascontiguousarray(Y)
+        CtY = self._serial_normal_times(None, Y, exact=True) \
+            if self.mixed and self._normal_times == self._serial_normal_times \
+            else self._normal_times(None, Y)
         return self._solve_a(self._solve_t(CtY, trans=True), trans=True)
 
-    def __call__(self, U):
-        """B^T H B U for U (m, j)."""
+    def __call__(self, U, exact=False):
+        """B^T H B U for U (m, j); ``exact``: C's products in float64 in a mixed system."""
         V = self._solve_a(U, trans=False)
-        W = self._normal_times(self._solve_t(V, trans=False), None)
+        T = self._solve_t(V, trans=False)
+        W = self._serial_normal_times(T, None, exact=True) if exact \
+            else self._normal_times(T, None)
         W = self._solve_t(W, trans=True)
         W += self.lam * V
         return self._solve_a(W, trans=True)
+
+    def exact(self, U):
+        """B^T H B U with C's products in float64 (a mixed system's true residual).  The last
+        product is kept: the check of the answer (float64_model_residual) reuses the one CG
+        made at its final iterate."""
+        last = getattr(self, "_last_exact", None)
+        if last is not None and last[0].shape == U.shape and np.array_equal(last[0], U):
+            return last[1].copy()
+        out = self(U, exact=True)
+        self._last_exact = (np.array(U, copy=True), out.copy())
+        return out
 
     def logdet_factor(self):
         """log det A of the second factor (A^T A = (n / m) T T^T + lam I).
@@ -184,6 +300,34 @@ class FalkonSystem:
     def coef(self, beta):
         """alpha = B beta = T^{-1} A^{-1} beta."""
         return self._solve_t(self._solve_a(beta, trans=False), trans=False)
+
+    def beta_of(self, alpha):
+        """beta = B^{-1} alpha = A T alpha, in a double-precision system: the warm start of
+        another system's coefficients (mixed precision continued in double)."""
+        if self.mixed:
+            raise ValueError("beta_of: a double-precision system's method")
+        diagonal = self._P.reshape(-1)[:: self._P.shape[0] + 1]
+        diagonal[:] = self._t_diag
+        try:
+            T_alpha = _linalg.triangular_multiply(self._P, alpha, lower=False)
+        finally:
+            diagonal[:] = self._b_diag
+        # A = (the lower factor)^T.
+        return _linalg.triangular_multiply(self._P, T_alpha, lower=True, trans=True)
+
+    def float64_model_residual(self, beta, rhs):
+        """||rhs - B^T (C^T C + lam W) B beta|| / ||rhs|| (largest over the columns): how far
+        a mixed system's answer is from the float64 model's, whose regulariser is lam W itself
+        where this system's is lam T^T T = lam (W + jitter I + float32's rounding of W).  One
+        float64 pass over C and one over W = K(Z, Z)."""
+        alpha = self.coef(beta)
+        W_alpha = _kernel_matvec_trusted(self.kind, self.bandwidth, self.Z, self.Z, alpha,
+                                         self.n_threads)
+        # B^T lam (W - T^T T) B beta = lam A^{-T} (T^{-T} W alpha - A^{-1} beta).
+        difference = self._solve_t(W_alpha, trans=True) - self._solve_a(beta, trans=False)
+        R = rhs - self.exact(beta) - self.lam * self._solve_a(difference, trans=True)
+        norms = np.linalg.norm(rhs, axis=0)
+        return float(np.max(np.linalg.norm(R, axis=0) / np.where(norms > 0, norms, 1.0)))
 
 
 @dataclass
@@ -199,7 +343,7 @@ class FalkonStart:
     def kept(cls, beta, system, max_memory):
         """The start, with the system only when three factor pairs of its size fit
         ``max_memory`` (this one, the next candidate's, and the solve that reuses it)."""
-        keep = 3 * 8 * system.rank ** 2 <= resolve_max_memory(max_memory)
+        keep = 3 * system._P.nbytes <= resolve_max_memory(max_memory)
         return cls(beta, system if keep else None)
 
     def system_on(self, X, lam, normal_times=None):
@@ -211,7 +355,8 @@ class FalkonStart:
 
 
 def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
-                error=None, x0=None, return_beta=False, system=None, **sharded):
+                error=None, x0=None, return_beta=False, system=None, precision="double",
+                **sharded):
     """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z, by CG
     on FALKON's preconditioned system (:class:`FalkonSystem`) as fit_nystrom(solver="pcg") runs
     it; the arguments and the memory are checked by the caller.  Each iteration is one pass of
@@ -223,31 +368,110 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     neighbouring candidate's in a hyperparameter selection; ``return_beta`` appends the final
     beta and the :class:`FalkonSystem` to the returned tuple (the next candidate's warm start).
     ``system``: that system, already built for these inputs and centres (its B the one x0 was
-    computed with); None builds it.
+    computed with, its precision kept); None builds it.
+
+    ``precision``: "double"; "mixed" (float32 factors and passes over C, float64 vectors,
+    reliable updates of the residual from the float64 operator, and a warning when the answer
+    is further than tol from the float64 model's, whose regulariser has no float32 jitter);
+    "auto": mixed where W's pivots clear float32's jitter (MIXED_MIN_PIVOT), with at least
+    MIXED_MIN_CENTRES centres and tol at least MIXED_MIN_TOL, continued in double from the
+    mixed answer when that falls short of tol in the float64 model or stalls, else double (a
+    sharded fit runs double).
 
     On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
     validation rows (``validation`` is then ignored)."""
-    X, Y = inputs.X, inputs.Y
     t0 = time.perf_counter()
     built = system is None
     if built:
-        system = FalkonSystem(inputs.kind, inputs.bandwidth, X, Z, inputs.lam, n_threads,
-                              **sharded)
+        system = _system_for(inputs, Z, precision, tol, n_threads, sharded)
     pre_seconds = time.perf_counter() - t0
     if verbose:
         print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres "
-              f"{'in' if built else 'reused,'} {pre_seconds:.1f} s (jitter {system.jitter:.1e})",
-              flush=True)
-    beta, trace, n_iter = traced_pcg(
-        system, system.rhs(Y), apply_m=None, tol=tol, max_iter=max_iter,
-        error=error if sharded or error is not None
-        else validation_error(validation, inputs, Z, n_threads),
-        coef=system.coef,
-        label="fit_nystrom pcg", verbose=verbose, started=t0,
+              f"{'in' if built else 'reused,'} {pre_seconds:.1f} s (jitter {system.jitter:.1e}"
+              f"{', single precision' if system.mixed else ''})", flush=True)
+    error = error if sharded or error is not None \
+        else validation_error(validation, inputs, Z, n_threads)
+    run = dict(landmarks=landmarks, tol=tol, max_iter=max_iter, verbose=verbose, error=error,
+               started=t0, pre_seconds=pre_seconds)
+    auto = precision == "auto" and system.mixed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=x0, **run)
+        except MixedPrecisionStall as stall:
+            if not auto:
+                raise
+            # float32's rounding held the recursion above tol: double, from where it stalled.
+            alpha = system.coef(stall.X)
+            del system
+            return _in_double(inputs, Z, alpha, None, n_threads, sharded, return_beta, run,
+                              "mixed (stalled), then double")
+    if system.mixed:
+        gap = system.float64_model_residual(beta, rhs)
+        trace = dataclasses.replace(trace, float64_model_residual=gap)
+        if gap > tol and auto:
+            alpha = system.coef(beta)
+            del system      # the float32 factors are freed before the float64 ones are built
+            return _in_double(inputs, Z, alpha, (trace, n_iter), n_threads, sharded,
+                              return_beta, run, "mixed, then double")
+    for w in caught:        # the mixed answer stands: its warnings too
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if system.mixed:
+        if gap > tol and not trace.converged:
+            pass            # its residual's warning says enough
+        elif gap > tol:
+            warn_user(
+                f"fit_nystrom pcg in single precision: its answer's relative residual in the "
+                f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
+                f"lam (W + {system.jitter:.1e} I) and float32's rounding of W); use "
+                "precision='double' or 'auto'", ConvergenceWarning)
+    if return_beta:
+        return system.coef(beta), trace, n_iter, beta, system
+    return system.coef(beta), trace, n_iter
+
+
+def _system_for(inputs, Z, precision, tol, n_threads, sharded):
+    """The FalkonSystem a solve in ``precision`` starts with ("auto": mixed where it passes
+    the pivot screen, double otherwise)."""
+    args = (inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam, n_threads)
+    if precision == "auto" and not sharded and tol >= MIXED_MIN_TOL \
+            and Z.shape[0] >= MIXED_MIN_CENTRES:
+        try:
+            return FalkonSystem(*args, precision="mixed", screen=True)
+        except Float32TooCoarse:
+            pass
+    return FalkonSystem(*args, precision="mixed" if precision == "mixed" else "double",
+                        **sharded)
+
+
+def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre_seconds,
+            x0=None):
+    """CG on ``system`` with an iterative fit's progress and record: (beta, trace, n_iter,
+    the right-hand side)."""
+    rhs = system.rhs(Y)
+    return *traced_pcg(
+        system, rhs, apply_m=None, tol=tol, max_iter=max_iter, error=error,
+        coef=system.coef, label="fit_nystrom pcg", verbose=verbose, started=started,
         fix="raise max_iter (or lam: a smaller ridge needs more iterations)",
-        preconditioner=landmarks_name(landmarks), rank=Z.shape[0],
-        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0)
+        preconditioner=landmarks_name(landmarks), rank=system.rank,
+        preconditioner_seconds=pre_seconds, stored_kernel=False, jitter=system.jitter, x0=x0,
+        exact_a=system.exact if system.mixed else None, precision=system.precision,
+        replace_below=MIXED_REPLACE_BELOW if system.mixed else None), rhs
+
+
+def _in_double(inputs, Z, alpha, first, n_threads, sharded, return_beta, run, label):
+    """precision="auto" after a mixed solve that fell short: double precision, from the mixed
+    answer ``alpha``; ``first`` the mixed solve's (trace, iterations), None after a stall."""
+    t0 = time.perf_counter()
+    system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam, n_threads,
+                          **sharded)
+    run = dict(run, pre_seconds=time.perf_counter() - t0)
+    beta, trace, n_iter, _ = _traced(system, inputs.Y, x0=system.beta_of(alpha), **run)
+    if first is not None:
+        trace, n_iter = joined_trace(first[0], trace, label), first[1] + n_iter
+    else:
+        trace = dataclasses.replace(trace, precision=label)
     if return_beta:
         return system.coef(beta), trace, n_iter, beta, system
     return system.coef(beta), trace, n_iter
