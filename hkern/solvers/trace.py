@@ -196,7 +196,7 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
                 and best[-1] > 0.9 * best[-1 - window]:
             raise MixedPrecisionStall(
                 f"{label}: single-precision CG stalled at relative residual {best[-1]:.3g} > "
-                f"tol={tol:g} (float32's rounding of K outweighs lam here); use "
+                f"tol={tol:g} (float32's rounding of the kernel outweighs lam here); use "
                 "precision='double' (or 'auto', which goes on in it)", X.copy(), iteration)
         if error is not None:
             errors.append(error(coef(X)))
