@@ -113,13 +113,8 @@ def main():
             falkon_sweep(name, args.n, args.centres)
         return
     for name in args.sets:
-        Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
-        rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:args.n]
-        Xtr, ytr = Xtr[rows], ytr[rows]
+        Xtr, ytr, Xte, yte, median = sweep_data(name, args.n)
         n = Xtr.shape[0]
-        rng = np.random.default_rng(0)
-        i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
-        median = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
         out = []
         for factor in (0.25, 0.5, 1.0):
             for lam in (1e-1, 1e-2, 1e-3, 1e-4):
@@ -147,17 +142,24 @@ def main():
                   indent=1)
 
 
+def sweep_data(name, n):
+    """(X_train, y_train, X_test, y_test, median pairwise distance) of a sweep: split 0 of a
+    shared set, standardised, a fixed subsample of ``n`` training rows."""
+    Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+    rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:n]
+    Xtr, ytr = Xtr[rows], ytr[rows]
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, Xtr.shape[0], 4000), rng.integers(0, Xtr.shape[0], 4000)
+    median = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
+    return Xtr, ytr, Xte, yte, median
+
+
 def falkon_sweep(name, n, centres):
     """FALKON in double, mixed and auto precision over sigma x lam on ``n`` training rows of a
     shared set with ``centres`` uniform centres, with the quantity precision="auto" screens
     by (:func:`pivot_quantile`) and what it ran."""
-    Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
-    rows = np.random.default_rng(1).permutation(Xtr.shape[0])[:n]
-    Xtr, ytr = Xtr[rows], ytr[rows]
+    Xtr, ytr, Xte, yte, median = sweep_data(name, n)
     n = Xtr.shape[0]
-    rng = np.random.default_rng(0)
-    i, j = rng.integers(0, n, 4000), rng.integers(0, n, 4000)
-    median = float(np.median(np.linalg.norm(Xtr[i] - Xtr[j], axis=1)))
     out = []
     for factor in (0.25, 0.5, 1.0):
         sigma = factor * median

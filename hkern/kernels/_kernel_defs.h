@@ -335,6 +335,23 @@ static inline float hk_expf_or_zero(float a)
  * and not kept, ran 2.2 times slower at d = 32 with a 2 KiB stride: the 32 rows of a block
  * shared two set groups, 16 lines a set for 8 ways). */
 #define HK_FUSED_LD (HK_FUSED_COLS + 16)
+/* The exponents of one row against one column block of a transposed tile, for the fused loops:
+ * b[l] = c ||x||^2 + c ||z_l||^2 + sum_k (-2c x_k) z_lk by fmaf, in this order.  A macro, so
+ * that each loop compiles as it was measured (the same bits and speed; sharing the rare exact
+ * recomputation the same way, or as a function, cost K u a fifth, so each loop keeps its own). */
+#define HK_FUSED_EXPONENTS(d, x, cxi, m2c, Zt, czsq, j0, b)                                 \
+    do {                                                                                   \
+        int k_, l_;                                                                        \
+        float x0_ = (m2c) * (x)[0];                                                        \
+        for (l_ = 0; l_ < HK_FUSED_BLOCK; l_++)                                            \
+            (b)[l_] = fmaf(x0_, (Zt)[(j0) + l_], (cxi) + (czsq)[(j0) + l_]);               \
+        for (k_ = 1; k_ < (d); k_++) {                                                     \
+            const float *z_ = (Zt) + (ptrdiff_t)k_ * HK_FUSED_LD + (j0);                   \
+            float xk_ = (m2c) * (x)[k_];                                                   \
+            for (l_ = 0; l_ < HK_FUSED_BLOCK; l_++)                                        \
+                (b)[l_] = fmaf(xk_, z_[l_], (b)[l_]);                                      \
+        }                                                                                  \
+    } while (0)
 HK_CLONES static void hk_gaussian_times_f32(int m, int d, const float *X, const float *xsq,
                                             const float *Zt, const float *czsq,
                                             const float *u, float c, double inv_s2,
@@ -353,16 +370,8 @@ HK_CLONES static void hk_gaussian_times_f32(int m, int d, const float *X, const 
             float *kept = lanes + 16 * (ptrdiff_t)i, acc[16];
             float b[HK_FUSED_BLOCK] __attribute__((aligned(64)));   /* held in registers */
             float cxi = c * xsq[i];
-            float x0 = m2c * x[0];
             int lost[16] = {0}, any = 0;
-            for (l = 0; l < HK_FUSED_BLOCK; l++)
-                b[l] = fmaf(x0, Zt[j0 + l], cxi + czsq[j0 + l]);
-            for (k = 1; k < d; k++) {
-                const float *z = Zt + (ptrdiff_t)k * HK_FUSED_LD + j0;
-                float xk = m2c * x[k];
-                for (l = 0; l < HK_FUSED_BLOCK; l++)
-                    b[l] = fmaf(xk, z[l], b[l]);
-            }
+            HK_FUSED_EXPONENTS(d, x, cxi, m2c, Zt, czsq, j0, b);
             for (l = 0; l < 16; l++)   /* a local copy: `lanes` might alias u for the compiler */
                 acc[l] = kept[l];
             for (j = 0; j < HK_FUSED_BLOCK; j += 16)
@@ -421,20 +430,12 @@ HK_CLONES static void hk_gaussian_block_f32(int m, int d, const float *X, const 
             float *o = out + (ptrdiff_t)i * ldo + j0;
             float b[HK_FUSED_BLOCK] __attribute__((aligned(64)));   /* held in registers */
             float cxi = c * xsq[i];
-            float x0 = m2c * x[0];
             /* The cancellation test a >= refine (cxi + czsq_j) as one running maximum of
              * a - refine czsq_j a lane, compared with refine cxi once per row (a flag a lane
              * kept spilling to the stack). */
             float top[16], rcxi = refine * cxi, most = -HUGE_VALF;
             int width = ncols - j0 < HK_FUSED_BLOCK ? ncols - j0 : HK_FUSED_BLOCK;
-            for (l = 0; l < HK_FUSED_BLOCK; l++)
-                b[l] = fmaf(x0, Zt[j0 + l], cxi + czsq[j0 + l]);
-            for (k = 1; k < d; k++) {
-                const float *z = Zt + (ptrdiff_t)k * HK_FUSED_LD + j0;
-                float xk = m2c * x[k];
-                for (l = 0; l < HK_FUSED_BLOCK; l++)
-                    b[l] = fmaf(xk, z[l], b[l]);
-            }
+            HK_FUSED_EXPONENTS(d, x, cxi, m2c, Zt, czsq, j0, b);
             for (l = 0; l < 16; l++)
                 top[l] = -HUGE_VALF;
             if (width == HK_FUSED_BLOCK) {

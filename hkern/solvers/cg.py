@@ -146,15 +146,15 @@ def block_pcg(apply_a, B, *, apply_m=None, tol=1e-6, max_iter=100, callback=None
     replace_below : float, optional
         With ``exact_a``: reliable updates.  Whenever a column's recursive residual has fallen
         below ``replace_below`` times the largest one since its last replacement, it is
-        replaced by the true residual b - A x from ``exact_a`` and the recursion goes on with
-        the same search direction.  The gap between the two residuals comes from the
-        approximate products times the steps taken, mostly the large early ones; replacing
-        the residual every decade keeps it a decade below the residual, where a restart at
-        the end would have to undo all of it (FALKON in mixed precision on kin40k: 34 float32
-        iterations ended at a true residual of 9.3e-3 against tol 1e-3, and the restart took
-        11 more).  At a replacement the last direction is made orthogonal to the new residual
-        in the preconditioner's inner product, as the next step assumes.  None (default): no
-        replacement.
+        replaced by the true residual b - A x from ``exact_a`` and the recursion goes on from
+        the same iterate and (below) search direction.  The gap between the two residuals
+        comes from the approximate products times the steps taken, mostly the large early
+        ones; replacing the residual every decade keeps it a decade below the residual, where
+        a restart at the end would have to undo all of it (FALKON in mixed precision on
+        kin40k: 34 float32 iterations ended at a true residual of 9.3e-3 against tol 1e-3,
+        and the restart took 11 more).  At a replacement the last direction is made
+        orthogonal to the new residual in the preconditioner's inner product, as the next step
+        assumes.  None (default): no replacement.
     recheck : bool
         Recompute the true residual at the end (below).  False skips that product (and the
         restarts it may start) for a solve whose answer is judged otherwise, such as a
@@ -346,7 +346,6 @@ def _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0, record_lanczos,
             since[cols] = np.maximum(since[cols], residual[cols])
             due = cols[(residual[cols] < replace_below * since[cols]) | (residual[cols] <= tol)]
             exact[cols] = False
-            replaced = due
             if due.size:
                 R[:, due] = B[:, due] - exact_a(np.ascontiguousarray(X[:, due]))
                 Rd = np.take(R, due, axis=1)
@@ -366,7 +365,7 @@ def _recursion(apply_a, B, apply_m, tol, max_iter, callback, x0, record_lanczos,
                 # direction needs (going on without this diverged where the two residuals
                 # differed by more than the new one): the direction loses its component along
                 # z = M^-1 r in the r-inner product (QUDA's reliable updates do the same).
-                fix = np.isin(running, replaced)
+                fix = np.isin(running, due)
                 if fix.any():
                     cols_fix = running[fix]
                     Pf = np.take(P, cols_fix, axis=1)

@@ -315,12 +315,12 @@ class FalkonSystem:
         # A = (the lower factor)^T.
         return _linalg.triangular_multiply(self._P, T_alpha, lower=True, trans=True)
 
-    def float64_model_residual(self, beta, rhs):
+    def float64_model_residual(self, beta, rhs, alpha=None):
         """||rhs - B^T (C^T C + lam W) B beta|| / ||rhs|| (largest over the columns): how far
         a mixed system's answer is from the float64 model's, whose regulariser is lam W itself
         where this system's is lam T^T T = lam (W + jitter I + float32's rounding of W).  One
-        float64 pass over C and one over W = K(Z, Z)."""
-        alpha = self.coef(beta)
+        float64 pass over C and one over W = K(Z, Z); ``alpha``: B beta, if at hand."""
+        alpha = self.coef(beta) if alpha is None else alpha
         W_alpha = _kernel_matvec_trusted(self.kind, self.bandwidth, self.Z, self.Z, alpha,
                                          self.n_threads)
         # B^T lam (W - T^T T) B beta = lam A^{-T} (T^{-T} W alpha - A^{-1} beta).
@@ -407,28 +407,25 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
             del system
             return _in_double(inputs, Z, alpha, None, n_threads, sharded, return_beta, run,
                               "mixed (stalled), then double")
+    alpha = system.coef(beta)
     if system.mixed:
-        gap = system.float64_model_residual(beta, rhs)
+        gap = system.float64_model_residual(beta, rhs, alpha)
         trace = dataclasses.replace(trace, float64_model_residual=gap)
         if gap > tol and auto:
-            alpha = system.coef(beta)
             del system      # the float32 factors are freed before the float64 ones are built
             return _in_double(inputs, Z, alpha, (trace, n_iter), n_threads, sharded,
                               return_beta, run, "mixed, then double")
     for w in caught:        # the mixed answer stands: its warnings too
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if system.mixed:
-        if gap > tol and not trace.converged:
-            pass            # its residual's warning says enough
-        elif gap > tol:
-            warn_user(
-                f"fit_nystrom pcg in single precision: its answer's relative residual in the "
-                f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
-                f"lam (W + {system.jitter:.1e} I) and float32's rounding of W); use "
-                "precision='double' or 'auto'", ConvergenceWarning)
+    if system.mixed and gap > tol and trace.converged:     # (else its residual's warning)
+        warn_user(
+            f"fit_nystrom pcg in single precision: its answer's relative residual in the "
+            f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
+            f"lam (W + {system.jitter:.1e} I) and float32's rounding of W); use "
+            "precision='double' or 'auto'", ConvergenceWarning)
     if return_beta:
-        return system.coef(beta), trace, n_iter, beta, system
-    return system.coef(beta), trace, n_iter
+        return alpha, trace, n_iter, beta, system
+    return alpha, trace, n_iter
 
 
 def _system_for(inputs, Z, precision, tol, n_threads, sharded):
