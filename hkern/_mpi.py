@@ -24,9 +24,15 @@ from __future__ import annotations
 import contextlib
 import pickle
 import sys
+import time
 import traceback
 
 import numpy as np
+
+# Seconds between printing the message of a failed rank and comm.Abort.  MPICH's mpiexec exits as
+# soon as the abort reaches it, dropping output its proxies have not forwarded yet: once in CI,
+# with 2 busy cores, the message, the traceback and MPICH's own abort line all vanished.
+ABORT_GRACE_SECONDS = 1.0
 
 __all__ = ["Agreed", "RankState", "block_layout", "check_comm", "check_same_everywhere",
            "every_rank_stops", "get_mpi", "offsets_of", "resolve_comm"]
@@ -182,5 +188,10 @@ def every_rank_stops(comm, label):
               flush=True)
         traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
+        sys.stdout.flush()
+        try:
+            time.sleep(ABORT_GRACE_SECONDS)   # let mpiexec forward the message before it exits
+        except KeyboardInterrupt:             # a second Ctrl-C must not skip the Abort
+            pass
         comm.Abort(1)
         raise    # pragma: no cover - Abort does not return
