@@ -107,6 +107,9 @@ class FitInputs:
         The per-feature lengthscales new inputs are divided by, or None for a scalar sigma.
     lam : float
         Checked ridge.
+    widened : bool
+        X is a float64 copy of a float32 X (scalar sigma; with lengthscales the scaled copy is
+        made from the float32 X directly).
     """
 
     X: np.ndarray
@@ -118,11 +121,15 @@ class FitInputs:
     bandwidth: float
     lengthscales: object
     lam: float
+    widened: bool = False
 
     @property
     def scaled_bytes(self):
-        """Bytes of the scaled copy of X that ``prepare_fit`` made for lengthscales (0 for a
-        scalar sigma): part of the fit's memory, which every fit adds to its peak estimate."""
+        """Bytes of the copy of X that ``prepare_fit`` made, scaled by the lengthscales or
+        widened from float32 (0 for a float64 X and a scalar sigma): part of the fit's memory,
+        which every fit adds to its peak estimate."""
+        if self.widened:
+            return 8 * self.X.shape[0] * self.X.shape[1]
         return scaled_copy_bytes(self.X, self.lengthscales)
 
     def model_params(self, n_jobs, lam=None):
@@ -290,16 +297,21 @@ def scaled_copy_bytes(X, lengthscales):
 def prepare_sigma(X, sigma, max_memory=None, largest=None):
     """``(scaled X, sigma, bandwidth, lengthscales)`` from checked inputs X and the user's sigma.
 
-    The scaled copy of X (8 n d bytes, only for lengthscales) is checked against
-    ``max_memory`` before it is made.  ``largest``: the largest magnitude of the scaled data
+    The scaled copy of X (8 n d bytes, only for lengthscales), or the float64 copy of a float32
+    X (for a scalar sigma), is checked against ``max_memory`` before it is made: the returned X
+    is float64 either way.  ``largest``: the largest magnitude of the scaled data
     the bandwidth is checked against, when X is one MPI rank's shard of it.
     """
     bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
+    n, d = X.shape
     if lengthscales is not None:
-        n, d = X.shape
         check_memory(8 * n * d, max_memory, what=f"the inputs divided by the lengthscales "
                      f"(n={n}, d={d})", fix="pass fewer samples or raise max_memory")
-        X = scale_inputs(X, lengthscales)
+        X = scale_inputs(X, lengthscales)        # float64, straight from a float32 X
+    elif X.dtype != np.float64:
+        check_memory(8 * n * d, max_memory, what=f"the float32 inputs in float64 (n={n}, d={d})",
+                     fix="pass fewer samples or raise max_memory")
+        X = X.astype(np.float64)
     check_bandwidth(bandwidth, X if largest is None else np.array([largest]))
     return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
 
@@ -316,12 +328,19 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
 
     A per-feature ``sigma`` is applied here, once: the returned X is ``X / sigma`` and the
     bandwidth 1, so the methods need not know about lengthscales.
+
+    A float32 X is read as it is: divided by the lengthscales straight into the float64 copy
+    the fit uses, or (scalar sigma) widened once, so that it costs the fit no more memory than
+    a float64 X (before, its float64 conversion came on top of the scaled copy), and the fit is
+    bitwise the fit of ``X.astype(np.float64)``.
     """
-    X = check_array(X, "X", min_samples=min_samples)
+    X = check_array(X, "X", min_samples=min_samples, keep_float32=True)
+    widened = X.dtype == np.float32
     Y, encoding = encode_targets(y, X.shape[0], task, classes)
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest)
     if not (profiles_ridge and isinstance(lam, ProfiledRidge)):
         lam = check_parameter("lam", lam)
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
-                     bandwidth=bandwidth, lengthscales=lengthscales, lam=lam)
+                     bandwidth=bandwidth, lengthscales=lengthscales, lam=lam,
+                     widened=widened and lengthscales is None)

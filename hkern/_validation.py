@@ -87,7 +87,17 @@ def _as_float_array(value, name, dtype=np.float64):
     return arr
 
 
-def check_array(X, name="X", *, ensure_2d=True, min_samples=1, dtype=np.float64):
+def _reads_as_float32(X):
+    """NumPy reads ``X`` as a float32 array (without converting a list or an integer array)."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is None and hasattr(X, "dtypes"):          # a DataFrame: every column float32
+        dtypes = set(map(str, X.dtypes))
+        return dtypes == {"float32"}
+    return dtype == np.float32
+
+
+def check_array(X, name="X", *, ensure_2d=True, min_samples=1, dtype=np.float64,
+                keep_float32=False):
     """Return ``X`` as a C-contiguous float64 (or ``dtype``) array after checking it.
 
     Parameters
@@ -104,6 +114,12 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1, dtype=np.float64)
         float64 (default), or float32 for the single-precision kernel engine: pass it only for
         input that is float32 already (a float64 array would be rounded before its magnitude
         is checked).
+    keep_float32 : bool
+        Return a float32 array (a NumPy array, or anything NumPy reads as one, such as a
+        DataFrame of float32 columns) as float32 instead of widening it, for callers that widen
+        it only where float64 arithmetic reads it (:func:`hkern._model.prepare_fit`): every
+        float32 value is exactly a float64 one, so the results are those of the float64 copy,
+        without the copy.
 
     Raises
     ------
@@ -112,6 +128,8 @@ def check_array(X, name="X", *, ensure_2d=True, min_samples=1, dtype=np.float64)
         zero features, NaN/infinite values, or values above ``MAX_MAGNITUDE`` (1e150) in
         magnitude.
     """
+    if keep_float32 and _reads_as_float32(X):
+        dtype = np.float32
     arr = _as_float_array(X, name, dtype)
     if ensure_2d:
         if arr.ndim == 1:
@@ -281,15 +299,18 @@ def check_sigma(sigma, n_features):
 
 
 def scale_inputs(X, lengthscales, name="X"):
-    """``X / lengthscales`` as a C-contiguous array, or ``X`` itself when they are None.
+    """``X / lengthscales`` as a C-contiguous float64 array, or ``X`` itself when they are None
+    (widened to float64 if it is float32: the engine's float64 input either way).
 
     The scalar path returns the very array it was given (no division by ones), so results
     with a scalar sigma are bitwise those of a build without lengthscales.  Scaled values
     are checked against the magnitude bound (a tiny lengthscale can push them over it).
     """
     if lengthscales is None:
-        return X
-    scaled = np.ascontiguousarray(X / lengthscales)
+        return np.ascontiguousarray(X, dtype=np.float64)
+    # In float64 whatever X's type (float32 X / float64 lengthscales is float64 in NumPy, but
+    # float32 lengthscales would keep it float32): the scaled copy is what the engine reads.
+    scaled = np.ascontiguousarray(np.divide(X, lengthscales, dtype=np.float64))
     _check_values(scaled, f"{name} / sigma",
                   "the lengthscales in sigma are too small for these inputs: rescale X or "
                   "choose larger lengthscales")

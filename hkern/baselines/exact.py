@@ -203,7 +203,7 @@ def _selection_problem(arguments):
     solver = check_solver(a["solver"], "fit_exact", FORMER_SOLVERS)
     check_parameter("preconditioner", a["preconditioner"], "fit_exact")
     check_parameter("precision", a["precision"], "fit_exact")
-    X = check_array(a["X"], "X")
+    X = check_array(a["X"], "X", keep_float32=True)      # widened per use (prepare_fit)
     Y, encoding = encode_targets(a["y"], X.shape[0], a["task"])
     if _solver_of(solver, X.shape[0], Y.shape[1], 0, a["max_memory"]) != "pcg":
         # The direct selection's fits check these too, but only after its subsample's GP.

@@ -111,7 +111,7 @@ def _selection_problem(arguments):
         if a["validation"] is not None:
             raise ValueError(_VALIDATION_NEEDS_PCG)
         return None
-    X = check_array(a["X"], "X")
+    X = check_array(a["X"], "X", keep_float32=True)      # widened per use (scale_inputs)
     n = X.shape[0]
     _, encoding = encode_targets(a["y"], n, a["task"])
     landmarks, r = check_landmarks(a["landmarks"], a["r"], n)
@@ -155,9 +155,7 @@ class NystromPCGProblem(SelectionProblem):
         """(rows, Z): the centres for ``sigma`` in the inputs' units, after checking that
         FALKON with k right-hand sides fits max_memory."""
         indices = self._centres(sigma)
-        Z = self.X[indices]
-        if inputs.lengthscales is not None:
-            Z = scale_inputs(Z, inputs.lengthscales)
+        Z = scale_inputs(self.X[indices], inputs.lengthscales)     # float64, as inputs.X
         n, d = inputs.X.shape
         check_memory(falkon_bytes(n, len(indices), d, k, budget_threads(),
                                   self.a["precision"]) + inputs.scaled_bytes, self.a["max_memory"],

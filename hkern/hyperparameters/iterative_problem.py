@@ -127,9 +127,7 @@ class SelectionProblem:
         """(sum of squared errors, entries) of :meth:`held_out_mse` (0, 0 without rows)."""
         if len(held) == 0:
             return 0.0, 0
-        X_held = self.X[held]
-        if inputs.lengthscales is not None:
-            X_held = scale_inputs(X_held, inputs.lengthscales)
+        X_held = scale_inputs(self.X[held], inputs.lengthscales)   # float64, as the fit's
         scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
                                         n_threads)
         target, _ = encode_targets(self.y_candidates[held], len(held), self.a["task"],

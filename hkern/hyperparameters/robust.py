@@ -175,7 +175,8 @@ def feature_scales(X):
     n = X.shape[0]
     rows = X if n <= _STATS_ROWS else X[:: -(-n // _STATS_ROWS)]
     centre, spread, constant, resolution = (np.array(v) for v in zip(
-        *(_column_scales(np.ascontiguousarray(rows[:, j])) for j in range(X.shape[1]))))
+        *(_column_scales(np.ascontiguousarray(rows[:, j], dtype=np.float64))
+          for j in range(X.shape[1]))))
     return FeatureScales(centre.astype(float), spread.astype(float), constant.astype(bool),
                          resolution.astype(float))
 

@@ -50,7 +50,7 @@ class LocalRows(SelectionRows):
     @classmethod
     def of(cls, arguments):
         """The checked X and encoded y of a fit's ``arguments``."""
-        X = check_array(arguments["X"], "X")
+        X = check_array(arguments["X"], "X", keep_float32=True)   # the fits widen their rows
         Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"])
         return cls(X, Y)
 
