@@ -110,6 +110,9 @@ class FitInputs:
     widened : bool
         X is a float64 copy of a float32 X (scalar sigma; with lengthscales the scaled copy is
         made from the float32 X directly).
+    single : ndarray (n, d) or None
+        That float32 X (C-contiguous) when ``widened``: exactly X rounded to float32, which a
+        mixed-precision solve's float32 kernel products read as it is (:meth:`float32_X`).
     """
 
     X: np.ndarray
@@ -122,6 +125,12 @@ class FitInputs:
     lengthscales: object
     lam: float
     widened: bool = False
+    single: object = None
+
+    def float32_X(self):
+        """X in float32 for the single-precision engine: the user's float32 X itself when X
+        was widened from it (no copy), else X rounded to float32 (a copy, 4 n d bytes)."""
+        return self.single if self.single is not None else self.X.astype(np.float32)
 
     @property
     def scaled_bytes(self):
@@ -335,7 +344,7 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
     bitwise the fit of ``X.astype(np.float64)``.
     """
     X = check_array(X, "X", min_samples=min_samples, keep_float32=True)
-    widened = X.dtype == np.float32
+    single = X if X.dtype == np.float32 else None
     Y, encoding = encode_targets(y, X.shape[0], task, classes)
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest)
@@ -343,4 +352,5 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
         lam = check_parameter("lam", lam)
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
                      bandwidth=bandwidth, lengthscales=lengthscales, lam=lam,
-                     widened=widened and lengthscales is None)
+                     widened=single is not None and lengthscales is None,
+                     single=single if lengthscales is None else None)

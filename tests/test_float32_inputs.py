@@ -155,3 +155,37 @@ def test_memory_limit_counts_the_widened_copy():
     X, y = data(n=1000, d=8)
     with pytest.raises(hkern.MemoryLimitError, match="the float32 inputs in float64"):
         hkern.fit_nystrom(X, y, 10, sigma=1.0, lam=0.1, max_memory=8 * X.size - 1)
+
+
+def test_mixed_solves_read_a_float32_X_as_it_is(monkeypatch):
+    """With a scalar sigma, the float32 operand of a mixed solve is the user's float32 X
+    itself (X rounded to float32 exactly): no 4 n d byte copy next to the float64 one."""
+    from hkern.solvers import exact_pcg, falkon
+    X, y = data(n=400)
+    seen = []
+    original = falkon.FalkonSystem.__init__
+
+    def spy_falkon(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if self.mixed:
+            seen.append(self.X32)
+    monkeypatch.setattr(falkon.FalkonSystem, "__init__", spy_falkon)
+    hkern.fit_nystrom(X, y, 40, solver="pcg", precision="mixed", sigma=1.3, lam=1e-2, seed=0)
+    assert seen and all(np.shares_memory(X32, X) for X32 in seen)
+
+    operands = []
+
+    class SpySystem(exact_pcg.KernelSystem):
+        def __init__(self, kind, bandwidth, X_, *args, **kwargs):
+            operands.append(X_)
+            super().__init__(kind, bandwidth, X_, *args, **kwargs)
+    monkeypatch.setattr(exact_pcg, "KernelSystem", SpySystem)
+    hkern.fit_exact(X, y, solver="pcg", precision="mixed", r=40, sigma=1.3, lam=1e-2, seed=0)
+    single = [A for A in operands if A.dtype == np.float32]
+    assert single and all(np.shares_memory(A, X) for A in single)
+    # ... and with lengthscales, X / sigma rounded to float32 (not X) is the operand
+    operands.clear()
+    hkern.fit_exact(X, y, solver="pcg", precision="mixed", r=40, sigma=SIGMAS["lengthscales"]
+                    ["sigma"], lam=1e-2, seed=0)
+    single = [A for A in operands if A.dtype == np.float32]
+    assert single and not any(np.shares_memory(A, X) for A in single)

@@ -160,7 +160,7 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
                                      n_threads=n_threads, max_memory=max_memory,
                                      adaptive=adaptive, precision=precision)
     pre_seconds = time.perf_counter() - t0 + preconditioner_seconds
-    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X.astype(np.float32) if mixed else X,
+    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.float32_X() if mixed else X,
                            inputs.lam, stored=stored, n_threads=n_threads)
     # Mixed precision: the float64 operator for the starts' and the final residuals.
     exact_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=False,

@@ -147,6 +147,9 @@ class FalkonSystem:
         precision="auto"'s test: raise :class:`Float32TooCoarse` instead of finishing (or
         of growing the jitter) when the 1% quantile of W's pivots is below MIXED_MIN_PIVOT
         jitters.
+    X32 : ndarray (n, d) float32 or None
+        X rounded to float32, when the caller has it (a fit given float32 X and a scalar
+        sigma: the user's array, read as it is); None: made here (mixed precision only).
 
     Raises
     ------
@@ -169,14 +172,15 @@ class FalkonSystem:
     """
 
     def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1, *, n_total=None,
-                 normal_times=None, precision="double", screen=False):
+                 normal_times=None, precision="double", screen=False, X32=None):
         self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
         self.lam = float(lam)
         self.n_threads = n_threads
         self.precision = precision
         self.mixed = precision == "mixed"
         if self.mixed:
-            self.X32, self.Z32 = X.astype(np.float32), Z.astype(np.float32)
+            self.X32 = X.astype(np.float32) if X32 is None else X32
+            self.Z32 = Z.astype(np.float32)
         self._normal_times = normal_times or self._serial_normal_times
         n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
         P = _kernel_matrix_trusted(kind, bandwidth, *((self.Z32,) * 2 if self.mixed else (Z, Z)),
@@ -435,11 +439,12 @@ def _system_for(inputs, Z, precision, tol, n_threads, sharded):
     if precision == "auto" and not sharded and tol >= MIXED_MIN_TOL \
             and Z.shape[0] >= MIXED_MIN_CENTRES:
         try:
-            return FalkonSystem(*args, precision="mixed", screen=True)
+            return FalkonSystem(*args, precision="mixed", screen=True, X32=inputs.single)
         except Float32TooCoarse:
             pass
-    return FalkonSystem(*args, precision="mixed" if precision == "mixed" else "double",
-                        **sharded)
+    if precision == "mixed":
+        return FalkonSystem(*args, precision="mixed", X32=inputs.single, **sharded)
+    return FalkonSystem(*args, precision="double", **sharded)
 
 
 def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre_seconds,
