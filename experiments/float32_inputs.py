@@ -28,6 +28,9 @@ def calls(y, d):
         "fit_nystrom(X, y, 256, solver='pcg', sigma=[16] * d, lam=1e-3, seed=0)":
             lambda X: hkern.fit_nystrom(X, y, 256, solver="pcg", sigma=np.full(d, 16.0),
                                         lam=1e-3, seed=0),
+        "fit_nystrom(X, y, 256, solver='pcg', precision='mixed', sigma=16, lam=1e-3, seed=0)":
+            lambda X: hkern.fit_nystrom(X, y, 256, solver="pcg", precision="mixed", sigma=16.0,
+                                        lam=1e-3, seed=0),
         "fit_rff(X, y, 512, seed=0)": lambda X: hkern.fit_rff(X, y, 512, seed=0),
     }
 
