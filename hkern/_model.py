@@ -107,12 +107,11 @@ class FitInputs:
         The per-feature lengthscales new inputs are divided by, or None for a scalar sigma.
     lam : float
         Checked ridge.
-    widened : bool
-        X is a float64 copy of a float32 X (scalar sigma; with lengthscales the scaled copy is
-        made from the float32 X directly).
     single : ndarray (n, d) or None
-        That float32 X (C-contiguous) when ``widened``: exactly X rounded to float32, which a
-        mixed-precision solve's float32 kernel products read as it is (:meth:`float32_X`).
+        The float32 X (C-contiguous) that X is the float64 copy of (a scalar sigma; with
+        lengthscales the scaled copy is made from a float32 X directly, and this is None):
+        exactly X rounded to float32, which a mixed-precision solve's float32 kernel products
+        read as it is (:meth:`float32_X`).
     """
 
     X: np.ndarray
@@ -124,7 +123,6 @@ class FitInputs:
     bandwidth: float
     lengthscales: object
     lam: float
-    widened: bool = False
     single: object = None
 
     def float32_X(self):
@@ -137,7 +135,7 @@ class FitInputs:
         """Bytes of the copy of X that ``prepare_fit`` made, scaled by the lengthscales or
         widened from float32 (0 for a float64 X and a scalar sigma): part of the fit's memory,
         which every fit adds to its peak estimate."""
-        if self.widened:
+        if self.single is not None:
             return 8 * self.X.shape[0] * self.X.shape[1]
         return scaled_copy_bytes(self.X, self.lengthscales)
 
@@ -352,5 +350,4 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
         lam = check_parameter("lam", lam)
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,
                      bandwidth=bandwidth, lengthscales=lengthscales, lam=lam,
-                     widened=single is not None and lengthscales is None,
                      single=single if lengthscales is None else None)
