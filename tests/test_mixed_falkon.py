@@ -123,6 +123,37 @@ def test_mixed_system_against_the_dense_preconditioned_operator():
     assert np.abs(system.coef(U) - B @ U).max() <= double * np.abs(B @ U).max()
 
 
+def test_mixed_system_on_other_rows_passes_over_those_rows():
+    """on_rows (a selection's final fit on all rows, from a hold-out candidate's factors): the
+    float32 passes read the new rows.  They read the candidate's until this was found: the
+    final fit of an explicit precision="mixed" selection stalled, its float32 operator and
+    its float64 check built from different rows."""
+    X, y, Z, _ = mixed_system()
+    candidate = FalkonSystem(0, 1.0, X[:400], Z, 1e-3, 2, precision="mixed")
+    part = candidate.on_rows(X)
+    T, A = dense_factors(candidate)
+    C = gaussian(X, Z)
+    B = np.linalg.solve(T, np.linalg.inv(A))
+    U = np.random.default_rng(1).normal(size=(Z.shape[0], 2))
+    operator = B.T @ (C.T @ C + 1e-3 * T.T @ T) @ B @ U
+    double = 10 * np.finfo(np.float64).eps * np.linalg.cond(B) ** 2
+    assert np.abs(part(U) - operator).max() <= 1e-3 * np.abs(operator).max()
+    assert np.abs(part.exact(U) - operator).max() <= double * np.abs(operator).max()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_mixed_selection_final_fit_converges_in_mixed():
+    """The selection's final fit from the chosen candidate's mixed factors (on_rows): 17
+    iterations to tol in float32; with the candidate's rows in its float32 passes it stalled
+    at 1.1e-3."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 4))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=3000)
+    model = hkern.fit_nystrom(X, y, 200, solver="pcg", precision="mixed", sigma="auto",
+                              lam="auto", seed=0)
+    assert model.solver_trace_.precision == "mixed" and model.solver_trace_.converged
+
+
 def test_float64_model_residual_against_the_dense_double_model():
     """The answer's residual in the float64 model B^T (C^T C + lam W) B beta = B^T C^T y, the
     float32 factors' B."""

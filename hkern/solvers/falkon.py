@@ -231,6 +231,8 @@ class FalkonSystem:
         other.__dict__.update(self.__dict__)
         other.__dict__.pop("_last_exact", None)
         other.X = X
+        if self.mixed:      # the float32 passes read the new rows too, not the old ones
+            other.X32 = X.astype(np.float32)
         other._normal_times = normal_times or other._serial_normal_times
         return other
 
