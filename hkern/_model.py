@@ -88,7 +88,9 @@ class FitInputs:
     ----------
     X : ndarray (n, d)
         C-contiguous float64 inputs, divided by the lengthscales when ``sigma`` is an array:
-        every kernel evaluation of the fit uses these and ``bandwidth``.
+        every kernel evaluation of the fit uses these and ``bandwidth``.  float32 only for a
+        fit that asked for it (``prepare_fit(keep_float32=True)``; a float32 X and a scalar
+        sigma), which widens what its float64 arithmetic reads itself.
     Y : ndarray (n, k)
         C-contiguous float64 targets (one column per output, or the one-vs-rest encoding of
         class labels).
@@ -108,9 +110,10 @@ class FitInputs:
     lam : float
         Checked ridge.
     single : ndarray (n, d) or None
-        The float32 X (C-contiguous) that X is the float64 copy of (a scalar sigma; with
-        lengthscales the scaled copy is made from a float32 X directly, and this is None):
-        exactly X rounded to float32, which a mixed-precision solve's float32 kernel products
+        The user's float32 X (C-contiguous) with a scalar sigma, and None otherwise (with
+        lengthscales the scaled copy is made from a float32 X directly): X itself when the fit
+        asked to keep it (``prepare_fit(keep_float32=True)``), else X is its float64 copy.
+        Exactly X rounded to float32, which a mixed-precision solve's float32 kernel products
         read as it is (:meth:`float32_X`).
     """
 
@@ -133,9 +136,9 @@ class FitInputs:
     @property
     def scaled_bytes(self):
         """Bytes of the copy of X that ``prepare_fit`` made, scaled by the lengthscales or
-        widened from float32 (0 for a float64 X and a scalar sigma): part of the fit's memory,
-        which every fit adds to its peak estimate."""
-        if self.single is not None:
+        widened from float32 (0 for a scalar sigma and a float64 X, or a float32 X kept as it
+        is): part of the fit's memory, which every fit adds to its peak estimate."""
+        if self.single is not None and self.X is not self.single:
             return 8 * self.X.shape[0] * self.X.shape[1]
         return scaled_copy_bytes(self.X, self.lengthscales)
 
@@ -301,13 +304,14 @@ def scaled_copy_bytes(X, lengthscales):
     return 0 if lengthscales is None else 8 * X.shape[0] * X.shape[1]
 
 
-def prepare_sigma(X, sigma, max_memory=None, largest=None):
+def prepare_sigma(X, sigma, max_memory=None, largest=None, widen=True):
     """``(scaled X, sigma, bandwidth, lengthscales)`` from checked inputs X and the user's sigma.
 
     The scaled copy of X (8 n d bytes, only for lengthscales), or the float64 copy of a float32
     X (for a scalar sigma), is checked against ``max_memory`` before it is made: the returned X
-    is float64 either way.  ``largest``: the largest magnitude of the scaled data
-    the bandwidth is checked against, when X is one MPI rank's shard of it.
+    is float64 either way (``widen=False``: a float32 X with a scalar sigma is returned as it
+    is).  ``largest``: the largest magnitude of the scaled data the bandwidth is checked
+    against, when X is one MPI rank's shard of it.
     """
     bandwidth, lengthscales = check_sigma(sigma, X.shape[1])
     n, d = X.shape
@@ -315,7 +319,7 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None):
         check_memory(8 * n * d, max_memory, what=f"the inputs divided by the lengthscales "
                      f"(n={n}, d={d})", fix="pass fewer samples or raise max_memory")
         X = scale_inputs(X, lengthscales)        # float64, straight from a float32 X
-    elif X.dtype != np.float64:
+    elif X.dtype != np.float64 and widen:
         check_memory(8 * n * d, max_memory, what=f"the float32 inputs in float64 (n={n}, d={d})",
                      fix="pass fewer samples or raise max_memory")
         X = X.astype(np.float64)
@@ -324,7 +328,7 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None):
 
 
 def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False,
-                classes=None, min_samples=1, largest=None):
+                classes=None, min_samples=1, largest=None, keep_float32=False):
     """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
 
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` (it
@@ -339,13 +343,17 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
     A float32 X is read as it is: divided by the lengthscales straight into the float64 copy
     the fit uses, or (scalar sigma) widened once, so that it costs the fit no more memory than
     a float64 X (before, its float64 conversion came on top of the scaled copy), and the fit is
-    bitwise the fit of ``X.astype(np.float64)``.
+    bitwise the fit of ``X.astype(np.float64)``.  ``keep_float32``: a fit whose float64
+    arithmetic reads X in blocks it widens itself (FALKON,
+    :func:`hkern.kernels._api._kernel_normal_times_widened`) gets a float32 X with a scalar
+    sigma as it is, X float32 in the returned inputs, and no float64 copy at all.
     """
     X = check_array(X, "X", min_samples=min_samples, keep_float32=True)
     single = X if X.dtype == np.float32 else None
     Y, encoding = encode_targets(y, X.shape[0], task, classes)
     name, kind = kernel_kind(kernel)
-    X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest)
+    X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest,
+                                                      widen=not keep_float32)
     if not (profiles_ridge and isinstance(lam, ProfiledRidge)):
         lam = check_parameter("lam", lam)
     return FitInputs(X=X, Y=Y, encoding=encoding, kernel=name, kind=kind, sigma=sigma,

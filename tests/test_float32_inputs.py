@@ -6,6 +6,7 @@ A path that let float32 data into the engine would compute in single precision (
 follows its inputs' dtype) and change the bits; one that widened X twice would show in the
 memory test."""
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +14,13 @@ import pytest
 import hkern
 from hkern._model import prepare_fit
 from hkern._validation import check_array, scale_inputs
+from hkern.kernels._api import (
+    KERNELS,
+    _kernel_normal_times_trusted,
+    _kernel_normal_times_widened,
+    _widened_rows_bytes,
+)
+from hkern.solvers import falkon_bytes
 
 N, D = 160, 3
 SIGMAS = {"scalar": dict(sigma=1.3, lam=1e-2),
@@ -28,6 +36,7 @@ FITS = {
     "nystrom direct": (hkern.fit_nystrom, dict(r=40)),
     "nystrom pcg double": (hkern.fit_nystrom, dict(r=40, solver="pcg", precision="double")),
     "nystrom pcg auto": (hkern.fit_nystrom, dict(r=40, solver="pcg")),
+    "nystrom pcg mixed": (hkern.fit_nystrom, dict(r=40, solver="pcg", precision="mixed")),
     "hierarchical": (hkern.fit_hierarchical, dict(r=16)),
     "independent": (hkern.fit_independent, dict(r=16)),
     "rff": (hkern.fit_rff, dict(r=64)),
@@ -189,3 +198,47 @@ def test_mixed_solves_read_a_float32_X_as_it_is(monkeypatch):
                     ["sigma"], lam=1e-2, seed=0)
     single = [A for A in operands if A.dtype == np.float32]
     assert single and not any(np.shares_memory(A, X) for A in single)
+
+
+@pytest.mark.parametrize("n,m,shift,kernel,threads", [
+    (5000, 300, 0.0, "gaussian", 2), (777, 64, 50.0, "gaussian", 1), (3, 10, 0.0, "laplace", 2),
+    (9000, 100, 40.0, "matern32", 2), (9000, 100, 0.0, "imq", 3), (20000, 1024, 0.0,
+                                                                    "gaussian", 2)])
+def test_widened_normal_pass_is_the_float64_pass_bit_for_bit(n, m, shift, kernel, threads):
+    """FALKON's float64 pass over a float32 X kept as it is (widened a group of slabs at a
+    time, shifted where the engine shifts far-off data) against the pass over X's float64
+    copy: the same bits, for U, V and both."""
+    rng = np.random.default_rng(n)
+    X = (rng.normal(size=(n, 4)) + shift).astype(np.float32)
+    Z = X[rng.choice(n, min(m, n), replace=False)].astype(np.float64)
+    U = rng.normal(size=(Z.shape[0], 2))
+    V = rng.normal(size=(n, 2))
+    for u, v in [(U, None), (None, V), (U, V)]:
+        got = _kernel_normal_times_widened(KERNELS[kernel], 1.3, X, Z, u, v, threads)
+        want = _kernel_normal_times_trusted(KERNELS[kernel], 1.3, X.astype(np.float64), Z, u,
+                                            v, threads)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("precision", ["double", "mixed"])
+def test_falkon_keeps_a_float32_X_without_a_float64_copy(precision):
+    """FALKON with a scalar sigma holds no n x d float64 array of a float32 X (a group of
+    slabs at a time, about 1/8 of it on 2 threads); its peak estimate covers the traced peak."""
+    rng = np.random.default_rng(0)
+    n, d, r = 20000, 64, 64
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.sin(X[:, 0])
+    kwargs = dict(solver="pcg", precision=precision, sigma=8.0, lam=1e-3, seed=0, n_jobs=2)
+    tracemalloc.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # a mixed answer's float64-model residual
+        model = hkern.fit_nystrom(X, y, r, **kwargs)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 0.4 * 8 * n * d, peak
+    assert peak <= falkon_bytes(n, r, d, 1, 2, precision, np.float32)
+    assert _widened_rows_bytes(n, r, d, 2) <= 8 * n * d // 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = hkern.fit_nystrom(X.astype(np.float64), y, r, **kwargs)
+    np.testing.assert_array_equal(model.predict(X[:50]), reference.predict(X[:50]))

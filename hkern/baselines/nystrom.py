@@ -64,8 +64,9 @@ def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
         return landmarks
     if landmarks == "uniform":
         return uniform_landmarks(X.shape[0], r, rng)
-    selection = select_columns(X, r, method=landmarks, kernel=kernel, sigma=sigma, seed=rng,
-                               n_jobs=n_jobs, max_memory=max_memory)
+    # In float64 (a float32 X kept by FALKON is widened for the selection's kernel columns).
+    selection = select_columns(scale_inputs(X, None), r, method=landmarks, kernel=kernel,
+                               sigma=sigma, seed=rng, n_jobs=n_jobs, max_memory=max_memory)
     return np.sort(selection.indices_)
 
 
@@ -84,12 +85,12 @@ def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
                                 landmarks)
 
 
-def with_selection_bytes(fit_bytes, n, r, landmarks):
+def with_selection_bytes(fit_bytes, n, r, landmarks, widened=0):
     """The peak of a Nystrom fit of ``fit_bytes`` after its landmark selection: an adaptive one
     (oASIS, greedy, RP-Cholesky) frees its n x r factors before the fit, so the larger of the
-    two phases."""
+    two phases (``widened``: the float64 copy of a float32 X the selection reads)."""
     if isinstance(landmarks, str) and landmarks != "uniform":
-        return max(fit_bytes, selection_peak_bytes(n, r, landmarks))
+        return max(fit_bytes, selection_peak_bytes(n, r, landmarks) + widened)
     return fit_bytes
 
 
@@ -132,6 +133,7 @@ class NystromPCGProblem(SelectionProblem):
     so does a candidate at the same bandwidth and lam."""
 
     label = "fit_nystrom(solver='pcg')"
+    keeps_float32 = True
 
     def __init__(self, arguments, X, encoding, landmarks, r, tol, max_iter):
         super().__init__(arguments, X, encoding, tol, max_iter)
@@ -155,10 +157,10 @@ class NystromPCGProblem(SelectionProblem):
         """(rows, Z): the centres for ``sigma`` in the inputs' units, after checking that
         FALKON with k right-hand sides fits max_memory."""
         indices = self._centres(sigma)
-        Z = scale_inputs(self.X[indices], inputs.lengthscales)     # float64, as inputs.X
+        Z = scale_inputs(self.X[indices], inputs.lengthscales)     # float64, always
         n, d = inputs.X.shape
-        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads(),
-                                  self.a["precision"]) + inputs.scaled_bytes, self.a["max_memory"],
+        check_memory(falkon_bytes(n, len(indices), d, k, budget_threads(), self.a["precision"],
+                                  inputs.X.dtype) + inputs.scaled_bytes, self.a["max_memory"],
                      what=f"fit_nystrom with n={n}, r={len(indices)}", fix="choose a smaller r")
         return indices, np.ascontiguousarray(Z)
 
@@ -357,8 +359,10 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     """
     check_parameter("solver", solver, "fit_nystrom")
     check_precision(precision, solver)
+    # FALKON reads a float32 X (scalar sigma) as it is, widening the blocks it reads.
     inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
-                         max_memory=max_memory, profiles_ridge=True)
+                         max_memory=max_memory, profiles_ridge=True,
+                         keep_float32=solver == "pcg")
     X, Y = inputs.X, inputs.Y
     n, d = X.shape
     landmarks, r = check_landmarks(landmarks, r, n)
@@ -372,7 +376,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         validation = check_validation(validation, inputs)
         verbose = check_parameter("verbose", verbose)
         peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
-                                                 precision), n, r, landmarks)
+                                                 precision, X.dtype), n, r, landmarks,
+                                    widened=8 * n * d if X.dtype == np.float32 else 0)
     else:
         # The PCG solver's arguments: a bad value is an error whatever the solver, and the
         # validation set, recorded at each PCG iteration, would do nothing here.
@@ -387,7 +392,7 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     n_threads = budget_threads()
     indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth, rng=rng,
                              n_jobs=n_threads, max_memory=max_memory)
-    Z = np.ascontiguousarray(X[indices])
+    Z = scale_inputs(X[indices], None)          # float64 (X may be float32, kept)
     if solver == "pcg":
         coef, trace, n_iter = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,

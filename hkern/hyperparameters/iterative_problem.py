@@ -54,6 +54,9 @@ class SelectionProblem:
     (:class:`hkern.hyperparameters.iterative.IterativeProblem`): the checked data, the fit's
     inputs on some rows at candidate values, and the hold-out error of coefficients."""
 
+    # The fit reads a float32 X with a scalar sigma as it is (prepare_fit's keep_float32).
+    keeps_float32 = False
+
     def __init__(self, arguments, X, encoding, tol, max_iter):
         self.a, self.X, self.tol, self.max_iter = arguments, X, tol, max_iter
         self.y = np.asarray(arguments["y"])
@@ -85,7 +88,7 @@ class SelectionProblem:
         X, y = (self.X, y) if rows is None else (self.X[rows], y[rows])
         return prepare_fit(X, y, kernel=self.a["kernel"], sigma=sigma, lam=lam,
                            task=self.a["task"], max_memory=self.a["max_memory"],
-                           classes=self.classes)
+                           classes=self.classes, keep_float32=self.keeps_float32)
 
     def final_start(self, x0):
         """A candidate's coefficients (or FALKON's beta) as the final fit's warm start, in the

@@ -371,6 +371,54 @@ def _kernel_normal_times_trusted(kind, sigma, X, Z, U, V, n_threads):
     return out
 
 
+def _widened_rows_bytes(n, m, d, n_threads):
+    """Bytes of the float64 rows :func:`_kernel_normal_times_widened` holds at a time (one
+    group of n_threads slabs of X, widened)."""
+    rows, blocks, slabs = _kernels.normal_times_layout(n, m)
+    largest = max(((min(s0 + n_threads, slabs) * blocks // slabs - s0 * blocks // slabs)
+                   for s0 in range(0, slabs, max(1, n_threads))), default=0)
+    return 8 * d * min(n, largest * rows)
+
+
+def _kernel_normal_times_widened(kind, sigma, X, Z, U, V, n_threads):
+    """:func:`_kernel_normal_times_trusted` in float64 for a float32 ``X`` kept in float32:
+    bitwise its result on ``X.astype(np.float64)``, without that n x d float64 copy.
+
+    The pass runs over the engine's own blocks and slabs (``normal_times_layout``), a group of
+    ``n_threads`` slabs at a time (the threads share out a call's slabs): each group's rows are
+    widened (and shifted, where :func:`_centred_for_accuracy` shifts) into a float64 buffer of
+    at most n_threads / slabs of X, and its blocks added to their slabs' partial sums
+    (``kernel_normal_times_blocks``, as an MPI rank continues a pass), which are then added in
+    order, as the one-call pass adds them.  Z, U and V are float64.
+    """
+    n, m = X.shape[0], Z.shape[0]
+    k = (U if U is not None else V).shape[1]
+    if n == 0 or m == 0:
+        return _kernel_normal_times_trusted(kind, sigma, X.astype(np.float64), Z, U, V,
+                                            n_threads)
+    # The shift _centred_for_accuracy would apply to the float64 X: from Z alone.
+    _, Z_used = _centred_for_accuracy(kind, Z[:0], Z)
+    centre = None if Z_used is Z else Z.mean(axis=0)
+    rows, blocks, slabs = _kernels.normal_times_layout(n, m)
+    sums = np.zeros((slabs, m, k))
+    group = max(1, n_threads)
+    with blas_threads(1):
+        for s0 in range(0, slabs, group):
+            b0 = s0 * blocks // slabs
+            b1 = min(s0 + group, slabs) * blocks // slabs
+            r0, r1 = b0 * rows, min(b1 * rows, n)
+            part = X[r0:r1].astype(np.float64)
+            if centre is not None:
+                part -= centre
+            _kernels.kernel_normal_times_blocks(
+                kind, sigma, n, b0, b1, part, Z_used, U,
+                None if V is None else np.ascontiguousarray(V[r0:r1]), sums, n_threads)
+    out = np.zeros((m, k))
+    for s in range(slabs):          # the order kernel_normal_times adds its slabs in
+        out += sums[s]
+    return out
+
+
 @budgeted
 def kernel_matvec(X, Y, B, *, kernel="gaussian", sigma=1.0, n_jobs=None, dtype=None,
                   max_memory=None):

@@ -55,7 +55,9 @@ from ..kernels._api import (
     _kernel_matrix_trusted,
     _kernel_matvec_trusted,
     _kernel_normal_times_trusted,
+    _kernel_normal_times_widened,
     _normal_times_bytes,
+    _widened_rows_bytes,
 )
 from .cg import ConvergenceWarning
 from .exact_pcg import MIXED_MIN_TOL
@@ -71,13 +73,18 @@ _JITTER_STEPS = 10
 MIXED_REPLACE_BELOW = 0.1
 
 
-def falkon_bytes(n, m, d, k, n_threads, precision="double"):
+def falkon_bytes(n, m, d, k, n_threads, precision="double", x_dtype=np.float64):
     """Peak bytes of :class:`FalkonSystem` and of CG on it beyond the inputs: the m x m factor
     pair (float32 in mixed precision, with float32 copies of X and Z), the kernel engine's
-    blocks and partial sums, and about ten m x k blocks."""
+    blocks and partial sums, and about ten m x k blocks.  ``x_dtype`` float32 (X kept in
+    float32): no float32 copy of X, and the float64 passes' widened rows instead."""
     # "auto" frees a float32 pair before it builds a float64 one: the float64 estimate.
-    factor = 4 * m * m + 4 * (n + m) * d if precision == "mixed" else 8 * m * m
-    return factor + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k + 8 * n * k
+    single = np.dtype(x_dtype) == np.float32
+    factor = (4 * m * m + 4 * (m + (0 if single else n)) * d if precision == "mixed"
+              else 8 * m * m)
+    widened = _widened_rows_bytes(n, m, d, n_threads) if single else 0
+    return (factor + widened + _normal_times_bytes(n, m, d, k, n_threads) + 80 * m * k
+            + 8 * n * k)
 
 
 class Float32TooCoarse(np.linalg.LinAlgError):
@@ -116,6 +123,12 @@ def _first_jitter(m, w_max, mixed):
     return m * float(np.finfo(np.float64).eps)
 
 
+def _in_float32(X):
+    """X for the float32 passes: a float32 X as it is (a fit's float32 input, kept), else
+    rounded to float32 (a copy, 4 n d bytes)."""
+    return X if X.dtype == np.float32 else X.astype(np.float32)
+
+
 class FalkonSystem:
     """beta -> B^T H B beta, its right-hand side and alpha = B beta (module docstring).
 
@@ -125,7 +138,10 @@ class FalkonSystem:
         The kernel engine's code.
     bandwidth : float
     X : ndarray (n, d)
-        Training points, C-contiguous float64 (already scaled).
+        Training points, C-contiguous float64 (already scaled), or float32 (a fit's float32
+        input with a scalar sigma, kept as it is: the float64 passes widen it block by block,
+        :func:`hkern.kernels._api._kernel_normal_times_widened`, to the bits of its float64
+        copy, and the float32 ones read it in place).
     Z : ndarray (m, d)
         Centres, C-contiguous float64.
     lam : float
@@ -147,9 +163,6 @@ class FalkonSystem:
         precision="auto"'s test: raise :class:`Float32TooCoarse` instead of finishing (or
         of growing the jitter) when the 1% quantile of W's pivots is below MIXED_MIN_PIVOT
         jitters.
-    X32 : ndarray (n, d) float32 or None
-        X rounded to float32, when the caller has it (a fit given float32 X and a scalar
-        sigma: the user's array, read as it is); None: made here (mixed precision only).
 
     Raises
     ------
@@ -172,14 +185,14 @@ class FalkonSystem:
     """
 
     def __init__(self, kind, bandwidth, X, Z, lam, n_threads=1, *, n_total=None,
-                 normal_times=None, precision="double", screen=False, X32=None):
+                 normal_times=None, precision="double", screen=False):
         self.kind, self.bandwidth, self.X, self.Z = kind, bandwidth, X, Z
         self.lam = float(lam)
         self.n_threads = n_threads
         self.precision = precision
         self.mixed = precision == "mixed"
         if self.mixed:
-            self.X32 = X.astype(np.float32) if X32 is None else X32
+            self.X32 = _in_float32(X)
             self.Z32 = Z.astype(np.float32)
         self._normal_times = normal_times or self._serial_normal_times
         n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
@@ -232,7 +245,7 @@ class FalkonSystem:
         other.__dict__.pop("_last_exact", None)
         other.X = X
         if self.mixed:      # the float32 passes read the new rows too, not the old ones
-            other.X32 = X.astype(np.float32)
+            other.X32 = _in_float32(X)
         other._normal_times = normal_times or other._serial_normal_times
         return other
 
@@ -261,8 +274,13 @@ class FalkonSystem:
     def _serial_normal_times(self, U, V, exact=False):
         """C^T (C U + V) by the kernel engine (U or V None: zero), in single precision for a
         mixed system unless ``exact``."""
-        X, Z = (self.X32, self.Z32) if self.mixed and not exact else (self.X, self.Z)
-        return _kernel_normal_times_trusted(self.kind, self.bandwidth, X, Z, U, V,
+        if self.mixed and not exact:
+            return _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X32, self.Z32,
+                                                U, V, self.n_threads)
+        if self.X.dtype == np.float32:      # a float32 X kept as it is: widened block by block
+            return _kernel_normal_times_widened(self.kind, self.bandwidth, self.X, self.Z, U,
+                                                V, self.n_threads)
+        return _kernel_normal_times_trusted(self.kind, self.bandwidth, self.X, self.Z, U, V,
                                             self.n_threads)
 
     def rhs(self, Y):
@@ -441,12 +459,11 @@ def _system_for(inputs, Z, precision, tol, n_threads, sharded):
     if precision == "auto" and not sharded and tol >= MIXED_MIN_TOL \
             and Z.shape[0] >= MIXED_MIN_CENTRES:
         try:
-            return FalkonSystem(*args, precision="mixed", screen=True, X32=inputs.single)
+            return FalkonSystem(*args, precision="mixed", screen=True)
         except Float32TooCoarse:
             pass
-    if precision == "mixed":
-        return FalkonSystem(*args, precision="mixed", X32=inputs.single, **sharded)
-    return FalkonSystem(*args, precision="double", **sharded)
+    return FalkonSystem(*args, precision="mixed" if precision == "mixed" else "double",
+                        **sharded)
 
 
 def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre_seconds,
