@@ -49,14 +49,22 @@ def _centred_for_accuracy(kind, X, Y):
     digits.  Every kernel depends on x - y only, so a common shift changes nothing but the
     rounding.  Data already near the origin (standardised data) are used as they are.
     """
+    centre, shifted_Y = _common_shift(kind, Y)
+    if centre is None:
+        return X, Y
+    return (shifted_Y if X is Y else np.ascontiguousarray(X - centre)), shifted_Y
+
+
+def _common_shift(kind, Y):
+    """(centre, Y - centre) when :func:`_centred_for_accuracy` shifts, else (None, Y)."""
     if kind == KERNELS["laplace"] or Y.shape[0] == 0:
-        return X, Y     # L1 distances are computed from differences directly
+        return None, Y  # L1 distances are computed from differences directly
     centre = Y.mean(axis=0)
     shifted_Y = Y - centre                  # one n x d temporary, kept if the shift is used
     spread = np.mean(np.einsum("ij,ij->i", shifted_Y, shifted_Y))
     if centre @ centre <= spread:
-        return X, Y
-    return (shifted_Y if X is Y else np.ascontiguousarray(X - centre)), shifted_Y
+        return None, Y
+    return centre, shifted_Y
 
 
 # Single precision (``dtype=np.float32``).  The float32 engine forms squared norms and
@@ -371,13 +379,21 @@ def _kernel_normal_times_trusted(kind, sigma, X, Z, U, V, n_threads):
     return out
 
 
+def _slab_groups(n, m, n_threads):
+    """(b0, b1, r0, r1) for each group of n_threads consecutive slabs of kernel_normal_times
+    on n rows and m centres: its blocks b0 <= b < b1 and rows r0 <= r < r1."""
+    rows, blocks, slabs = _kernels.normal_times_layout(n, m)
+    group = max(1, n_threads)
+    for s0 in range(0, slabs, group):
+        b0 = s0 * blocks // slabs
+        b1 = min(s0 + group, slabs) * blocks // slabs
+        yield b0, b1, b0 * rows, min(b1 * rows, n)
+
+
 def _widened_rows_bytes(n, m, d, n_threads):
     """Bytes of the float64 rows :func:`_kernel_normal_times_widened` holds at a time (one
     group of n_threads slabs of X, widened)."""
-    rows, blocks, slabs = _kernels.normal_times_layout(n, m)
-    largest = max(((min(s0 + n_threads, slabs) * blocks // slabs - s0 * blocks // slabs)
-                   for s0 in range(0, slabs, max(1, n_threads))), default=0)
-    return 8 * d * min(n, largest * rows)
+    return 8 * d * max((r1 - r0 for _, _, r0, r1 in _slab_groups(n, m, n_threads)), default=0)
 
 
 def _kernel_normal_times_widened(kind, sigma, X, Z, U, V, n_threads):
@@ -397,16 +413,11 @@ def _kernel_normal_times_widened(kind, sigma, X, Z, U, V, n_threads):
         return _kernel_normal_times_trusted(kind, sigma, X.astype(np.float64), Z, U, V,
                                             n_threads)
     # The shift _centred_for_accuracy would apply to the float64 X: from Z alone.
-    _, Z_used = _centred_for_accuracy(kind, Z[:0], Z)
-    centre = None if Z_used is Z else Z.mean(axis=0)
-    rows, blocks, slabs = _kernels.normal_times_layout(n, m)
+    centre, Z_used = _common_shift(kind, Z)
+    slabs = _kernels.normal_times_layout(n, m)[2]
     sums = np.zeros((slabs, m, k))
-    group = max(1, n_threads)
     with blas_threads(1):
-        for s0 in range(0, slabs, group):
-            b0 = s0 * blocks // slabs
-            b1 = min(s0 + group, slabs) * blocks // slabs
-            r0, r1 = b0 * rows, min(b1 * rows, n)
+        for b0, b1, r0, r1 in _slab_groups(n, m, n_threads):
             part = X[r0:r1].astype(np.float64)
             if centre is not None:
                 part -= centre
