@@ -67,7 +67,7 @@ def _tree_files():
 def test_the_layout_block_is_read():
     named = _named_files()
     assert "hkern/hierarchical" in named and "plan.py" in named["hkern/hierarchical"]
-    assert {"_linalg.pyx", "_linalg.pxd"} <= named["hkern"]
+    assert {"shim.pyx", "shim.pxd", "__init__.pxd"} <= named["hkern/_linalg"]
 
 
 def test_every_folder_is_in_the_layout():

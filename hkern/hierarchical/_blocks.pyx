@@ -9,7 +9,7 @@ from libc.math cimport log
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t
 
-from hkern._linalg cimport gemm, potrf, potrs, trsm
+from hkern._linalg.shim cimport gemm, potrf, potrs, trsm
 from hkern.kernels._kernels cimport kernel_block, kernel_from_scaled, sqnorms
 
 import numpy as np

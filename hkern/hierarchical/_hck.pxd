@@ -5,7 +5,7 @@
 # tree-ordered, C-contiguous (n, k) arrays (with BLAS limited to one thread by the caller, as
 # hkern._threads.blas_threads(1) does).
 
-from hkern._linalg cimport Interrupt
+from hkern._linalg.interrupt cimport Interrupt
 
 # Heap order: node i's parent (the root is 0).
 cdef inline Py_ssize_t parent_of(Py_ssize_t i) noexcept nogil:

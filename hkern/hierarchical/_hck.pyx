@@ -41,9 +41,9 @@ from libc.math cimport log, fabs
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcpy, memset
 
-from hkern._linalg cimport (Interrupt, gemm, gemm_tiled, getrf_blocked, getrs, interrupt_init,
-                            interrupted, potrf_tiled, potrs, reraise, symmetrize_from_lower,
-                            syrk_tiled, trmm, trsm, trsm_tiled)
+from hkern._linalg.interrupt cimport Interrupt, interrupt_init, interrupted, reraise
+from hkern._linalg.shim cimport gemm, getrf, getrs, potrs, symmetrize_from_lower, trmm, trsm
+from hkern._linalg.tiled cimport gemm_tiled, potrf_tiled, syrk_tiled, trsm_tiled
 from hkern.kernels._kernels cimport kernel_block, kernel_block_lower, sqnorms
 
 import numpy as np
@@ -455,7 +455,7 @@ cdef class HCKOperator:
             return FAIL_INTERRUPT
         for a in range(ri):
             w.M[a * ri + a] += 1.0
-        if getrf_blocked(ri, w.M, ri, w.ipiv, it) != 0:
+        if getrf(ri, w.M, ri, w.ipiv) != 0:
             return FAIL_LU
         if interrupted(it):
             return FAIL_INTERRUPT

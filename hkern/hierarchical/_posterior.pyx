@@ -40,7 +40,7 @@ from cython.parallel cimport prange
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
-from hkern._linalg cimport gemm, syrk, trsm, potrf, getrf, getrs, symmetrize_from_lower
+from hkern._linalg.shim cimport gemm, getrf, getrs, potrf, symmetrize_from_lower, syrk, trsm
 from hkern.kernels._kernels cimport (kernel_block, kernel_block_lower, kernel_from_scaled,
                                      sqnorms)
 from hkern.hierarchical._hck cimport HCKOperator, parent_of

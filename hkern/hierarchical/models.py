@@ -276,8 +276,8 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         while n_components is below ``PCA_DENSE_FRACTION`` n = n / 8 (or the n x n matrix does
         not fit in the memory available); from there the eigensolver is dense: C K_hier C is
         formed by applying the same operator to blocks of the identity (n^2 r) and its top
-        eigenpairs come from ``hkern._linalg.eigh`` (dsyevd's method, polled for Ctrl-C),
-        O(n^3) whatever n_components.  Lanczos' cost
+        eigenpairs come from LAPACK's dsyevr (``hkern._linalg.eigh`` with a subset),
+        O(n^3) for the tridiagonal reduction whatever n_components.  Lanczos' cost
         grows like n n_components^2 (n = 3000 on one thread: 2.7 s for 300 components, 53 s
         for 1000, against 15 s dense).  Both give the eigenpairs of the same matrix, to
         rounding.
@@ -328,13 +328,13 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
 
     def _dense_pca_bytes(self, n_components):
         """Peak bytes of the dense kernel PCA: the n x n matrix, a block of PCA_BLOCK columns of
-        the identity through matvec beside it, then the eigensolver's all eigenvectors of the
-        tridiagonal and its workspace (2 n^2 + 4 n doubles, 5 n ints), the eigenvectors wanted
-        (n x n_components) and their copy in descending order, and the n eigenvalues."""
+        the identity through matvec beside it, then dsyevr's eigenvectors wanted (n x
+        n_components) and its workspace (26 n doubles, 10 n ints), their copy in descending
+        order, and the n eigenvalues."""
         n = len(self.perm_)
         block = min(PCA_BLOCK, n)
         return 8 * n * n + max(self._operator_bytes(block, False) + 8 * n * block,
-                               8 * (2 * n * n + 2 * n * n_components + 8 * n))
+                               8 * (2 * n * n_components + 40 * n))
 
     def _dense_pca_fits(self, n_components):
         """Whether the dense kernel PCA fits in the memory available now (else Lanczos)."""
@@ -353,8 +353,8 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         K.flat[::n + 1] -= self.lam               # A - lam I = K_hier
         K -= K.mean(axis=0)                       # C K ...
         K -= K.mean(axis=1)[:, None]              # ... C
-        # Single-threaded, as Lanczos: the same bits for any n_jobs; polled for Ctrl-C (a
-        # LAPACK dsyevr call here took 3 s at n = 3000 and could not be interrupted).  K is
+        # LAPACK's dsyevr for the wanted pairs only, on one thread as Lanczos: the same bits
+        # for any n_jobs.  One call, which runs to its end (doc/design.md, Ctrl-C).  K is
         # symmetric to rounding and its lower triangle is read, in place.
         values, vectors = _linalg.eigh(K, subset=(n - n_components, n - 1), overwrite_a=True)
         return values[::-1].copy(), np.ascontiguousarray(vectors[:, ::-1])

@@ -6,7 +6,7 @@
 #     s = ||x - y||_1   / sigma     for the Laplace kernel.
 # Everything else (pairs, blocks, tiles) computes s and calls that one definition.
 
-from hkern._linalg cimport Interrupt
+from hkern._linalg.interrupt cimport Interrupt
 
 cdef enum KernelKind:
     GAUSSIAN = 0

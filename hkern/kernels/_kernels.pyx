@@ -17,7 +17,8 @@ from libc.math cimport exp, sqrt, fabs
 from libc.stdlib cimport malloc, calloc, free
 from openmp cimport omp_get_thread_num
 
-from hkern._linalg cimport Interrupt, gemm, interrupt_init, interrupted, reraise, syrk
+from hkern._linalg.interrupt cimport Interrupt, interrupt_init, interrupted, reraise
+from hkern._linalg.shim cimport gemm, syrk
 
 import numpy as np
 

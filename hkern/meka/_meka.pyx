@@ -20,8 +20,9 @@ from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
-from hkern._linalg cimport (Interrupt, gemm, gemm_tiled, interrupt_init, interrupted,
-                            lstsq_svd, reraise)
+from hkern._linalg.interrupt cimport Interrupt, interrupt_init, interrupted, reraise
+from hkern._linalg.shim cimport gemm, lstsq_rows
+from hkern._linalg.tiled cimport gemm_tiled
 from hkern.kernels._kernels cimport kernel_block, sqnorms
 
 import numpy as np
@@ -120,8 +121,9 @@ cdef int _link(int kind, double sigma, int d, const double* X, const Py_ssize_t*
                Py_ssize_t Ks, Py_ssize_t Kt, int* rank, Interrupt* it) noexcept nogil:
     """L^(s,t) = A^+ G^ (B^+)^T on the sampled rows (rows_s of cluster s, rows_t of cluster t).
 
-    Checks for an interrupt before the kernel block and before each least-squares solve, and
-    the solves poll throughout (lstsq_svd).  When interrupted, L is unfinished.
+    Checks for an interrupt before the kernel block and between the two least-squares solves
+    (each one LAPACK dgelsd call on at most a few hundred rows).  When interrupted, L is
+    unfinished.
 
     G^ = K(X[rows_s], X[rows_t]) (a x b), A = W^(s)[rows_s] (a x ks), B = W^(t)[rows_t]
     (b x kt); the pseudo-inverses drop singular values at or below rcond * s_max.  Written to
@@ -171,15 +173,15 @@ cdef int _link(int kind, double sigma, int d, const double* X, const Py_ssize_t*
     if interrupted(it):
         free(buf)
         return 0
-    info = lstsq_svd(a, ks, b, A, ks, G, b, rcond, T, b, &r1, it)
-    if interrupted(it):             # the solves poll too; their -2000 is not a failure
+    info = lstsq_rows(a, ks, b, A, ks, G, b, rcond, T, b, &r1)
+    if interrupted(it):
         free(buf)
         return 0
     if info == 0:
         for i in range(ks):
             for j in range(b):
                 Tt[j * ks + i] = T[i * b + j]
-        info = lstsq_svd(b, kt, ks, B, kt, Tt, ks, rcond, Lt, ks, &r2, it)
+        info = lstsq_rows(b, kt, ks, B, kt, Tt, ks, rcond, Lt, ks, &r2)
         if interrupted(it):
             free(buf)
             return 0

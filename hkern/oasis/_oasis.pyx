@@ -34,7 +34,7 @@ from libc.math cimport INFINITY, sqrt
 
 cdef extern from "_oasis_defs.h" nogil:
     double hk_dot8(const double* x, const double* y, Py_ssize_t k)
-from hkern._linalg cimport Interrupt, interrupt_init, interrupted, reraise
+from hkern._linalg.interrupt cimport Interrupt, interrupt_init, interrupted, reraise
 from hkern.kernels._kernels cimport kernel_pair
 
 import numpy as np

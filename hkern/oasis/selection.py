@@ -166,8 +166,8 @@ def _cholesky_of_w(W, max_d, what):
     try:
         return _linalg.cholesky(W)
     except np.linalg.LinAlgError:
-        # hkern's eigh, not NumPy's eigvalsh: one thread (n_jobs) and Ctrl-C reach it.
-        if _linalg.eigh(W)[0][0] < -NEGATIVE_TOL * max(max_d, 1e-300):
+        # The smallest eigenvalue only (dsyevr), on one thread: the same answer for any n_jobs.
+        if _linalg.eigh(W, subset=(0, 0))[0][0] < -NEGATIVE_TOL * max(max_d, 1e-300):
             raise ValueError(f"the matrix is not positive semidefinite: its block at the {what} "
                              "has a negative eigenvalue") from None
         raise ValueError(f"the {what} give a singular W = G(idx, idx) ({_SINGULAR_CAUSES}); use "

@@ -1,7 +1,7 @@
 # Compiled core of SLKL (stochastic low-rank kernel learning; spec doc/specs/slkl.md).
 # cimport hkern.slkl._core to drive the coordinate descent from other Cython code.
 
-from hkern._linalg cimport Interrupt
+from hkern._linalg.interrupt cimport Interrupt
 
 cdef enum StepRule:
     STEP_EXACT = 0     # exact coordinate minimisation (doc/specs/slkl.md, 5 A), monotone

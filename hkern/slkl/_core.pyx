@@ -45,8 +45,9 @@ from libc.math cimport INFINITY, fabs, isfinite, sqrt
 from libc.string cimport memcpy
 from cython.parallel cimport prange
 
-from hkern._linalg cimport (Interrupt, dot, gemv, ger, interrupt_init, interrupted, potrf_tiled,
-                            reraise, syrk_tiled, trsm_tiled)
+from hkern._linalg.interrupt cimport Interrupt, interrupt_init, interrupted, reraise
+from hkern._linalg.shim cimport dot, gemv, ger
+from hkern._linalg.tiled cimport potrf_tiled, syrk_tiled, trsm_tiled
 from hkern.kernels._kernels cimport kernel_tiles
 
 import numpy as np

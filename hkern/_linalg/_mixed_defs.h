@@ -1,5 +1,6 @@
-/* Inner loops of the mixed-precision triangular solve (_linalg.trsm_left_rows_mixed): a float32
- * matrix row read in place and widened to double, every product and sum in double.
+/* Inner loops of the mixed-precision triangular solve (trsm_left_rows_mixed in
+ * hkern/_linalg/mixed.pyx): a float32 matrix row read in place and widened to double, every
+ * product and sum in double.
  *
  * Built as x86-64-v4 (AVX-512), x86-64-v3 (AVX2) and baseline clones, as the kernel maps are
  * (hkern/kernels/_kernel_defs.h): at SSE2's two doubles a step the widening, not memory, set
