@@ -12,6 +12,7 @@ from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._parameters import check_parameter, choices_of
+from .._ridge import block_rows
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import (
@@ -40,7 +41,6 @@ from ..solvers.trace import (
     check_stopping,
     check_validation,
 )
-from ._ridge import block_rows
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
 

@@ -12,6 +12,7 @@ from .._gp import ProfiledRidge, profiled_gaussian_lml
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
+from .._ridge import block_rows, ridge_on_features
 from .._sharded import runs_on_shards
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
@@ -31,7 +32,6 @@ from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
-from ._ridge import block_rows, ridge_on_features
 from .nystrom_model import NystromKRR, check_landmarks, check_precision, uniform_landmarks
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 

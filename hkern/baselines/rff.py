@@ -8,11 +8,11 @@ from .._gp import MarginalLikelihood
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit
 from .._parameters import check_parameter
+from .._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..kernels import sample_spectral
-from ._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
 
 __all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes", "rff_features", "check_phases"]
 
