@@ -20,13 +20,11 @@ from .._validation import (
     check_rhs,
     check_solver,
 )
-from ..hierarchical.preconditioner import HCK_PRECONDITIONER
 from ..hyperparameters import selects_hyperparameters
 from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 from ..solvers import ConvergenceWarning, KernelSystem
 from ..solvers.exact_pcg import (
-    NYSTROM_PRECONDITIONERS,
     auto_precision,
     default_rank,
     extended_preconditioner,
@@ -35,6 +33,7 @@ from ..solvers.exact_pcg import (
     preconditioner_from_pivots,
     solve_pcg,
 )
+from ..solvers.preconditioners import preconditioner_kind
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import (
     check_early_validation,
@@ -43,9 +42,6 @@ from ..solvers.trace import (
 )
 
 __all__ = ["fit_exact", "ExactKRR", "SOLVERS"]
-
-# fit_exact(solver="pcg")'s preconditioners by name: the Nystrom ones and HCK.
-PRECONDITIONERS = {**NYSTROM_PRECONDITIONERS, "hck": HCK_PRECONDITIONER}
 
 SOLVERS = choices_of("solver", "fit_exact")
 FORMER_SOLVERS = {"cholesky": "direct"}
@@ -258,7 +254,7 @@ class ExactPCGProblem(SelectionProblem):
     def __init__(self, arguments, X, encoding, rank, tol, max_iter):
         super().__init__(arguments, X, encoding, tol, max_iter)
         self.rank = rank
-        self.preconditioner = PRECONDITIONERS[arguments["preconditioner"]]
+        self.preconditioner = preconditioner_kind(arguments["preconditioner"])
         # sigma "auto" or "ard": the search moves the bandwidth, and no two candidates share
         # a factor (_CandidateFit).
         self.moves_bandwidth = isinstance(arguments["sigma"], str)
@@ -547,7 +543,7 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
     rank, tol, max_iter = _check_pcg_arguments(inputs.X.shape[0], r, tol, max_iter)
     validation = check_validation(validation, inputs)
     alpha, trace, n_iter = solve_pcg(
-        inputs, preconditioner=PRECONDITIONERS[preconditioner], rank=rank, tol=tol,
+        inputs, preconditioner=preconditioner_kind(preconditioner), rank=rank, tol=tol,
         max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_parameter("verbose", verbose), max_memory=max_memory,
         n_threads=budget_threads(), adaptive=r is None, precision=precision)

@@ -5,8 +5,10 @@ with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
 :func:`hkern.select_columns` (randomly pivoted Cholesky by default, as Diaz, Epperly, Frangella,
 Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023, in its
 accelerated block form), or with any other preconditioner kind the caller hands in
-(:class:`hkern.solvers.preconditioners.PreconditionerKind`; fit_exact adds M = K_hier + lam I,
-the hierarchically compositional kernel of r landmarks per node, ``preconditioner="hck"``,
+(:class:`hkern.solvers.preconditioners.PreconditionerKind`, looked up by name in the registry of
+:mod:`hkern.solvers.preconditioners`, where the Nystrom kinds below register themselves and the
+hierarchical package registers M = K_hier + lam I, the hierarchically compositional kernel of r
+landmarks per node, ``preconditioner="hck"``,
 :data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
@@ -39,7 +41,12 @@ from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
 from .operators import KernelSystem
-from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
+from .preconditioners import (
+    NystromPreconditioner,
+    PreconditionerKind,
+    float64_gram,
+    register_preconditioner,
+)
 from .trace import MixedPrecisionStall, joined_trace, traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "adaptive_min_rank",
@@ -111,8 +118,9 @@ def _nystrom_kind(method):
     return PreconditionerKind(method, build, peak_bytes)
 
 
-# The Nystrom preconditioners, by the column selection of their factor.
-NYSTROM_PRECONDITIONERS = {method: _nystrom_kind(method) for method in (
+# The Nystrom preconditioners, by the column selection of their factor, registered by that name
+# (fit_exact(solver="pcg", preconditioner=name) looks them up in the registry).
+NYSTROM_PRECONDITIONERS = {method: register_preconditioner(_nystrom_kind(method)) for method in (
     "block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")}
 
 
