@@ -349,7 +349,7 @@ CHECKED_ELSEWHERE = {
     "candidates": "hkern.slkl._candidates", "grid_inputs": "hkern.grief.api (an array)",
     "lengthscales": "hkern.grief.api (one number or one per feature)",
     "grid_size": "hkern.grief.api (an int or one per feature)",
-    "landmarks": "hkern.baselines.nystrom_model (a method or row indices)",
+    "landmarks": "hkern.oasis.landmarks.check_landmarks (a column selector or row indices)",
 }
 
 

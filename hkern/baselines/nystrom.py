@@ -25,18 +25,17 @@ from ..hyperparameters import selects_hyperparameters
 from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..hyperparameters.sharded import select_nystrom_on_shards
 from ..kernels._api import _kernel_matrix_trusted
-from ..oasis import select_columns
 from ..oasis.api import selection_peak_bytes
+from ..oasis.landmarks import check_landmarks, draw_landmarks
 from ..solvers import ConvergenceWarning, FalkonSystem, falkon_bytes
 from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
-from .nystrom_model import NystromKRR, check_landmarks, check_precision, uniform_landmarks
+from .nystrom_model import NystromKRR, check_precision
 from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
 
-__all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond",
-           "draw_landmarks"]
+__all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond"]
 
 def nystrom_feature_map(W, rcond):
     """M (r, p) with M M^T = W^+ restricted to W's numerically non-zero spectrum.
@@ -53,21 +52,6 @@ def nystrom_feature_map(W, rcond):
 def check_rcond(rcond):
     """The relative eigenvalue cutoff of W, checked: 0 <= rcond < 1."""
     return check_parameter("rcond", rcond, "fit_nystrom")
-
-
-def draw_landmarks(X, r, landmarks, *, kernel, sigma, rng, n_jobs, max_memory):
-    """Sorted landmark rows of X for checked ``landmarks`` and ``r`` (:func:`check_landmarks`):
-    the given rows, r drawn uniformly without replacement, or r chosen by an adaptive selector
-    (:func:`hkern.select_columns`).  The same set as in selection order, in memory order
-    (better locality, the same model)."""
-    if not isinstance(landmarks, str):
-        return landmarks
-    if landmarks == "uniform":
-        return uniform_landmarks(X.shape[0], r, rng)
-    # In float64 (a float32 X kept by FALKON is widened for the selection's kernel columns).
-    selection = select_columns(scale_inputs(X, None), r, method=landmarks, kernel=kernel,
-                               sigma=sigma, seed=rng, n_jobs=n_jobs, max_memory=max_memory)
-    return np.sort(selection.indices_)
 
 
 def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
@@ -147,7 +131,7 @@ class NystromPCGProblem(SelectionProblem):
         if self._indices is None or key != self._centres_key:
             inputs = self._inputs(None, sigma, 1.0)
             self._indices = draw_landmarks(
-                inputs.X, self.r, self.landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth,
+                inputs.X, self.r, self.landmarks, kind=inputs.kind, bandwidth=inputs.bandwidth,
                 rng=check_seed(self.a["seed"]), n_jobs=budget_threads(),
                 max_memory=self.a["max_memory"])
             self._centres_key = key
@@ -390,8 +374,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
     n_threads = budget_threads()
-    indices = draw_landmarks(X, r, landmarks, kernel=inputs.kernel, sigma=inputs.bandwidth, rng=rng,
-                             n_jobs=n_threads, max_memory=max_memory)
+    indices = draw_landmarks(X, r, landmarks, kind=inputs.kind, bandwidth=inputs.bandwidth,
+                             rng=rng, n_jobs=n_threads, max_memory=max_memory)
     Z = scale_inputs(X[indices], None)          # float64 (X may be float32, kept)
     if solver == "pcg":
         coef, trace, n_iter = solve_falkon(

@@ -1,20 +1,15 @@
 """The Nystrom model and what its serial and sharded fits share: the solver names and the
-landmarks' checks and uniform draw (:mod:`hkern.baselines.nystrom`,
-:mod:`hkern.baselines.nystrom_sharded`)."""
+precision's check (:mod:`hkern.baselines.nystrom`, :mod:`hkern.baselines.nystrom_sharded`; their
+landmarks come from :mod:`hkern.oasis.landmarks`)."""
 from __future__ import annotations
-
-import numpy as np
 
 from .._gp import MarginalLikelihood
 from .._model import KernelRidgeModel
 from .._parameters import check_parameter, choices_of
 from .._threads import budget_threads
-from .._validation import check_rank, check_row_indices
 from ..kernels._api import _kernel_matvec_trusted
-from ..oasis import SELECTORS
 
-__all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "check_precision",
-           "uniform_landmarks"]
+__all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_precision"]
 
 NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
 
@@ -65,25 +60,6 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
-
-
-def check_landmarks(landmarks, r, n):
-    """(landmarks, r) checked for n training points: a selector name and 1 <= r <= n, or
-    validated row indices (sorted), whose number is then r."""
-    if isinstance(landmarks, str):
-        if landmarks not in SELECTORS:
-            raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
-                             f"got {landmarks!r}")
-    else:
-        landmarks = check_row_indices(landmarks, n, "landmarks")
-        r = len(landmarks)                       # the given landmarks decide r
-    return landmarks, check_rank(r, n, "r")
-
-
-def uniform_landmarks(n, r, rng):
-    """r of the n row indices drawn uniformly without replacement by ``rng``, sorted (also
-    the draw of the sharded fit, from the global index range)."""
-    return np.sort(rng.choice(n, size=r, replace=False))
 
 
 def check_precision(precision, solver, sharded=False):

@@ -28,10 +28,11 @@ from .._validation import check_choice, check_seed, scale_inputs
 from ..hyperparameters.iterative_problem import LosingCandidate, SelectionProblem
 from ..kernels._kernels import normal_times_layout
 from ..kernels.sharded import ShardedNormalTimes
+from ..oasis.landmarks import check_landmarks, landmark_rows
 from ..solvers import ConvergenceWarning, falkon_bytes
 from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
-from .nystrom_model import NystromKRR, check_landmarks, check_precision, uniform_landmarks
+from .nystrom_model import NystromKRR, check_precision
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
@@ -77,11 +78,7 @@ def _centres(fit, r, landmarks, rng):
     from the n global rows exactly as the serial fit draws them, or None for "oasis" (chosen
     collectively by :func:`_oasis_centres`)."""
     landmarks, r = check_landmarks(landmarks, r, fit.n)
-    if not isinstance(landmarks, str):
-        return landmarks
-    if landmarks == "oasis":
-        return None
-    return uniform_landmarks(fit.n, r, rng)
+    return landmark_rows(landmarks, r, fit.n, rng)
 
 
 def _oasis_centres(state, fit, r, rng, max_memory):

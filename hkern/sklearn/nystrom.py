@@ -7,8 +7,8 @@ import hkern
 
 from .. import _linalg
 from .._validation import check_seed
-from ..baselines.nystrom import check_rcond, draw_landmarks, nystrom_feature_map
-from ..baselines.nystrom_model import check_landmarks
+from ..baselines.nystrom import check_rcond, nystrom_feature_map
+from ..oasis.landmarks import check_landmarks, landmark_rows
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
@@ -149,9 +149,12 @@ class NystromTransformer(HkernTransformer):
         # random_state is read only when landmarks are drawn (None draws from numpy's state).
         rng = (check_seed(seed_from_random_state(self.random_state))
                if isinstance(landmarks, str) else None)
-        self.landmark_indices_ = draw_landmarks(X, r, landmarks, kernel=self.kernel,
-                                                sigma=self.sigma, rng=rng, n_jobs=self.n_jobs,
-                                                max_memory=self.max_memory)
+        indices = landmark_rows(landmarks, r, X.shape[0], rng)
+        if indices is None:     # an adaptive selector, on the user's X and sigma (checked there)
+            indices = np.sort(hkern.select_columns(
+                X, r, method=landmarks, kernel=self.kernel, sigma=self.sigma, seed=rng,
+                n_jobs=self.n_jobs, max_memory=self.max_memory).indices_)
+        self.landmark_indices_ = indices
         self.landmarks_ = np.ascontiguousarray(X[self.landmark_indices_])
         # dtype=float64: the fits compute in double whatever the input's dtype (scikit-learn's
         # validation keeps float32 X, which kernel_matrix would otherwise evaluate in float32).
