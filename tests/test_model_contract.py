@@ -135,7 +135,7 @@ OTHER_OBJECTS_ASSIGNED = {
     ("hierarchical/sharded.py", "state"),       # the MPI rank state's failure slot
     ("hyperparameters/select.py", "record"),    # the selection record, completed at the end
     ("hyperparameters/iterative.py", "record"),
-    ("baselines/exact.py", "x0"),               # a selection candidate's state: its factor freed
+    ("exact/api.py", "x0"),                    # a selection candidate's state: its factor freed
     ("solvers/falkon.py", "other"),             # a FALKON system copied onto other rows
 }
 

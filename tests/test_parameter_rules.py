@@ -138,11 +138,11 @@ def test_a_refused_value_gets_the_declared_message(function, name, value, option
 
 
 def test_the_declared_choices_are_the_ones_the_code_knows():
-    from hkern.baselines.exact import FORMER_SOLVERS, SOLVERS
-    from hkern.baselines.nystrom_model import NYSTROM_SOLVERS
+    from hkern.exact.api import FORMER_SOLVERS, SOLVERS
     from hkern.hierarchical import _tree
     from hkern.meka import krr
     from hkern.meka._build import RANK_POLICIES, THRESHOLD_KINDS
+    from hkern.nystrom.model import NYSTROM_SOLVERS
     from hkern.oasis.api import SELECTORS
     from hkern.slkl.api import STEPS
     from hkern.solvers.preconditioners import registered_preconditioners

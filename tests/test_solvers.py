@@ -611,7 +611,7 @@ def test_the_hck_preconditioner_is_found_by_name_in_a_fresh_interpreter():
     hierarchical package: the registry is full before the first call."""
     out = run_python("""
         import numpy as np
-        from hkern.baselines.exact import fit_exact
+        from hkern.exact import fit_exact
         rng = np.random.default_rng(0)
         X = rng.normal(size=(300, 2)); y = np.sin(X[:, 0])
         model = fit_exact(X, y, sigma=1.0, lam=0.1, solver="pcg", preconditioner="hck", r=16,

@@ -11,7 +11,7 @@ serial start.  Each candidate is then the sharded fit itself:
   ranks, about 1e-16 relative), so the search moves as the serial search does;
 * ``fit_nystrom(solver="pcg")``: the hold-out criterion (its default).  The held-out tenth is
   drawn from the global index range; each candidate is the sharded FALKON on the rest of every
-  shard (:class:`hkern.baselines.nystrom_sharded.ShardedNystromProblem`), with the serial
+  shard (:class:`hkern.nystrom.sharded.ShardedNystromProblem`), with the serial
   fit's centres, iterates and warm starts; its hold-out error is a sum over ranks.
 
 So the choice is the serial choice for any rank count and shard sizes (up to a tie within
@@ -146,7 +146,7 @@ def select_hierarchical_on_shards(state, fit, sharded_fit, arguments):
 def select_nystrom_on_shards(state, fit, sharded_fit, arguments, *, problem_class):
     """fit_nystrom(..., solver="pcg", sigma="auto"|"ard" or lam="auto", comm=comm) on every
     rank (module docstring).  ``problem_class``: the sharded fit's selection problem
-    (:class:`hkern.baselines.nystrom_sharded.ShardedNystromProblem`), given by the fit that
+    (:class:`hkern.nystrom.sharded.ShardedNystromProblem`), given by the fit that
     this package serves (it imports nothing from the fits)."""
     label = fit.__name__
     shards, sigma_mode, lam_mode, criterion, seed = _prepare(

@@ -14,7 +14,7 @@ class _ExactParameters:
     hyperparameter selection; the fit itself draws nothing)."""
 
     _fit_function = staticmethod(hkern.fit_exact)
-    _doc = {"model": "hkern.baselines.ExactKRR",
+    _doc = {"model": "hkern.exact.ExactKRR",
             "draws": "The subsample of a hyperparameter selection and the columns of the PCG "
                      "preconditioner (the Cholesky fit itself draws nothing)",
             "attributes": "n_iter_ : int or None\n"

@@ -7,7 +7,7 @@ import hkern
 
 from .. import _linalg
 from .._validation import check_seed
-from ..baselines.nystrom import check_rcond, nystrom_feature_map
+from ..nystrom.api import check_rcond, nystrom_feature_map
 from ..oasis.landmarks import check_landmarks, landmark_rows
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
@@ -19,7 +19,7 @@ class _NystromParameters:
     """The parameters of :func:`hkern.fit_nystrom`."""
 
     _fit_function = staticmethod(hkern.fit_nystrom)
-    _doc = {"model": "hkern.baselines.NystromKRR", "draws": "Landmark sampling",
+    _doc = {"model": "hkern.nystrom.NystromKRR", "draws": "Landmark sampling",
             "size": "``r`` landmarks",
             "attributes": "n_iter_ : int or None\n"
                           "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
@@ -95,7 +95,7 @@ class NystromTransformer(HkernTransformer):
 
     ``fit`` chooses r landmarks Z from X as :func:`hkern.fit_nystrom` does (same
     ``landmarks`` methods, the same rows for the same seed) and M with M M^T = W^+ for
-    W = K(Z, Z) (:func:`hkern.baselines.nystrom.nystrom_feature_map`, eigenvalues at or below
+    W = K(Z, Z) (:func:`hkern.nystrom.api.nystrom_feature_map`, eigenvalues at or below
     ``rcond`` times the largest dropped); ``transform`` gives Phi(X) = K(X, Z) M, so that
     Phi(X) Phi(Y)^T = K(X, Z) W^+ K(Z, Y), the Nystrom approximation of the kernel.
     A linear ridge regression without intercept on these features with ``alpha=lam`` is

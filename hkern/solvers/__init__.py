@@ -1,7 +1,7 @@
 """Iterative solvers for kernel ridge systems: block preconditioned CG, its preconditioners and
 the system operators, FALKON, exact KRR by PCG (:mod:`.exact_pcg`) and the record of an
 iterative solve (:mod:`.trace`); see doc/solvers.md.  The fits that build models on them are in
-:mod:`hkern.baselines`."""
+:mod:`hkern.exact` and :mod:`hkern.nystrom`."""
 from .cg import CGResult, ConvergenceWarning, block_pcg
 from .falkon import FalkonSystem, falkon_bytes, solve_falkon
 from .operators import KernelSystem

@@ -32,8 +32,8 @@ from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.preconditioners import IdentityPreconditioner
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
-from .nystrom_model import NystromKRR, check_precision
-from .nystrom_sharded import ShardedNystromProblem, fit_nystrom_sharded
+from .model import NystromKRR, check_precision
+from .sharded import ShardedNystromProblem, fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond"]
 

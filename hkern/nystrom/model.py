@@ -1,5 +1,5 @@
 """The Nystrom model and what its serial and sharded fits share: the solver names and the
-precision's check (:mod:`hkern.baselines.nystrom`, :mod:`hkern.baselines.nystrom_sharded`; their
+precision's check (:mod:`hkern.nystrom.api`, :mod:`hkern.nystrom.sharded`; their
 landmarks come from :mod:`hkern.oasis.landmarks`)."""
 from __future__ import annotations
 

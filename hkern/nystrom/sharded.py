@@ -32,7 +32,7 @@ from ..oasis.landmarks import check_landmarks, landmark_rows
 from ..solvers import ConvergenceWarning, falkon_bytes
 from ..solvers.falkon import FalkonStart, solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
-from .nystrom_model import NystromKRR, check_precision
+from .model import NystromKRR, check_precision
 
 __all__ = ["ShardedNystromProblem", "fit_nystrom_sharded"]
 
@@ -154,7 +154,7 @@ class ShardedNystromProblem(SelectionProblem):
     """The sharded fit_nystrom(solver="pcg") as the hyperparameter selection asks for it
     (:class:`hkern.hyperparameters.iterative.IterativeProblem`; the hold-out criterion only).
 
-    The serial :class:`hkern.baselines.nystrom.NystromPCGProblem` on the concatenated shards,
+    The serial :class:`hkern.nystrom.api.NystromPCGProblem` on the concatenated shards,
     collectively: the centres are drawn once from the global index range, a hold-out candidate
     is the sharded FALKON on every rank's rows outside the held-out part (which, in rank order,
     are the serial candidate's rows), and its hold-out error sums every rank's held-out rows.
