@@ -98,7 +98,7 @@ def test_the_search_at_full_n_moves_its_bracket_once(problem, monkeypatch):
 
 def _candidate_precisions(monkeypatch):
     """The precision of every hold-out candidate's solve (a spy on solve_pcg)."""
-    from hkern.exact import api as exact
+    from hkern.hyperparameters import exact_pcg_problem as exact
     seen, real = [], exact.solve_pcg
 
     def spy(inputs, **kw):
@@ -152,7 +152,7 @@ def test_candidates_of_a_bandwidth_search_keep_pivots_not_factors(problem, monke
     k), not the n x k factor (two factors at once doubled the selection's peak memory), and
     F rebuilt from them on all rows is the extension of the candidate's factor: its rows
     equal to rounding, the new rows K(x, Z) T^{-T}."""
-    from hkern.exact.api import ExactPCGProblem
+    from hkern.hyperparameters.exact_pcg_problem import ExactPCGProblem
     from hkern.solvers.exact_pcg import extended_preconditioner, preconditioner_from_pivots
     X, y, _, _ = problem
     seen, current = [], {}
@@ -271,7 +271,7 @@ def test_a_geometrically_converging_loser_stops_early():
 
 
 def test_a_mixed_candidate_that_fails_runs_in_double(problem, monkeypatch):
-    from hkern.exact import api as exact
+    from hkern.hyperparameters import exact_pcg_problem as exact
     X, y, _, _ = problem
     real = exact.solve_pcg
     seen = []
