@@ -142,7 +142,7 @@ def test_the_declared_choices_are_the_ones_the_code_knows():
     from hkern.hierarchical import _tree
     from hkern.meka import krr
     from hkern.meka._build import RANK_POLICIES, THRESHOLD_KINDS
-    from hkern.nystrom.model import NYSTROM_SOLVERS
+    from hkern.nystrom.checks import NYSTROM_SOLVERS
     from hkern.oasis.api import SELECTORS
     from hkern.slkl.api import STEPS
     from hkern.solvers.preconditioners import registered_preconditioners

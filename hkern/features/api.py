@@ -1,73 +1,21 @@
-"""Kernel ridge regression on random Fourier features (Rahimi and Recht)."""
+"""fit_rff: kernel ridge regression on random Fourier features (Rahimi and Recht), and its
+memory plan."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import _linalg
-from .._gp import MarginalLikelihood
 from .._memory import check_memory
-from .._model import KernelRidgeModel, prepare_fit
+from .._model import prepare_fit
 from .._parameters import check_parameter
-from .._ridge import block_rows, ridge_dual, ridge_on_features, row_blocks
+from .._ridge import block_rows, ridge_dual, ridge_on_features
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..kernels import sample_spectral
+from .model import RFFKRR
+from .rff import check_phases, rff_features
 
-__all__ = ["fit_rff", "RFFKRR", "rff_peak_bytes", "rff_features", "check_phases"]
-
-
-class RFFKRR(MarginalLikelihood, KernelRidgeModel):
-    """Ridge regression on z(x) = sqrt(2/r) cos(Omega x + b).
-
-    Attributes
-    ----------
-    frequencies_ : ndarray (r, d)
-        Omega, drawn from the kernel's spectral density.
-    offsets_ : ndarray (r,)
-        b, uniform on [0, 2 pi).
-    coef_ : ndarray (r, k)
-        Ridge coefficients of the features.
-
-    Examples
-    --------
-    Returned by :func:`fit_rff`:
-
-    >>> import numpy as np
-    >>> import hkern
-    >>> rng = np.random.default_rng(0)
-    >>> X, y = rng.normal(size=(500, 3)), rng.normal(size=500)
-    >>> model = hkern.fit_rff(X, y, r=64, sigma=1.0, lam=1e-2, seed=0)
-    >>> model.frequencies_.shape, model.coef_.shape
-    ((64, 3), (64, 1))
-    """
-
-    def __init__(self, frequencies, offsets, coef, **kw):
-        super().__init__(**kw)
-        self.frequencies_ = frequencies
-        self.offsets_ = offsets
-        self.coef_ = coef
-
-    def _scores(self, X):
-        check_phases(X, self.frequencies_)
-        n_threads = budget_threads()
-        out = np.empty((X.shape[0], self.coef_.shape[1]))
-        for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
-            features = rff_features(X[start:stop], self.frequencies_, self.offsets_, n_threads)
-            _linalg.matmul(features, self.coef_, n_threads=n_threads, out=out[start:stop])
-        return out
-
-
-def rff_features(X, frequencies, offsets, n_threads):
-    """z(X) = sqrt(2 / r) cos(X Omega^T + b), (m, r), for the rows of X (m, d).
-
-    Call :func:`check_phases` first: phases that overflow would give NaN features.
-    """
-    features = _linalg.matmul(X, frequencies, trans_b=True, n_threads=n_threads)
-    features += offsets                     # the phases, turned into features in place
-    np.cos(features, out=features)
-    features *= np.sqrt(2.0 / frequencies.shape[0])
-    return features
+__all__ = ["fit_rff", "rff_peak_bytes"]
 
 
 def rff_peak_bytes(n, d, r, n_outputs):
@@ -159,18 +107,3 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="r
         coef, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
     return RFFKRR(frequencies, offsets, coef, evidence=evidence,
                   **inputs.model_params(n_jobs, lam=lam))
-
-
-def check_phases(X, frequencies):
-    """Refuse when |Omega x| can overflow (fit or predict): the cosines would be NaN.
-
-    Phases far beyond 2 pi are valid (the features decorrelate, as the kernel does at such
-    sigma); only an infinite phase is not.  |omega . x| <= max|x| * ||omega||_1.
-    """
-    with np.errstate(over="ignore"):
-        bound = np.abs(X).max(initial=0.0) * np.abs(frequencies).sum(axis=1).max(initial=0.0)
-    if not np.isfinite(bound) or bound > 1e300:
-        raise ValueError(
-            "sigma is too small next to X for random Fourier features: the phases Omega x "
-            "overflow double precision; increase sigma or divide X (and sigma) by a common "
-            "factor")

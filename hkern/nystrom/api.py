@@ -23,7 +23,8 @@ from ..oasis.landmarks import check_landmarks, draw_landmarks
 from ..solvers import falkon_bytes
 from ..solvers.falkon import solve_falkon
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
-from .model import NystromKRR, check_precision
+from .checks import check_precision
+from .model import NystromKRR
 from .sharded import fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond"]

@@ -1,17 +1,13 @@
-"""The Nystrom model and what its serial and sharded fits share: the solver names and the
-precision's check (:mod:`hkern.nystrom.api`, :mod:`hkern.nystrom.sharded`; their
-landmarks come from :mod:`hkern.oasis.landmarks`)."""
+"""The Nystrom kernel ridge model: :class:`NystromKRR`, which :func:`hkern.fit_nystrom`
+returns (by its direct solver, FALKON, or FALKON on MPI shards)."""
 from __future__ import annotations
 
 from .._gp import MarginalLikelihood
 from .._model import KernelRidgeModel
-from .._parameters import check_parameter, choices_of
 from .._threads import budget_threads
 from ..kernels._api import _kernel_matvec_trusted
 
-__all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_precision"]
-
-NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
+__all__ = ["NystromKRR"]
 
 
 class NystromKRR(MarginalLikelihood, KernelRidgeModel):
@@ -60,14 +56,3 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
-
-
-def check_precision(precision, solver, sharded=False):
-    """``precision`` checked: "mixed" is FALKON's, on one process."""
-    check_parameter("precision", precision, "fit_nystrom")
-    if precision == "mixed" and solver != "pcg":
-        raise ValueError("precision='mixed' is FALKON's (solver='pcg'); the direct solver "
-                         "computes in double precision: pass precision='auto' or 'double'")
-    if precision == "mixed" and sharded:
-        raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON in double "
-                         "precision: pass precision='auto' or 'double'")

@@ -28,7 +28,8 @@ from ..oasis.landmarks import check_landmarks, landmark_rows
 from ..solvers import falkon_bytes
 from ..solvers.falkon import solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
-from .model import NystromKRR, check_precision
+from .checks import check_precision
+from .model import NystromKRR
 
 __all__ = ["fit_nystrom_sharded"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import hkern
 
 from .._validation import check_bandwidth, check_int, check_seed, check_sigma
-from ..features.api import check_phases, rff_features
+from ..features.rff import check_phases, rff_features
 from ..kernels import kernel_kind, sample_spectral
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
