@@ -15,9 +15,9 @@ from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
 from ._validation import (
     check_array,
-    check_bandwidth,
     check_n_features,
     check_sigma,
+    check_underflow,
     scale_inputs,
     warn_user,
 )
@@ -350,7 +350,7 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None, widen=True):
         check_memory(8 * n * d, max_memory, what=f"the float32 inputs in float64 (n={n}, d={d})",
                      fix="pass fewer samples or raise max_memory")
         X = X.astype(np.float64)
-    check_bandwidth(bandwidth, X if largest is None else np.array([largest]))
+    check_underflow(bandwidth, X if largest is None else np.array([largest]))
     return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
 
 
