@@ -41,14 +41,6 @@ class _ExactParameters:
         self.precision = precision
         self.max_memory = max_memory
 
-    def _expected_failed_checks(self):
-        if self.solver != "pcg":
-            return {"check_non_transformer_estimators_n_iter":
-                    "the Cholesky solver does not iterate (n_iter_ is None, as for "
-                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
-                    "only"}
-        return {}
-
 
 @documented
 class ExactRegressor(_ExactParameters, HkernGPRegressor):

@@ -46,14 +46,6 @@ class _NystromParameters:
         self.precision = precision
         self.max_memory = max_memory
 
-    def _expected_failed_checks(self):
-        if self.solver != "pcg":
-            return {"check_non_transformer_estimators_n_iter":
-                    "the direct solver does not iterate (n_iter_ is None, as for "
-                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
-                    "only"}
-        return {}
-
 
 @documented
 class NystromRegressor(_NystromParameters, HkernRegressor):
