@@ -162,6 +162,10 @@ def test_the_declared_choices_are_the_ones_the_code_knows():
     assert choices["rank_policy"] == set(RANK_POLICIES)
     assert choices["threshold_kind"] == set(THRESHOLD_KINDS)
     assert choices["method"] == set(SELECTORS)
+    # One set of selector names: select_columns' methods, the Nystrom preconditioners.
+    from hkern.solvers.exact_pcg import NYSTROM_PRECONDITIONERS
+    assert choices["method"] == set(P.COLUMN_SELECTORS) == set(NYSTROM_PRECONDITIONERS)
+    assert choices["fit_exact.preconditioner"] == set(P.COLUMN_SELECTORS) | {"hck"}
     assert choices["step"] == set(STEPS)
 
 

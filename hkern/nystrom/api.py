@@ -156,9 +156,10 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         recorded at every iteration (``solver_trace_.validation_error``, and printed with
         ``verbose``).
     landmarks : {"uniform", "oasis", "greedy", "rpcholesky", "block_rpcholesky"} or array of int
-        How the landmarks are chosen (see :func:`hkern.select_columns`; the adaptive methods
-        may stop before r columns when the kernel matrix is numerically of lower rank), or the
-        row indices of X to use (e.g. ``hkern.oasis(X, r).indices_``).
+        The column selector that chooses the landmarks (the names of
+        :func:`hkern.select_columns`' ``method``; the adaptive ones may stop before r columns
+        when the kernel matrix is numerically of lower rank), or the row indices of X to use
+        (e.g. ``hkern.oasis(X, r).indices_``).
     n_jobs : int or None
         Threads; None uses the CPUs available, within OMP_NUM_THREADS and threadpoolctl
         limits.  Results are identical for any value.

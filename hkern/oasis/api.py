@@ -175,6 +175,8 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     r : int
         Largest number of columns l, 1 <= l <= n.
     method : {"oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform"}
+        The column selector (the same names choose :func:`hkern.fit_nystrom`'s landmarks and
+        :func:`hkern.fit_exact`'s Nystrom preconditioner; doc/parameters.md lists them).
         ``oasis``: Patel et al.'s adaptive selection, starting from ``init`` random columns
         and adding argmax Delta; ``greedy``: diagonally pivoted partial Cholesky (argmax
         Delta from the start, i.e. oASIS with ``init=0``); ``rpcholesky``: randomly pivoted

@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory, resolve_max_memory
+from .._parameters import COLUMN_SELECTORS
 from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
@@ -118,10 +119,10 @@ def _nystrom_kind(method):
     return PreconditionerKind(method, build, peak_bytes)
 
 
-# The Nystrom preconditioners, by the column selection of their factor, registered by that name
-# (fit_exact(solver="pcg", preconditioner=name) looks them up in the registry).
-NYSTROM_PRECONDITIONERS = {method: register_preconditioner(_nystrom_kind(method)) for method in (
-    "block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")}
+# The Nystrom preconditioners, one for each column selector (hkern._parameters.COLUMN_SELECTORS),
+# registered by its name (fit_exact(solver="pcg", preconditioner=name) looks them up).
+NYSTROM_PRECONDITIONERS = {method: register_preconditioner(_nystrom_kind(method))
+                           for method in COLUMN_SELECTORS}
 
 
 def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision="double"):
