@@ -112,11 +112,12 @@ def _edges(modules):
 
 
 def _package(module):
+    """The layer name of a module: "root", "foundation" (hkern's private modules and private
+    packages such as hkern._linalg), or its public package's name."""
     if module in ROOT_MODULES:
         return "root"
     parts = module.split(".")
-    # hkern's private top-level modules (and any private top-level package) are the foundation.
-    return parts[1] if len(parts) > 1 and not parts[1].startswith("_") else "foundation"
+    return "foundation" if len(parts) < 2 or parts[1].startswith("_") else parts[1]
 
 
 @pytest.fixture(scope="module")
