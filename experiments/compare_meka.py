@@ -28,9 +28,9 @@ from common import best_time, load_standardized, rmse, tune
 from scipy.cluster.vq import kmeans2
 
 import hkern
-from hkern.baselines.nystrom import nystrom_feature_map
 from hkern.datasets import make_regression
 from hkern.kernels._api import _kernel_matrix_trusted
+from hkern.nystrom.api import nystrom_feature_map
 
 SETS = ("kin40k", "protein", "keggundirected", "pol", "elevators")
 CHUNK = 256     # rows of the exact kernel formed at a time by NystromApprox.rel_error

@@ -4,7 +4,8 @@ Public functions (numpydoc docstrings on each):
 
 * kernels: :func:`kernel_matrix`, :func:`kernel_diag`, :func:`kernel_matvec`
 * hierarchical kernels: :func:`fit_hierarchical`, and the block-diagonal :func:`fit_independent`
-* baselines: :func:`fit_exact`, :func:`fit_nystrom`, :func:`fit_rff`
+* the main fits: :func:`fit_exact` (exact kernel ridge regression), :func:`fit_nystrom`
+  (Nystrom, and FALKON), :func:`fit_rff` (random Fourier features)
 * MEKA block low-rank approximation: :func:`meka`, :func:`fit_meka`
 * Gaussian processes: :func:`fit_grief` (GP-GRIEF, grid-structured eigenfunctions)
 * column selection: :func:`oasis`, :func:`select_columns` (oASIS, greedy and randomly pivoted
@@ -27,12 +28,14 @@ The fitted models and results the functions return are exported too: :class:`Exa
 """
 from . import datasets
 from ._memory import MemoryLimitError
-from .baselines import RFFKRR, ExactKRR, NystromKRR, fit_exact, fit_nystrom, fit_rff
+from .exact import ExactKRR, fit_exact
+from .features import RFFKRR, fit_rff
 from .grief import GriefGP, fit_grief
 from .hierarchical import HierarchicalKRR, IndependentKRR, fit_hierarchical, fit_independent
 from .hyperparameters import HyperparameterSelection
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .meka import MekaApproximation, MekaKRR, fit_meka, meka
+from .nystrom import NystromKRR, fit_nystrom
 from .oasis import ColumnSelection, oasis, select_columns
 from .slkl import SlklModel, fit_slkl, fit_slkl_krrm, fit_slkl_unif
 from .solvers import ConvergenceWarning

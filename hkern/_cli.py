@@ -12,10 +12,12 @@ from ._memory import peak_memory
 from ._model import format_sigma
 from ._threads import resolve_n_jobs
 from ._validation import check_int, check_positive
-from .baselines import fit_exact, fit_nystrom, fit_rff
 from .datasets import BUNDLED, load_uci, standardize
+from .exact import fit_exact
+from .features import fit_rff
 from .hierarchical import fit_hierarchical, fit_independent
 from .kernels import kernel_kind
+from .nystrom import fit_nystrom
 
 METHODS = ("hck", "pcg", "falkon", "independent", "exact", "nystrom", "rff")
 # What each method is, for the table's legend.

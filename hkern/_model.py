@@ -15,16 +15,16 @@ from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
 from ._validation import (
     check_array,
-    check_bandwidth,
     check_n_features,
     check_sigma,
+    check_underflow,
     scale_inputs,
     warn_user,
 )
 from .kernels import kernel_kind
 
-__all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "format_sigma", "prepare_fit",
-           "prepare_sigma", "recording_selection", "renamed", "scaled_copy_bytes"]
+__all__ = ["FitInputs", "FittedModel", "KernelRidgeModel", "alias", "format_sigma",
+           "prepare_fit", "prepare_sigma", "recording_selection", "renamed", "scaled_copy_bytes"]
 
 
 # The record of the hyperparameter selection running in this context (hkern.hyperparameters),
@@ -78,6 +78,38 @@ class renamed:  # lower case: it is used like ``property``
         warn_user(f"{type(obj).__name__}.{self.old} is now {self.new} (fitted values end in "
                   "'_'); the old name will be removed in a future release", FutureWarning)
         return getattr(obj, self.new)
+
+
+class alias:  # lower case: it is used like ``property``
+    """A second name of an attribute the object stores once: ``sigma_ = alias("sigma")`` reads
+    ``sigma``, the same object (read-only: the stored attribute is the one value).
+
+    Examples
+    --------
+    >>> class Fitted:
+    ...     sigma_ = alias("sigma")
+    ...     def __init__(self):
+    ...         self.sigma = [1.5]
+    >>> model = Fitted()
+    >>> model.sigma_ is model.sigma
+    True
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self.__doc__ = f"The model's ``{name}``: the same value under another name."
+
+    def __set_name__(self, owner, name):
+        self.alias_name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return getattr(obj, self.name)
+
+    def __set__(self, obj, value):
+        raise AttributeError(f"{self.alias_name} is {self.name}, which the model keeps; it is "
+                             "not set after the fit")
 
 
 @dataclass(frozen=True)
@@ -146,9 +178,9 @@ class FitInputs:
         """Keyword arguments of :class:`KernelRidgeModel` for a model fitted on these inputs
         (``lam``: the ridge the fit chose, when it was given a :class:`hkern._gp.ProfiledRidge`)."""
         lam = self.lam if lam is None else lam
-        return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma, lam=lam,
-                    n_features=self.X.shape[1], encoding=self.encoding, n_jobs=n_jobs,
-                    lengthscales=self.lengthscales)
+        return dict(kernel=self.kernel, kind=self.kind, sigma=self.sigma,
+                    bandwidth=self.bandwidth, lam=lam, n_features=self.X.shape[1],
+                    encoding=self.encoding, n_jobs=n_jobs, lengthscales=self.lengthscales)
 
 
 class FittedModel:
@@ -218,8 +250,9 @@ class KernelRidgeModel(FittedModel):
     lam : float
         Ridge regularisation used in the fit.
     sigma_, lam_ : float or ndarray (d,), float
-        The same values: the ones a selection (``sigma="auto"``/``"ard"``, ``lam="auto"``)
-        chose, under the names scikit-learn gives fitted values.
+        ``sigma`` and ``lam`` themselves (the same objects, stored once) under the names
+        scikit-learn gives fitted values: the ones a selection (``sigma="auto"``/``"ard"``,
+        ``lam="auto"``) chose.
     selection_ : hkern.HyperparameterSelection or None
         How they were chosen (criterion, every candidate, seconds); None when both were given.
     n_features_in_ : int
@@ -230,7 +263,11 @@ class KernelRidgeModel(FittedModel):
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
 
-    def __init__(self, *, kernel, kind, sigma, lam, n_features, encoding, n_jobs,
+    # The fitted values under scikit-learn's names: sigma and lam, stored once.
+    sigma_ = alias("sigma")
+    lam_ = alias("lam")
+
+    def __init__(self, *, kernel, kind, sigma, bandwidth, lam, n_features, encoding, n_jobs,
                  lengthscales=None, evidence=None):
         super().__init__(n_features=n_features, n_jobs=n_jobs, lengthscales=lengthscales)
         # An hkern._gp.Evidence from the fits whose target covariance A = K + lam I they solve
@@ -241,24 +278,14 @@ class KernelRidgeModel(FittedModel):
         self.kernel = kernel
         self._kind = kind
         self.sigma = sigma
-        # The kernel engine's bandwidth on (scaled) inputs: 1 when sigma holds lengthscales.
-        self._bandwidth = sigma if lengthscales is None else 1.0
+        # The kernel engine's bandwidth on (scaled) inputs, as the fit's inputs hold it
+        # (FitInputs.bandwidth: sigma, or 1 when sigma holds lengthscales).
+        self._bandwidth = bandwidth
         self.lam = lam
         self.encoding_ = encoding
         # How sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection): the
         # record of the selection this model is fitted in, None outside one.
         self.selection_ = _SELECTION.get()
-
-    @property
-    def sigma_(self):
-        """The bandwidth or lengthscales of the fit: ``sigma``, which ``sigma="auto"`` or
-        ``"ard"`` chose (see ``selection_``)."""
-        return self.sigma
-
-    @property
-    def lam_(self):
-        """The ridge of the fit: ``lam``, which ``lam="auto"`` chose (see ``selection_``)."""
-        return self.lam
 
     @property
     def classes_(self):
@@ -323,7 +350,7 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None, widen=True):
         check_memory(8 * n * d, max_memory, what=f"the float32 inputs in float64 (n={n}, d={d})",
                      fix="pass fewer samples or raise max_memory")
         X = X.astype(np.float64)
-    check_bandwidth(bandwidth, X if largest is None else np.array([largest]))
+    check_underflow(bandwidth, X if largest is None else np.array([largest]))
     return X, (bandwidth if lengthscales is None else lengthscales), bandwidth, lengthscales
 
 

@@ -27,7 +27,7 @@ import operator
 import numpy as np
 
 __all__ = ["Bound", "Real", "Integer", "Options", "Boolean", "Nothing", "AnyOf", "PARAMETERS",
-           "CHECKED_ELSEWHERE", "check_parameter", "choices_of", "rule_of"]
+           "CHECKED_ELSEWHERE", "COLUMN_SELECTORS", "check_parameter", "choices_of", "rule_of"]
 
 
 def show(value):
@@ -250,7 +250,27 @@ _SELECTION_TOL = _entry(Real(0), "selection stops once the largest diagonal of t
 _SELECTION_RTOL = _entry(Real(0), "selection stops once that diagonal is at most rtol times "
                                   "the largest diagonal of K (0: never)")
 _R = _entry(Integer(1), "the number of landmarks, centres, basis functions or features")
-_COLUMN_METHODS = ("oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform")
+
+# The column selectors: how hkern chooses the columns (landmarks) of a Nystrom approximation,
+# one set of names wherever it chooses them.  select_columns(method=name) runs one (and is
+# where they are implemented); fit_nystrom(landmarks=name) and the Nystrom estimators choose
+# their landmarks by one (or take row indices); fit_exact(solver="pcg", preconditioner=name)
+# builds its Nystrom preconditioner F F^T + lam I on the columns one chooses (beside "hck",
+# the hierarchical kernel, which chooses no columns).  The rules of those arguments, the
+# Nystrom preconditioner kinds and hkern.oasis.SELECTORS are made from this table, and
+# doc/parameters.md shows it (rules_markdown).
+COLUMN_SELECTORS = {
+    "oasis": "oASIS (Patel et al.): from ``init`` random columns, the column of the largest "
+             "Schur-complement score Delta (the residual's diagonal), one at a time",
+    "greedy": "diagonally pivoted partial Cholesky: the largest Delta from the start (oASIS "
+              "with ``init=0``)",
+    "rpcholesky": "randomly pivoted Cholesky (Chen, Epperly, Tropp, Webber): each pivot drawn "
+                  "with probability proportional to Delta",
+    "block_rpcholesky": "RPCholesky's distribution of pivots, found 128 candidates at a time "
+                        "by rejection sampling and added in one GEMM-rate update (Epperly, "
+                        "Tropp, Webber)",
+    "uniform": "uniformly without replacement",
+}
 
 # name -> (rule, hint); "function.name" where one function gives the name its own meaning.
 PARAMETERS = {
@@ -272,8 +292,8 @@ PARAMETERS = {
                           "directly: solver='direct'); None chooses it"),
     "fit_exact.solver": _entry(Options("auto", "direct", "pcg")),
     "fit_exact.precision": _entry(Options("double", "mixed", "auto")),
-    "fit_exact.preconditioner": _entry(Options("block_rpcholesky", "rpcholesky", "oasis",
-                                               "greedy", "uniform", "hck")),
+    # the Nystrom preconditioners by the selector of their columns, and HCK's
+    "fit_exact.preconditioner": _entry(Options(*COLUMN_SELECTORS, "hck")),
     "fit_nystrom.solver": _entry(Options("direct", "pcg")),
     "fit_nystrom.precision": _entry(Options("double", "mixed", "auto")),
     "fit_nystrom.rcond": _entry(Real(0, 1, "left"),
@@ -302,7 +322,7 @@ PARAMETERS = {
     "rank_policy": _entry(Options("uniform", "proportional", "spectral")),
     "psd": _entry(Boolean()),
     # column selection
-    "method": _entry(Options(*_COLUMN_METHODS)),
+    "method": _entry(Options(*COLUMN_SELECTORS)),
     "init": _entry(Integer(0, Bound("r")), "the random columns oASIS starts from, at most r"),
     "refresh": _entry(Integer(0)),
     "select_columns.tol": _SELECTION_TOL,
@@ -349,7 +369,7 @@ CHECKED_ELSEWHERE = {
     "candidates": "hkern.slkl._candidates", "grid_inputs": "hkern.grief.api (an array)",
     "lengthscales": "hkern.grief.api (one number or one per feature)",
     "grid_size": "hkern.grief.api (an int or one per feature)",
-    "landmarks": "hkern.baselines.nystrom_model (a method or row indices)",
+    "landmarks": "hkern.oasis.landmarks.check_landmarks (a column selector or row indices)",
 }
 
 
@@ -404,4 +424,10 @@ def rules_markdown():
         rows.append(f"| `{name}` | {rule.describe(_ANY)} | {hint} |")
     rows += ["", "Checked by a function of their own:", ""]
     rows += [f"* `{name}`: {where}" for name, where in sorted(CHECKED_ELSEWHERE.items())]
+    rows += ["", "The column selectors, one set of names for `select_columns(method=...)`, "
+             "`fit_nystrom(landmarks=...)` and the Nystrom preconditioners of "
+             "`fit_exact(preconditioner=...)`:", "", "| selector | how it chooses the columns |",
+             "|---|---|"]
+    rows += [f"| `{name}` | {how.replace('``', '`')} |"
+             for name, how in COLUMN_SELECTORS.items()]
     return "\n".join(rows) + "\n"

@@ -19,7 +19,7 @@ from ._parameters import Boolean, Integer, Options, Real, check_parameter
 
 __all__ = [
     "check_array", "check_targets", "check_rhs", "check_X_y", "check_n_features", "check_positive",
-    "check_nonnegative", "check_bandwidth", "check_sigma", "scale_inputs", "SIGMA_DOC",
+    "check_nonnegative", "check_underflow", "check_sigma", "scale_inputs", "SIGMA_DOC",
     "document_sigma", "check_rank", "check_int", "check_seed",
     "check_choice", "check_bool", "read_csv",
 ]
@@ -227,23 +227,22 @@ def check_positive(value, name, hint=""):
     return Real(0, None, "neither").check(value, name, hint)
 
 
-def check_bandwidth(sigma, *arrays):
-    """The kernel bandwidth: a finite float > 0, checked against the data it will scale.
+def check_underflow(bandwidth, *arrays):
+    """The data a kernel of ``bandwidth`` will scale, checked against it; the bandwidth itself
+    is :func:`check_sigma`'s, which checked it (the one check of sigma).
 
-    Every sigma > 0 is computed correctly for data within the magnitude bound, with one
-    exception this refuses: data whose largest magnitude is below 1e-152 together with a sigma
-    small enough that their ratio matters.  Squared norms of such data underflow double
-    precision (from about 1e-154), so distances would read as 0 while ||x - y|| / sigma is not
-    negligible.
+    Every bandwidth > 0 is computed correctly for data within the magnitude bound, with one
+    exception this refuses: data whose largest magnitude is below 1e-152 together with a
+    bandwidth small enough that their ratio matters.  Squared norms of such data underflow
+    double precision (from about 1e-154), so distances would read as 0 while
+    ||x - y|| / sigma is not negligible.
     """
-    sigma = check_positive(sigma, "sigma", "the kernel bandwidth must be positive")
     largest = max((max(float(a.max()), -float(a.min())) for a in arrays if a.size), default=0.0)
-    if 0.0 < largest < 1e-152 and largest / sigma > 1e-8:
+    if 0.0 < largest < 1e-152 and largest / bandwidth > 1e-8:
         raise ValueError(
-            f"the data's largest magnitude is {largest:.3g} with sigma={sigma:.3g}: squared "
+            f"the data's largest magnitude is {largest:.3g} with sigma={bandwidth:.3g}: squared "
             "distances of values below 1e-152 underflow double precision. The kernels depend on "
             "X / sigma only: multiply X and sigma by a common factor (e.g. 1e150)")
-    return sigma
 
 
 # The one wording of ``sigma`` in the numpydoc of every public function that takes it.

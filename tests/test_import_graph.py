@@ -13,21 +13,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "hkern"
 
-# The layers, lowest first.  A module may import from its own layer and the ones below.
-# "foundation" is hkern's private top-level modules (threads, validation, memory, the model
-# base, MPI plumbing) with the kernel engine, which they use and which uses them.  baselines
-# sits above hierarchical because fit_exact's PCG can precondition with HCK; slkl sits above
-# baselines because its baselines are exact KRR on its columns.  The scikit-learn estimators
-# wrap the public functions (``hkern.fit_exact`` ...), so they sit above the package root,
-# which does not import them.
+# The layers, lowest first: the architecture.  A module may import from its own layer and the
+# ones below.
+# * foundation: hkern's private top-level modules (threads, validation, memory, the model bases,
+#   the ridge on explicit features, MPI plumbing) with the kernel engine, which they use and
+#   which uses them, and the data sets;
+# * oasis: column selection; every Nystrom piece (landmarks, the Nystrom preconditioners)
+#   selects its columns through it;
+# * solvers: block PCG, the preconditioners and their registry, FALKON, exact KRR by PCG;
+# * hyperparameters: the selection of sigma and lam, and the iterative fits' views of it (the
+#   fits hand their model class and preconditioner to those views, which import no fit);
+# * exact, nystrom, features: the main fits (exact KRR, Nystrom and FALKON, random Fourier
+#   features);
+# * hierarchical, meka, grief, slkl: the methods, which may build on the main fits (SLKL's
+#   baselines are exact KRR on its columns; HCK registers itself as a preconditioner of
+#   fit_exact, which finds it by name);
+# * baselines: the deprecated former home of the main fits, which forwards to them;
+# * root: the public face (hkern/__init__) and the command line, which import every method;
+# * sklearn: the scikit-learn estimators wrap the public functions (``hkern.fit_exact`` ...);
+#   the package root does not import them.
 LAYERS = [
     ("foundation", "kernels", "datasets"),
     ("oasis",),
     ("solvers",),
     ("hyperparameters",),
-    ("hierarchical", "meka", "grief"),
+    ("exact", "nystrom", "features"),
+    ("hierarchical", "meka", "grief", "slkl"),
     ("baselines",),
-    ("slkl",),
     ("root",),
     ("sklearn",),
 ]
@@ -127,6 +139,13 @@ def test_the_graph_is_read(graph):
     assert "hkern._linalg.interrupt" in edges["hkern._linalg.tiled"]
     assert "hkern._openmp" in edges["hkern._threads"]
     assert "hkern.solvers" in edges["hkern.meka.krr"]
+    # the architecture's own edges: a fit builds its selection view, HCK registers its
+    # preconditioner kind, Nystrom draws its landmarks through column selection, the
+    # deprecated paths forward to the main fits
+    assert "hkern.hyperparameters.exact_pcg_problem" in edges["hkern.exact.api"]
+    assert "hkern.solvers.preconditioners" in edges["hkern.hierarchical.preconditioner"]
+    assert "hkern.oasis.landmarks" in edges["hkern.nystrom.api"]
+    assert {"hkern.exact", "hkern.nystrom", "hkern.features"} <= edges["hkern.baselines"]
     assert sum(len(t) for t in edges.values()) > 300
 
 

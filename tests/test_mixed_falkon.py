@@ -301,7 +301,7 @@ def test_bad_precision_is_refused_by_name(call, match):
 
 
 def test_sharded_fits_refuse_mixed():
-    from hkern.baselines.nystrom_model import check_precision
+    from hkern.nystrom.checks import check_precision
     check_precision("auto", "pcg", sharded=True)
     with pytest.raises(ValueError, match="sharded"):
         check_precision("mixed", "pcg", sharded=True)

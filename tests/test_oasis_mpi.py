@@ -297,7 +297,7 @@ def test_kernel_alias_is_the_same_kernel(batch):
 
 
 def test_bandwidth_is_checked_on_all_of_x(batch):
-    """Rank 0's rows alone are below 1e-152 with sigma 1e-150, which check_bandwidth refuses;
+    """Rank 0's rows alone are below 1e-152 with sigma 1e-150, which check_underflow refuses;
     the data as a whole are not, and serial oASIS accepts them: so does oASIS-P."""
     X = data(40)
     X[:14] *= 1e-155

@@ -138,13 +138,14 @@ def test_a_refused_value_gets_the_declared_message(function, name, value, option
 
 
 def test_the_declared_choices_are_the_ones_the_code_knows():
-    from hkern.baselines.exact import FORMER_SOLVERS, PRECONDITIONERS, SOLVERS
-    from hkern.baselines.nystrom_model import NYSTROM_SOLVERS
+    from hkern.exact.api import FORMER_SOLVERS, SOLVERS
     from hkern.hierarchical import _tree
     from hkern.meka import krr
     from hkern.meka._build import RANK_POLICIES, THRESHOLD_KINDS
+    from hkern.nystrom.checks import NYSTROM_SOLVERS
     from hkern.oasis.api import SELECTORS
     from hkern.slkl.api import STEPS
+    from hkern.solvers.preconditioners import registered_preconditioners
     from hkern.solvers.trace import PRECISIONS
     choices = {name: set(P.rule_of(name.split(".")[-1], name.split(".")[0]
                                    if "." in name else None)[0].choices)
@@ -153,7 +154,7 @@ def test_the_declared_choices_are_the_ones_the_code_knows():
                             "partition", "rank_policy", "threshold_kind", "method", "step")}
     assert choices["fit_exact.solver"] == set(SOLVERS)
     assert not set(FORMER_SOLVERS) & set(SOLVERS)
-    assert choices["fit_exact.preconditioner"] == set(PRECONDITIONERS)
+    assert choices["fit_exact.preconditioner"] == set(registered_preconditioners())
     assert choices["fit_exact.precision"] == set(PRECISIONS)
     assert choices["fit_nystrom.solver"] == set(NYSTROM_SOLVERS)
     assert choices["fit_meka.solver"] == set(krr.SOLVERS)
@@ -161,6 +162,10 @@ def test_the_declared_choices_are_the_ones_the_code_knows():
     assert choices["rank_policy"] == set(RANK_POLICIES)
     assert choices["threshold_kind"] == set(THRESHOLD_KINDS)
     assert choices["method"] == set(SELECTORS)
+    # One set of selector names: select_columns' methods, the Nystrom preconditioners.
+    from hkern.solvers.exact_pcg import NYSTROM_PRECONDITIONERS
+    assert choices["method"] == set(P.COLUMN_SELECTORS) == set(NYSTROM_PRECONDITIONERS)
+    assert choices["fit_exact.preconditioner"] == set(P.COLUMN_SELECTORS) | {"hck"}
     assert choices["step"] == set(STEPS)
 
 

@@ -98,7 +98,7 @@ def test_the_search_at_full_n_moves_its_bracket_once(problem, monkeypatch):
 
 def _candidate_precisions(monkeypatch):
     """The precision of every hold-out candidate's solve (a spy on solve_pcg)."""
-    from hkern.baselines import exact
+    from hkern.hyperparameters import exact_pcg_problem as exact
     seen, real = [], exact.solve_pcg
 
     def spy(inputs, **kw):
@@ -152,7 +152,7 @@ def test_candidates_of_a_bandwidth_search_keep_pivots_not_factors(problem, monke
     k), not the n x k factor (two factors at once doubled the selection's peak memory), and
     F rebuilt from them on all rows is the extension of the candidate's factor: its rows
     equal to rounding, the new rows K(x, Z) T^{-T}."""
-    from hkern.baselines.exact import ExactPCGProblem
+    from hkern.hyperparameters.exact_pcg_problem import ExactPCGProblem
     from hkern.solvers.exact_pcg import extended_preconditioner, preconditioner_from_pivots
     X, y, _, _ = problem
     seen, current = [], {}
@@ -271,7 +271,7 @@ def test_a_geometrically_converging_loser_stops_early():
 
 
 def test_a_mixed_candidate_that_fails_runs_in_double(problem, monkeypatch):
-    from hkern.baselines import exact
+    from hkern.hyperparameters import exact_pcg_problem as exact
     X, y, _, _ = problem
     real = exact.solve_pcg
     seen = []
@@ -384,7 +384,7 @@ def _problem_arguments(X, y, **extra):
 def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
     from hkern._gp import profiled_gaussian_lml
     from hkern._threads import in_budget
-    from hkern.baselines.exact import _selection_problem
+    from hkern.exact.api import _selection_problem
     X, y, _, _ = problem
     sigma, lam = np.array([0.4, 2.0, 8.0]), 1e-2
     with in_budget(None):
@@ -402,7 +402,7 @@ def test_exact_pcg_likelihood_is_the_dense_profiled_likelihood(problem):
 
 def test_falkon_likelihood_is_the_nystrom_gp_likelihood(problem):
     from hkern._threads import in_budget
-    from hkern.baselines.nystrom import _selection_problem
+    from hkern.nystrom.api import _selection_problem
     X, y, _, _ = problem
     sigma, lam = 1.5, 1e-2
     with in_budget(None):

@@ -4,6 +4,7 @@ K + lam I."""
 import numpy as np
 import pytest
 import scipy.linalg as sla
+from fresh_python import run_python
 from hck_model import make_kern, matrix_to_original, reconstruct
 from numpy.linalg import LinAlgError
 from oracles import hck_system, rel_norm
@@ -578,12 +579,13 @@ def test_every_preconditioner_offers_the_declared_interface(rng):
     against the dense K_hier + lam I in test_hck_preconditioner_is_the_dense_inverse), and
     also offer what stochastic Lanczos quadrature needs (log det M), as the identity does."""
     from hkern._model import prepare_fit
-    from hkern.baselines.exact import PRECONDITIONERS
     from hkern.solvers.preconditioners import (
         IdentityPreconditioner,
         LikelihoodPreconditioner,
         Preconditioner,
+        registered_preconditioners,
     )
+    PRECONDITIONERS = registered_preconditioners()
     X, y = rng.normal(size=(120, 3)), rng.normal(size=120)
     inputs = prepare_fit(X, y, kernel="gaussian", sigma=1.5, lam=0.1, task="regression")
     R = rng.normal(size=(120, 2))
@@ -600,6 +602,36 @@ def test_every_preconditioner_offers_the_declared_interface(rng):
             assert np.allclose(dense @ M(R), R, atol=1e-9)
             assert np.isclose(M.logdet(), np.linalg.slogdet(dense)[1], rtol=1e-10)
     assert isinstance(IdentityPreconditioner(5), LikelihoodPreconditioner)
+
+
+def test_the_hck_preconditioner_is_found_by_name_in_a_fresh_interpreter():
+    """fit_exact sits below the hierarchical package and imports nothing of it: it finds the
+    HCK preconditioner by name in the registry, which the hierarchical package fills when it is
+    imported.  Importing the fit alone imports hkern (its parent package), which imports the
+    hierarchical package: the registry is full before the first call."""
+    out = run_python("""
+        import numpy as np
+        from hkern.exact import fit_exact
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(300, 2)); y = np.sin(X[:, 0])
+        model = fit_exact(X, y, sigma=1.0, lam=0.1, solver="pcg", preconditioner="hck", r=16,
+                          seed=0)
+        assert model.solver_trace_.preconditioner == "hck", model.solver_trace_.preconditioner
+        print("ok")
+    """)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_an_unknown_preconditioner_name_is_refused_clearly():
+    from hkern.solvers.preconditioners import preconditioner_kind, registered_preconditioners
+    assert {"block_rpcholesky", "hck"} <= set(registered_preconditioners())
+    assert preconditioner_kind("hck").name == "hck"
+    with pytest.raises(ValueError, match=r"^no preconditioner is named 'nope'; the registered "
+                                         r"ones are 'oasis', .*'block_rpcholesky', .*'hck'"):
+        preconditioner_kind("nope")
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match=r"^preconditioner must be one of 'oasis', .*'hck'"):
+        hkern.fit_exact(X, X[:, 0], sigma=1.0, lam=0.1, solver="pcg", preconditioner="nope")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -1,4 +1,7 @@
-"""The baselines (Nystrom, random Fourier features, exact KRR) on kin40k split 0.
+"""The main fits (Nystrom, random Fourier features, exact KRR) on kin40k split 0.
+
+(The file keeps its former name, "baselines", so that the benchmarks keep their names in the
+recorded history, asv_bench/records.)
 
 Inputs and targets are standardised with training statistics, so ``track_test_rmse`` is the
 test RMSE in units of the training standard deviation of y.  All fits use the Gaussian

@@ -8,7 +8,7 @@ Side-by-side numbers for the issue come from experiments/compare_meka.py.
 import numpy as np
 
 import hkern
-from hkern.baselines.nystrom import nystrom_feature_map
+from hkern.nystrom.api import nystrom_feature_map
 
 from .common import Quick, SlowFit, grid, kin40k, model_rmse
 

@@ -1,97 +1,20 @@
-"""The Nystrom model and what its serial and sharded fits share: the solver names and the
-landmarks' checks and uniform draw (:mod:`hkern.baselines.nystrom`,
-:mod:`hkern.baselines.nystrom_sharded`)."""
-from __future__ import annotations
+"""Deprecated: the Nystrom model is now :class:`hkern.nystrom.NystromKRR`, the fits' shared
+checks :mod:`hkern.nystrom.checks`, and the landmarks' check and uniform draw
+:mod:`hkern.oasis.landmarks`.  Reading a former name warns once and gives the same object
+(:mod:`hkern.baselines`)."""
+from ..nystrom import checks as _checks
+from ..nystrom import model as _model
+from ..oasis import landmarks as _landmarks
+from ._moved import forward
 
-import numpy as np
-
-from .._gp import MarginalLikelihood
-from .._model import KernelRidgeModel
-from .._parameters import check_parameter, choices_of
-from .._threads import budget_threads
-from .._validation import check_rank, check_row_indices
-from ..kernels._api import _kernel_matvec_trusted
-from ..oasis import SELECTORS
-
+# Served by __getattr__ (a star import warns for each).
 __all__ = ["NYSTROM_SOLVERS", "NystromKRR", "check_landmarks", "check_precision",
            "uniform_landmarks"]
 
-NYSTROM_SOLVERS = choices_of("solver", "fit_nystrom")
-
-
-class NystromKRR(MarginalLikelihood, KernelRidgeModel):
-    """Nystrom KRR: f(x) = k(x, Z) beta for landmarks Z.
-
-    Attributes
-    ----------
-    landmarks_ : ndarray (r, d)
-        The landmark points Z.
-    landmark_indices_ : ndarray (r,)
-        Their row indices in the training X.
-    coef_ : ndarray (r, k)
-        beta.
-    rank_ : int
-        Numerical rank kept of K(Z, Z) (the direct solver), or the number of centres (PCG).
-    n_iter_ : int or None
-        Conjugate-gradient iterations (``solver="pcg"``); None for the direct solver.
-    solver_trace_ : hkern.solvers.SolverTrace or None
-        Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
-
-    Examples
-    --------
-    Returned by :func:`fit_nystrom`; predictions are k(x, Z) beta:
-
-    >>> import numpy as np
-    >>> import hkern
-    >>> rng = np.random.default_rng(0)
-    >>> X, y = rng.normal(size=(500, 3)), rng.normal(size=500)
-    >>> model = hkern.fit_nystrom(X, y, r=50, sigma=1.0, lam=1e-2, seed=0)
-    >>> model.landmarks_.shape
-    (50, 3)
-    >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
-    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
-    True
-    """
-
-    def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None, **kw):
-        super().__init__(**kw)
-        self.landmarks_ = landmarks
-        self.landmark_indices_ = indices
-        self.coef_ = coef
-        self.rank_ = rank
-        self.n_iter_ = n_iter
-        self.solver_trace_ = solver_trace
-
-    def _scores(self, X):
-        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
-                                      budget_threads())
-
-
-def check_landmarks(landmarks, r, n):
-    """(landmarks, r) checked for n training points: a selector name and 1 <= r <= n, or
-    validated row indices (sorted), whose number is then r."""
-    if isinstance(landmarks, str):
-        if landmarks not in SELECTORS:
-            raise ValueError(f"landmarks must be one of {SELECTORS} or an array of row indices; "
-                             f"got {landmarks!r}")
-    else:
-        landmarks = check_row_indices(landmarks, n, "landmarks")
-        r = len(landmarks)                       # the given landmarks decide r
-    return landmarks, check_rank(r, n, "r")
-
-
-def uniform_landmarks(n, r, rng):
-    """r of the n row indices drawn uniformly without replacement by ``rng``, sorted (also
-    the draw of the sharded fit, from the global index range)."""
-    return np.sort(rng.choice(n, size=r, replace=False))
-
-
-def check_precision(precision, solver, sharded=False):
-    """``precision`` checked: "mixed" is FALKON's, on one process."""
-    check_parameter("precision", precision, "fit_nystrom")
-    if precision == "mixed" and solver != "pcg":
-        raise ValueError("precision='mixed' is FALKON's (solver='pcg'); the direct solver "
-                         "computes in double precision: pass precision='auto' or 'double'")
-    if precision == "mixed" and sharded:
-        raise ValueError("fit_nystrom on sharded data (comm=...) runs FALKON in double "
-                         "precision: pass precision='auto' or 'double'")
+__getattr__, __dir__ = forward(__name__, globals(), {
+    "NystromKRR": ("hkern.nystrom", _model.NystromKRR),
+    "NYSTROM_SOLVERS": ("hkern.nystrom.checks", _checks.NYSTROM_SOLVERS),
+    "check_precision": ("hkern.nystrom.checks", _checks.check_precision),
+    "check_landmarks": ("hkern.oasis.landmarks", _landmarks.check_landmarks),
+    "uniform_landmarks": ("hkern.oasis.landmarks", _landmarks.uniform_landmarks),
+})

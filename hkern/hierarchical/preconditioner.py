@@ -13,7 +13,7 @@ import numpy as np
 
 from .._threads import blas_threads
 from .._validation import check_seed
-from ..solvers.preconditioners import PreconditionerKind
+from ..solvers.preconditioners import PreconditionerKind, register_preconditioner
 from .factor import factorize_hck
 from .plan import default_jitter, hck_fit_bytes, tree_depth
 
@@ -84,5 +84,8 @@ def _build(inputs, rank, *, seed, n_threads, max_memory=None, adaptive=False, dt
                              lam=inputs.lam, seed=seed, n_threads=n_threads)
 
 
-# fit_exact(solver="pcg", preconditioner="hck").
-HCK_PRECONDITIONER = PreconditionerKind("hck", _build, hck_preconditioner_bytes)
+# fit_exact(solver="pcg", preconditioner="hck"): registered by its name when this module is
+# imported (hkern/__init__ imports the hierarchical package), so that the fit, below this
+# package, finds it without importing it.
+HCK_PRECONDITIONER = register_preconditioner(
+    PreconditionerKind("hck", _build, hck_preconditioner_bytes))

@@ -1,6 +1,8 @@
 """Hyperparameter selection: ``sigma="auto"``, ``sigma="ard"`` and ``lam="auto"`` for every
 kernel ridge fit (:mod:`hkern.hyperparameters.select`), the exact GP that starts it
-(:mod:`hkern.hyperparameters.exact_gp`) and the record a selection leaves on the model."""
+(:mod:`hkern.hyperparameters.exact_gp`), the staged search of the iterative solvers
+(:mod:`hkern.hyperparameters.iterative`) with the iterative fits' views of it (exact PCG's,
+FALKON's, FALKON's on MPI shards), and the record a selection leaves on the model."""
 from .record import Candidate, HyperparameterSelection
 from .select import selection_modes, selects_hyperparameters
 

@@ -29,7 +29,7 @@ fit.  The search here is staged instead:
 3. **The fit** at the chosen values with the user's tolerance, warm-started from the
    selection's solution.
 
-The candidate fits are the method's own (``problem``, given by the fit's module: see
+The candidate fits are the method's own (``problem``, built by the fit: see
 :class:`IterativeProblem`), so this module knows no solver.
 """
 from __future__ import annotations
@@ -84,7 +84,9 @@ FULL_MAX_MOVES = 1
 
 
 class IterativeProblem:
-    """What :func:`select_iterative` asks of an iterative fit (implemented by the fit's module).
+    """What :func:`select_iterative` asks of an iterative fit (implemented beside it, in
+    :mod:`.exact_pcg_problem`, :mod:`.nystrom_pcg_problem` and :mod:`.sharded_nystrom_problem`,
+    and built by the fit).
 
     Attributes
     ----------

@@ -1,6 +1,7 @@
 """The view of an iterative fit that its hyperparameter selection works on: what exact PCG's
 and FALKON's views share (:class:`SelectionProblem`, the base of
-:class:`hkern.hyperparameters.iterative.IterativeProblem`'s implementations in the fits), and
+:class:`hkern.hyperparameters.iterative.IterativeProblem`'s implementations in
+:mod:`.exact_pcg_problem`, :mod:`.nystrom_pcg_problem` and :mod:`.sharded_nystrom_problem`), and
 the early stop of a clearly losing candidate (:class:`LosingCandidate`)."""
 from __future__ import annotations
 

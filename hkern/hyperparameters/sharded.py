@@ -11,8 +11,8 @@ serial start.  Each candidate is then the sharded fit itself:
   ranks, about 1e-16 relative), so the search moves as the serial search does;
 * ``fit_nystrom(solver="pcg")``: the hold-out criterion (its default).  The held-out tenth is
   drawn from the global index range; each candidate is the sharded FALKON on the rest of every
-  shard (:class:`hkern.baselines.nystrom_sharded.ShardedNystromProblem`), with the serial
-  fit's centres, iterates and warm starts; its hold-out error is a sum over ranks.
+  shard (:class:`hkern.hyperparameters.sharded_nystrom_problem.ShardedNystromProblem`), with
+  the serial fit's centres, iterates and warm starts; its hold-out error is a sum over ranks.
 
 So the choice is the serial choice for any rank count and shard sizes (up to a tie within
 rounding of the sums over ranks).  The other criterion of each fit is refused on shards with
@@ -37,6 +37,7 @@ from .select import (
     start_from_subsample,
     zero_target_arguments,
 )
+from .sharded_nystrom_problem import ShardedNystromProblem
 
 __all__ = ["select_hierarchical_on_shards", "select_nystrom_on_shards"]
 
@@ -143,18 +144,18 @@ def select_hierarchical_on_shards(state, fit, sharded_fit, arguments):
                                          call=_candidate(state, sharded_fit)))
 
 
-def select_nystrom_on_shards(state, fit, sharded_fit, arguments, *, problem_class):
+def select_nystrom_on_shards(state, fit, sharded_fit, arguments):
     """fit_nystrom(..., solver="pcg", sigma="auto"|"ard" or lam="auto", comm=comm) on every
-    rank (module docstring).  ``problem_class``: the sharded fit's selection problem
-    (:class:`hkern.baselines.nystrom_sharded.ShardedNystromProblem`), given by the fit that
-    this package serves (it imports nothing from the fits)."""
+    rank (module docstring): the candidates of a
+    :class:`~hkern.hyperparameters.sharded_nystrom_problem.ShardedNystromProblem`, whose final
+    fit is ``sharded_fit`` (this package imports nothing from the fits)."""
     label = fit.__name__
     shards, sigma_mode, lam_mode, criterion, seed = _prepare(
         state, arguments, "holdout", label, {"likelihood": (
             f"{label} on sharded data (comm=...) compares the candidates of its hyperparameter "
             "selection on held-out rows: pass criterion='auto' or 'holdout'")})
     a = dict(arguments, seed=seed)
-    problem = problem_class(state, shards, a, sharded_fit)
+    problem = ShardedNystromProblem(state, shards, a, sharded_fit)
     inputs = shards.inputs
     rows = ShardedRows(state, shards.offsets, inputs.X, inputs.Y)
     if problem.classes is None:         # the serial problem's scale: of all the targets

@@ -7,9 +7,9 @@ from .._memory import check_memory
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
     check_array,
-    check_bandwidth,
     check_rhs,
     check_sigma,
+    check_underflow,
     document_sigma,
     scale_inputs,
 )
@@ -299,7 +299,7 @@ def _scaled_pair(X, Y, bandwidth, lengthscales, dtype=np.float64):
             lengthscales = lengthscales.astype(np.float32)
         X = scale_inputs(X, lengthscales, "X")
         Y = X if same else scale_inputs(Y, lengthscales, "Y")
-    check_bandwidth(bandwidth, X, Y)
+    check_underflow(bandwidth, X, Y)
     if dtype == np.float32:
         if same:
             X, = _check_single(bandwidth, {"X": X})

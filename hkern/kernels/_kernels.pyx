@@ -492,7 +492,7 @@ cdef int normal_times_blocks(int kind, double sigma, Py_ssize_t n, int m, int d,
     X, xsq and V start at row b_first * normal_rows(m) of the n rows and hold the rows of
     these blocks.  Run over every block from zeroed sums, this is kernel_normal_times; an MPI
     rank runs the blocks that start in its rows, continuing a slab another rank began from that
-    rank's partial sum, and gets the serial sums bit for bit (hkern/baselines/nystrom_sharded).
+    rank's partial sum, and gets the serial sums bit for bit (hkern/nystrom/sharded.py).
     Checks for an interrupt before each block (it may be NULL).
 
     In single precision t = K_b U + V is summed in double over SUM_CHUNK-column float products

@@ -8,7 +8,7 @@ from .._memory import check_memory
 from .._model import prepare_sigma, scaled_copy_bytes
 from .._parameters import check_parameter, choices_of
 from .._progress import Progress
-from .._threads import blas_threads, budget_threads, budgeted, resolve_n_jobs
+from .._threads import blas_threads, budget_threads, budgeted, in_budget, resolve_n_jobs
 from .._validation import (
     check_array,
     check_seed,
@@ -175,6 +175,8 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     r : int
         Largest number of columns l, 1 <= l <= n.
     method : {"oasis", "greedy", "rpcholesky", "block_rpcholesky", "uniform"}
+        The column selector (the same names choose :func:`hkern.fit_nystrom`'s landmarks and
+        :func:`hkern.fit_exact`'s Nystrom preconditioner; doc/parameters.md lists them).
         ``oasis``: Patel et al.'s adaptive selection, starting from ``init`` random columns
         and adding argmax Delta; ``greedy``: diagonally pivoted partial Cholesky (argmax
         Delta from the start, i.e. oASIS with ``init=0``); ``rpcholesky``: randomly pivoted
@@ -249,17 +251,40 @@ def select_columns(X, r, *, method="oasis", kernel="gaussian", sigma=1.0, seed=N
     rng = check_seed(seed)
     _check_selection_memory(n, n_columns, method, G is not None, max_memory, copy_bytes)
     progress(f"{method}: up to {n_columns} columns of {n}")
-    if method == "uniform":
-        selection = _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
-    elif method == "block_rpcholesky":
-        selection = _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs)
-    else:
-        selection = _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init,
-                              rng, refresh, n_jobs)
+    selection = _selection(points, G, diag, kind, sigma, n_columns, method, tol=tol, rtol=rtol,
+                           init=init, rng=rng, refresh=refresh, n_jobs=n_jobs)
     if G is not None:          # hkern's own kernels are PSD by construction
         _check_residual(G, selection.F_, diag, float(diag.max()))
     progress(f"{len(selection)} columns selected")
     return selection
+
+
+def _selection(points, G, diag, kind, sigma, n_columns, method, *, tol, rtol, init, rng,
+               refresh, n_jobs):
+    """The ColumnSelection of ``method`` on checked inputs (the points and their kernel, or an
+    explicit G), inside the caller's thread budget: :func:`select_columns` after its checks."""
+    if method == "uniform":
+        return _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs)
+    if method == "block_rpcholesky":
+        return _block(points, G, diag, kind, sigma, n_columns, tol, rtol, rng, n_jobs)
+    return _adaptive(points, G, diag, kind, sigma, n_columns, method, tol, rtol, init, rng,
+                     refresh, n_jobs)
+
+
+def _select_columns_trusted(X, r, method, *, kind, bandwidth, rng, n_jobs, max_memory):
+    """``select_columns(X, r, method=method, seed=rng)`` (its other arguments at their defaults)
+    on inputs a fit has already checked, which are not checked again (select_columns scans X's
+    n d values and checks sigma against them): X the fit's C-contiguous float64 points, divided
+    by any lengthscales; ``kind`` and ``bandwidth`` its kernel's engine code and bandwidth;
+    1 <= r <= n; ``method`` a selector's name; ``rng`` a numpy Generator.  The selection's
+    memory is checked against ``max_memory`` before it starts, and it runs in the thread
+    budget of ``n_jobs``, as select_columns runs."""
+    n = X.shape[0]
+    _check_selection_memory(n, r, method, False, max_memory)
+    with in_budget(n_jobs):
+        # Every hkern kernel has k(x, x) = 1.
+        return _selection(X, None, np.ones(n), kind, bandwidth, r, method, tol=0.0, rtol=0.0,
+                          init=1, rng=rng, refresh=0, n_jobs=n_jobs)
 
 
 def _uniform(points, G, diag, kind, sigma, n_columns, rng, n_jobs):
@@ -310,15 +335,17 @@ def nystrom_factor(X, r, *, method, kernel, sigma, seed, n_jobs, max_memory, tra
     (validated X; the bandwidth ``sigma``).  Block RPCholesky keeps no copy of the columns
     (F alone: n r items of ``dtype``), and stops before r columns once the trace of K - F F^T
     is at most ``trace_stop`` and it has at least ``trace_stop_after`` columns; the other
-    methods go through :func:`select_columns` (r columns, F rounded to ``dtype``).
+    methods run :func:`select_columns`' selection on these checked inputs (r columns, F
+    rounded to ``dtype``).
     ``return_pivots``: also the rows whose kernel columns F spans, in F's column order (F at
     them is lower triangular: their kernel matrix's Cholesky factor), as ``(F, pivots)``."""
+    _, kind = kernel_kind(kernel)
     if method != "block_rpcholesky":
-        selection = select_columns(X, r, method=method, kernel=kernel, sigma=sigma, seed=seed,
-                                   n_jobs=n_jobs, max_memory=max_memory)
+        selection = _select_columns_trusted(X, r, method, kind=kind, bandwidth=sigma,
+                                            rng=check_seed(seed), n_jobs=n_jobs,
+                                            max_memory=max_memory)
         F = selection.F_.astype(dtype, copy=False)
         return (F, selection.indices_) if return_pivots else F
-    _, kind = kernel_kind(kernel)
     n = X.shape[0]
     check_memory(np.dtype(dtype).itemsize * n * r + 8 * (3 * n * BLOCK + r * r + 2 * n),
                  max_memory,

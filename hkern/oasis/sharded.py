@@ -56,9 +56,9 @@ from .._progress import Progress
 from .._threads import budget_threads, budgeted, resolve_n_jobs
 from .._validation import (
     check_array,
-    check_bandwidth,
     check_seed,
     check_sigma,
+    check_underflow,
     scale_inputs,
 )
 from ..kernels._api import _kernel_matrix_trusted, kernel_kind
@@ -223,8 +223,8 @@ def _setup(state, X, r, kernel, sigma, tol, rtol, init, seed, refresh, n_jobs, g
     args = out[0]
     offsets, n = _global_sizes(reports, state.size)
     _agreed(check_parameter, "r", args["n_columns"], "select_columns", n=n)
-    # As serial check_bandwidth on all of X: the largest magnitude over every shard.
-    _agreed(check_bandwidth, args["sigma"], np.array([max(rep["largest"] for rep in reports)]))
+    # As serial check_underflow on all of X: the largest magnitude over every shard.
+    _agreed(check_underflow, args["sigma"], np.array([max(rep["largest"] for rep in reports)]))
     # An empty shard reports -inf: max_d is the max of all n diagonal entries, as serially.
     max_d = max(rep["max_diag"] for rep in reports)
 

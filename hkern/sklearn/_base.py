@@ -27,12 +27,22 @@ from .._threads import budget_threads, budgeted
 from ._compat import validate_data
 
 __all__ = ["seed_from_random_state", "HkernEstimator", "HkernRegressor", "HkernGPRegressor",
-           "HkernClassifier", "HkernTransformer", "MIN_SAMPLES"]
+           "HkernClassifier", "HkernTransformer", "MIN_SAMPLES", "DIRECT_SOLVER_N_ITER",
+           "ITERATIVE_SOLVERS"]
 
 # Every estimator refuses a one-sample fit with scikit-learn's message ("Found array with 1
 # sample(s)"): the tree methods need r < n, a classifier two classes, and the size argument of
 # the others (r landmarks, features, candidates) is meaningless for one point.
 MIN_SAMPLES = 2
+
+# The solver names that iterate ("cg": fit_meka's former name of "pcg").  With any other
+# solver, an estimator with max_iter fails scikit-learn's check that n_iter_ >= 1 after a fit:
+# a direct solver does not iterate (n_iter_ is None), as for scikit-learn's Ridge.
+ITERATIVE_SOLVERS = ("pcg", "cg")
+DIRECT_SOLVER_N_ITER = {
+    "check_non_transformer_estimators_n_iter":
+        "the direct solver does not iterate (n_iter_ is None, as for scikit-learn's Ridge with "
+        "a direct solver); max_iter bounds solver='pcg' only"}
 
 
 def seed_from_random_state(random_state):
@@ -93,8 +103,10 @@ class HkernEstimator(BaseEstimator):
         """The scikit-learn estimator checks this estimator fails for a stated reason, as
         {check name: reason}: scikit-learn < 1.6 reads them from the ``_xfail_checks`` tag,
         later versions take them as ``expected_failed_checks`` of ``check_estimator`` and
-        ``parametrize_with_checks``."""
-        return {}
+        ``parametrize_with_checks``.  An estimator with a ``solver`` parameter set to a direct
+        solver has no iterations to count (:data:`DIRECT_SOLVER_N_ITER`)."""
+        solver = self.get_params(deep=False).get("solver", "pcg")
+        return {} if solver in ITERATIVE_SOLVERS else dict(DIRECT_SOLVER_N_ITER)
 
     def __sklearn_tags__(self):
         return super().__sklearn_tags__()

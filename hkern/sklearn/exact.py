@@ -14,7 +14,7 @@ class _ExactParameters:
     hyperparameter selection; the fit itself draws nothing)."""
 
     _fit_function = staticmethod(hkern.fit_exact)
-    _doc = {"model": "hkern.baselines.ExactKRR",
+    _doc = {"model": "hkern.exact.ExactKRR",
             "draws": "The subsample of a hyperparameter selection and the columns of the PCG "
                      "preconditioner (the Cholesky fit itself draws nothing)",
             "attributes": "n_iter_ : int or None\n"
@@ -40,14 +40,6 @@ class _ExactParameters:
         self.verbose = verbose
         self.precision = precision
         self.max_memory = max_memory
-
-    def _expected_failed_checks(self):
-        if self.solver != "pcg":
-            return {"check_non_transformer_estimators_n_iter":
-                    "the Cholesky solver does not iterate (n_iter_ is None, as for "
-                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
-                    "only"}
-        return {}
 
 
 @documented

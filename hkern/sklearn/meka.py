@@ -56,13 +56,6 @@ class _MekaParameters:
         self.verbose = verbose
         self.max_memory = max_memory
 
-    def _expected_failed_checks(self):
-        if self.solver == "direct":
-            return {"check_non_transformer_estimators_n_iter":
-                    "the direct solver does not iterate (n_iter_ is None, as for scikit-learn's "
-                    "Ridge with a direct solver); max_iter bounds solver='pcg' only"}
-        return {}
-
 
 @documented
 class MekaRegressor(_MekaParameters, HkernRegressor):

@@ -7,8 +7,8 @@ import hkern
 
 from .. import _linalg
 from .._validation import check_seed
-from ..baselines.nystrom import check_rcond, draw_landmarks, nystrom_feature_map
-from ..baselines.nystrom_model import check_landmarks
+from ..nystrom.api import check_rcond, nystrom_feature_map
+from ..oasis.landmarks import check_landmarks, landmark_rows
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
@@ -19,7 +19,7 @@ class _NystromParameters:
     """The parameters of :func:`hkern.fit_nystrom`."""
 
     _fit_function = staticmethod(hkern.fit_nystrom)
-    _doc = {"model": "hkern.baselines.NystromKRR", "draws": "Landmark sampling",
+    _doc = {"model": "hkern.nystrom.NystromKRR", "draws": "Landmark sampling",
             "size": "``r`` landmarks",
             "attributes": "n_iter_ : int or None\n"
                           "    Conjugate-gradient iterations (``solver=\"pcg\"``; None for the\n"
@@ -45,14 +45,6 @@ class _NystromParameters:
         self.verbose = verbose
         self.precision = precision
         self.max_memory = max_memory
-
-    def _expected_failed_checks(self):
-        if self.solver != "pcg":
-            return {"check_non_transformer_estimators_n_iter":
-                    "the direct solver does not iterate (n_iter_ is None, as for "
-                    "scikit-learn's Ridge with a direct solver); max_iter bounds solver='pcg' "
-                    "only"}
-        return {}
 
 
 @documented
@@ -95,7 +87,7 @@ class NystromTransformer(HkernTransformer):
 
     ``fit`` chooses r landmarks Z from X as :func:`hkern.fit_nystrom` does (same
     ``landmarks`` methods, the same rows for the same seed) and M with M M^T = W^+ for
-    W = K(Z, Z) (:func:`hkern.baselines.nystrom.nystrom_feature_map`, eigenvalues at or below
+    W = K(Z, Z) (:func:`hkern.nystrom.api.nystrom_feature_map`, eigenvalues at or below
     ``rcond`` times the largest dropped); ``transform`` gives Phi(X) = K(X, Z) M, so that
     Phi(X) Phi(Y)^T = K(X, Z) W^+ K(Z, Y), the Nystrom approximation of the kernel.
     A linear ridge regression without intercept on these features with ``alpha=lam`` is
@@ -149,9 +141,12 @@ class NystromTransformer(HkernTransformer):
         # random_state is read only when landmarks are drawn (None draws from numpy's state).
         rng = (check_seed(seed_from_random_state(self.random_state))
                if isinstance(landmarks, str) else None)
-        self.landmark_indices_ = draw_landmarks(X, r, landmarks, kernel=self.kernel,
-                                                sigma=self.sigma, rng=rng, n_jobs=self.n_jobs,
-                                                max_memory=self.max_memory)
+        indices = landmark_rows(landmarks, r, X.shape[0], rng)
+        if indices is None:     # an adaptive selector, on the user's X and sigma (checked there)
+            indices = np.sort(hkern.select_columns(
+                X, r, method=landmarks, kernel=self.kernel, sigma=self.sigma, seed=rng,
+                n_jobs=self.n_jobs, max_memory=self.max_memory).indices_)
+        self.landmark_indices_ = indices
         self.landmarks_ = np.ascontiguousarray(X[self.landmark_indices_])
         # dtype=float64: the fits compute in double whatever the input's dtype (scikit-learn's
         # validation keeps float32 X, which kernel_matrix would otherwise evaluate in float32).

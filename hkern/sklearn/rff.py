@@ -5,8 +5,8 @@ import numpy as np
 
 import hkern
 
-from .._validation import check_bandwidth, check_int, check_seed, check_sigma
-from ..baselines.rff import check_phases, rff_features
+from .._validation import check_int, check_seed, check_sigma, check_underflow
+from ..features.rff import check_phases, rff_features
 from ..kernels import kernel_kind, sample_spectral
 from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
@@ -18,7 +18,7 @@ class _RFFParameters:
     """The parameters of :func:`hkern.fit_rff`."""
 
     _fit_function = staticmethod(hkern.fit_rff)
-    _doc = {"model": "hkern.baselines.RFFKRR", "draws": "The frequencies and offsets",
+    _doc = {"model": "hkern.features.RFFKRR", "draws": "The frequencies and offsets",
             "size": "``r`` features"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
@@ -126,7 +126,7 @@ class RFFTransformer(HkernTransformer):
         r = check_int(self.r, "r", low=1)
         name, _ = kernel_kind(self.kernel)
         sigma, lengthscales = check_sigma(self.sigma, X.shape[1])
-        check_bandwidth(sigma, X)
+        check_underflow(sigma, X)
         rng = check_seed(seed_from_random_state(self.random_state))
         with np.errstate(over="ignore"):       # infinite frequencies are refused in transform
             self.frequencies_ = sample_spectral(name, X.shape[1], r, sigma, rng)

@@ -11,7 +11,7 @@ from .._model import prepare_fit
 from .._parameters import check_parameter
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_seed
-from ..baselines.exact import ExactKRR, fit_exact
+from ..exact import ExactKRR, fit_exact
 from ..hyperparameters import selects_hyperparameters
 from ._candidates import draw_candidates, holdout_rows
 from ._core import solve_fixed_weights

@@ -5,8 +5,10 @@ with M = F F^T + lam I, F the Nystrom factor of k columns chosen by
 :func:`hkern.select_columns` (randomly pivoted Cholesky by default, as Diaz, Epperly, Frangella,
 Tropp and Webber, "Robust, randomized preconditioning for kernel ridge regression", 2023, in its
 accelerated block form), or with any other preconditioner kind the caller hands in
-(:class:`hkern.solvers.preconditioners.PreconditionerKind`; fit_exact adds M = K_hier + lam I,
-the hierarchically compositional kernel of r landmarks per node, ``preconditioner="hck"``,
+(:class:`hkern.solvers.preconditioners.PreconditionerKind`, looked up by name in the registry of
+:mod:`hkern.solvers.preconditioners`, where the Nystrom kinds below register themselves and the
+hierarchical package registers M = K_hier + lam I, the hierarchically compositional kernel of r
+landmarks per node, ``preconditioner="hck"``,
 :data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
 The kernel matrix is stored when it fits ``max_memory`` and recomputed tile by tile by the fused
 kernel-product engine at every iteration otherwise; either way the solution is that of
@@ -34,12 +36,18 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory, resolve_max_memory
+from .._parameters import COLUMN_SELECTORS
 from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
 from .operators import KernelSystem
-from .preconditioners import NystromPreconditioner, PreconditionerKind, float64_gram
+from .preconditioners import (
+    NystromPreconditioner,
+    PreconditionerKind,
+    float64_gram,
+    register_preconditioner,
+)
 from .trace import MixedPrecisionStall, joined_trace, traced_pcg, validation_error
 
 __all__ = ["MIXED_MAX_REACH", "MIXED_MIN_TOL", "NYSTROM_PRECONDITIONERS", "adaptive_min_rank",
@@ -111,9 +119,10 @@ def _nystrom_kind(method):
     return PreconditionerKind(method, build, peak_bytes)
 
 
-# The Nystrom preconditioners, by the column selection of their factor.
-NYSTROM_PRECONDITIONERS = {method: _nystrom_kind(method) for method in (
-    "block_rpcholesky", "rpcholesky", "oasis", "greedy", "uniform")}
+# The Nystrom preconditioners, one for each column selector (hkern._parameters.COLUMN_SELECTORS),
+# registered by its name (fit_exact(solver="pcg", preconditioner=name) looks them up).
+NYSTROM_PRECONDITIONERS = {method: register_preconditioner(_nystrom_kind(method))
+                           for method in COLUMN_SELECTORS}
 
 
 def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision="double"):

@@ -402,7 +402,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     mixed answer when that falls short of tol in the float64 model or stalls, else double (a
     sharded fit runs double).
 
-    On one MPI rank's shard (hkern.baselines.nystrom_sharded): ``sharded`` holds FalkonSystem's
+    On one MPI rank's shard (hkern.nystrom.sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
     validation rows (``validation`` is then ignored)."""
     t0 = time.perf_counter()

@@ -14,9 +14,13 @@ fixed symmetric operator.
 
 The interface every preconditioner of hkern offers is declared here (:class:`Preconditioner`,
 :class:`LikelihoodPreconditioner`), and so is how a fit names and builds one
-(:class:`PreconditionerKind`).  The Nystrom kinds are fed by :func:`hkern.select_columns`
-(:data:`hkern.solvers.exact_pcg.NYSTROM_PRECONDITIONERS`); the hierarchical package feeds the
-HCK kind (:data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
+(:class:`PreconditionerKind`), with the registry of the kinds by name
+(:func:`register_preconditioner`, :func:`preconditioner_kind`).  The Nystrom kinds are fed by
+:func:`hkern.select_columns` and register themselves in :mod:`hkern.solvers.exact_pcg`
+(:data:`~hkern.solvers.exact_pcg.NYSTROM_PRECONDITIONERS`); the hierarchical package registers
+the HCK kind when it is imported (:data:`hkern.hierarchical.preconditioner.HCK_PRECONDITIONER`).
+So ``fit_exact(solver="pcg", preconditioner="hck")`` finds HCK by its name, and neither the
+solvers nor the fit import the package above them that feeds it (doc/design.md).
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from .. import _linalg
 from .operators import single_times
 
 __all__ = ["IdentityPreconditioner", "LikelihoodPreconditioner", "NystromPreconditioner",
-           "Preconditioner", "PreconditionerKind"]
+           "Preconditioner", "PreconditionerKind", "preconditioner_kind",
+           "register_preconditioner", "registered_preconditioners"]
 
 
 @runtime_checkable
@@ -81,6 +86,55 @@ class PreconditionerKind:
     name: str
     build: Callable
     peak_bytes: Callable
+
+
+# The preconditioner kinds by name, as the packages that feed them registered them.
+_KINDS = {}
+
+
+def register_preconditioner(kind):
+    """Make ``kind`` (a :class:`PreconditionerKind`) known by its name, and return it.
+
+    A package that feeds the solvers a preconditioner registers its kind when it is imported
+    (``HCK_PRECONDITIONER = register_preconditioner(PreconditionerKind("hck", ...))``), so that
+    a fit below it finds the kind by the name its user passes (:func:`preconditioner_kind`)
+    without importing it.  ``import hkern`` imports every such package, so the registry is full
+    before any call.  A name is registered by one module only (importing that module again
+    replaces its kind).
+
+    Raises
+    ------
+    ValueError
+        When another module's kind already has the name.
+    """
+    known = _KINDS.get(kind.name)
+    if known is not None and known.build.__module__ != kind.build.__module__:
+        raise ValueError(f"a preconditioner kind named {kind.name!r} is already registered, by "
+                         f"{known.build.__module__}")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def preconditioner_kind(name):
+    """The registered :class:`PreconditionerKind` named ``name``.
+
+    Raises
+    ------
+    ValueError
+        When no kind of that name is registered (the message lists the registered names).
+    """
+    try:
+        return _KINDS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"no preconditioner is named {name!r}; the registered ones are "
+                         f"{', '.join(repr(k) for k in _KINDS)} (a package registers its kind "
+                         "when it is imported: import hkern)") from None
+
+
+def registered_preconditioners():
+    """{name: kind} of every registered :class:`PreconditionerKind` (a copy), in the order
+    they were registered."""
+    return dict(_KINDS)
 
 
 class NystromPreconditioner:

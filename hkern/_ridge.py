@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _linalg
-from .._gp import Evidence, ProfiledRidge, best_ridge, column_quads
+from . import _linalg
+from ._gp import Evidence, ProfiledRidge, best_ridge, column_quads
 
 __all__ = ["block_rows", "row_blocks", "ridge_on_features", "ridge_dual"]
 

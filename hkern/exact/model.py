@@ -1,0 +1,117 @@
+"""The exact kernel ridge model: :class:`ExactKRR`, the Gaussian-process posterior that
+:func:`hkern.fit_exact` returns, and the Cholesky factor of K + lam I that the fit and the
+model's posterior variance and likelihood compute."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linalg
+from .._gp import Evidence, GaussianProcessKRR, column_quads
+from .._memory import check_memory
+from .._model import KernelRidgeModel
+from .._ridge import block_rows
+from .._threads import budget_threads, budgeted
+from .._validation import check_rhs
+from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+
+__all__ = ["ExactKRR"]
+
+
+def _system_factor(kind, sigma, lam, X, n_threads):
+    """Lower Cholesky factor of K(X, X) + lam I, computed in the kernel matrix's memory."""
+    n = X.shape[0]
+    K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
+    K.flat[:: n + 1] += lam
+    return _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+
+
+class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
+    """Exact KRR: f(x) = k(x, X) alpha with alpha = (K + lam I)^{-1} Y.
+
+    Also the posterior mean of the Gaussian process f ~ GP(0, k) observed with noise variance
+    lam: ``predict(X, return_std=True)`` adds the posterior standard deviation of f,
+    sqrt(k(x, x) - k(x, X) (K + lam I)^{-1} k(X, x)), and ``log_marginal_likelihood()`` is
+    log N(y | 0, K + lam I) of the training targets.  The model keeps only X and alpha: the
+    standard deviation and ``log_marginal_likelihood(y)`` factorise K + lam I again (the fit's
+    cost: O(n^3) time and 8 n^2 bytes per call), so pass all test points in one call.
+
+    Attributes
+    ----------
+    X_fit_ : ndarray (n, d)
+        Training inputs.
+    dual_coef_ : ndarray (n, k)
+        alpha, in training order.
+    n_iter_ : int or None
+        Conjugate-gradient iterations (``solver="pcg"``); None for the Cholesky solver.
+    solver_trace_ : hkern.solvers.SolverTrace or None
+        Per-iteration residuals, seconds and validation errors of ``solver="pcg"``.
+
+    Examples
+    --------
+    Returned by :func:`fit_exact`; predictions are k(x, X) alpha:
+
+    >>> import numpy as np
+    >>> import hkern
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
+    >>> model = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2)
+    >>> K = hkern.kernel_matrix(X[:5], X, sigma=1.0)
+    >>> bool(np.allclose(model.predict(X[:5]), K @ model.dual_coef_[:, 0]))
+    True
+
+    The posterior standard deviation, and the evidence of the training targets:
+
+    >>> mean, std = model.predict(X[:5], return_std=True)
+    >>> bool(np.all((std > 0) & (std < 1)))
+    True
+    >>> model.log_marginal_likelihood() == model.log_marginal_likelihood(y)
+    True
+    """
+
+    def __init__(self, X, alpha, n_iter=None, solver_trace=None, **kw):
+        super().__init__(**kw)
+        self.X_fit_ = X
+        self.dual_coef_ = alpha
+        self.n_iter_ = n_iter
+        self.solver_trace_ = solver_trace
+
+    def _scores(self, X):
+        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
+                                      budget_threads())
+
+    def _factor(self, extra_bytes, what, fix, max_memory, n_threads):
+        """The Cholesky factor of K + lam I, again, after checking that it and ``extra_bytes``
+        fit in max_memory."""
+        n = self.X_fit_.shape[0]
+        check_memory(8 * n * n + extra_bytes, max_memory,
+                     what=f"{what} (the n x n kernel matrix, n={n})", fix=fix)
+        return _system_factor(self._kind, self._bandwidth, self.lam, self.X_fit_, n_threads)
+
+    @budgeted
+    def _lml_at(self, y, max_memory):
+        # log_marginal_likelihood(y): the fit's factorisation and solve again.
+        n = self.X_fit_.shape[0]
+        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        n_threads = budget_threads()
+        factor = self._factor(32 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
+                              "fit on a subsample", max_memory, n_threads)
+        Y = check_rhs(y, n, "y").reshape(n, -1)
+        alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
+        return Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n).lml()
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
+        n, m = self.X_fit_.shape[0], X.shape[0]
+        step = min(m, block_rows(m, n))
+        factor = self._factor(16 * n * step + 8 * m, f"the posterior variance at {m} points",
+                              "fit on a subsample", max_memory, n_threads)
+        var = kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth)
+        for start in range(0, m, max(step, 1)):
+            stop = min(m, start + step)
+            V = _linalg.solve_triangular(
+                factor, _kernel_matrix_trusted(self._kind, self._bandwidth, self.X_fit_,
+                                               X[start:stop], n_threads),
+                lower=True, n_threads=n_threads)
+            var[start:stop] -= np.einsum("ij,ij->j", V, V)
+            del V     # before the next block's kernel matrix and its copy (the 16 n step bytes)
+        return var
