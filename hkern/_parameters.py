@@ -297,7 +297,8 @@ PARAMETERS = {
     "fit_nystrom.solver": _entry(Options("direct", "pcg")),
     "fit_nystrom.precision": _entry(Options("double", "mixed", "auto")),
     "fit_nystrom.rcond": _entry(Real(0, 1, "left"),
-                                "the relative eigenvalue cutoff of W, e.g. 1e-12"),
+                                "the jitter on W's diagonal relative to its largest entry, "
+                                "e.g. 1e-12"),
     "fit_meka.solver": _entry(Options("direct", "pcg")),
     # HCK and the independent kernel
     "jitter": _entry(Nothing() | Real(0, Bound("lam"), "left"),

@@ -77,18 +77,26 @@ class TestNystrom:
         assert len(np.unique(idx)) == 100 and idx.min() >= 0 and idx.max() < len(X)
 
     def test_rank_deficient_landmarks_are_handled(self, rng):
-        # Duplicated landmarks make W exactly singular; the eigenvalue cutoff drops the null
-        # space instead of inverting it, and the fit equals the dense pseudo-inverse form.
+        # Duplicated landmarks make W exactly singular: the jitter on its diagonal (rcond times
+        # its largest entry, grown where W needs more) makes it positive definite and changes
+        # nothing else.  The coefficients solve the fit's normal equations
+        # (C^T C + lam (W + jitter I)) beta = C^T y to a backward error of rounding (an
+        # explicit inverse of W + jitter I, condition 1e12, is no reference), and the
+        # predictions are the pseudo-inverse form's to the jitter's size.
         X = np.repeat(rng.normal(size=(30, 2)), 2, axis=0)
         y = np.sin(X[:, 0])
         model = hkern.fit_nystrom(X, y, r=60, sigma=1.0, lam=1e-2, seed=0)
-        assert model.rank_ <= 30
+        assert model.rank_ == 60 and 1e-12 <= model.jitter_ <= 1e-9
         C = dense_kernel(X, model.landmarks_, sigma=1.0)
-        W_pinv = np.linalg.pinv(dense_kernel(model.landmarks_, model.landmarks_, sigma=1.0),
-                                rcond=1e-12, hermitian=True)
-        K_nys = C @ W_pinv @ C.T
+        W = dense_kernel(model.landmarks_, model.landmarks_, sigma=1.0)
+        A = C.T @ C + 1e-2 * (W + model.jitter_ * np.eye(60))
+        beta, b = model.coef_[:, 0], C.T @ y
+        backward = np.linalg.norm(A @ beta - b) / (np.linalg.norm(A, 2) * np.linalg.norm(beta)
+                                                   + np.linalg.norm(b))
+        assert backward < 1e-14
+        K_nys = C @ np.linalg.pinv(W, rcond=1e-12, hermitian=True) @ C.T
         alpha = np.linalg.solve(K_nys + 1e-2 * np.eye(len(X)), y)
-        assert rel_norm(model.predict(X), K_nys @ alpha) < 1e-6
+        assert rel_norm(model.predict(X), K_nys @ alpha) < 1e-8
 
 
 class TestRFF:

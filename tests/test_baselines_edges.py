@@ -5,7 +5,7 @@ smaller defects of item 12 (complex right-hand sides, missing labels, rcond = 1)
 """
 import numpy as np
 import pytest
-from oracles import KERNELS
+from oracles import KERNELS, dense_kernel
 from reliability_helpers import read_only
 
 import hkern
@@ -186,7 +186,14 @@ class TestSmallDefects:
         with pytest.raises(ValueError, match=r"rcond must be a real number in \[0, 1\)"):
             hkern.fit_nystrom(X, y, r=10, rcond=rcond, sigma=1.0, lam=1e-2)
 
-    def test_rcond_just_below_one_keeps_the_top_eigenvalue(self, problem):
+    def test_rcond_just_below_one_is_a_jitter_of_w_s_size(self, problem):
+        # A jitter as large as W's diagonal is a strong shrinkage, not an error: the model is
+        # KRR with C (W + jitter I)^{-1} C^T.
         X, y = problem
         model = hkern.fit_nystrom(X, y, r=10, rcond=0.999999, seed=0, sigma=1.0, lam=1e-2)
-        assert model.rank_ == 1 and np.abs(model.coef_).max() > 0
+        assert model.rank_ == 10 and model.jitter_ == pytest.approx(0.999999)
+        C = dense_kernel(X, model.landmarks_, sigma=1.0)
+        W = dense_kernel(model.landmarks_, model.landmarks_, sigma=1.0)
+        K_nys = C @ np.linalg.solve(W + model.jitter_ * np.eye(10), C.T)
+        alpha = np.linalg.solve(K_nys + 1e-2 * np.eye(len(X)), y)
+        assert np.abs(model.predict(X) - K_nys @ alpha).max() < 1e-10 * np.abs(y).max()

@@ -142,4 +142,5 @@ class NystromPCGProblem(SelectionProblem):
             inputs, sigma, self.tol, x0, validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]))
         return self.model(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          evidence=None, **inputs.model_params(self.a["n_jobs"]))
+                          jitter=trace.jitter, evidence=None,
+                          **inputs.model_params(self.a["n_jobs"]))

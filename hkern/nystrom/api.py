@@ -27,38 +27,78 @@ from .checks import check_precision
 from .model import NystromKRR
 from .sharded import fit_nystrom_sharded
 
-__all__ = ["fit_nystrom", "nystrom_feature_map", "nystrom_peak_bytes", "check_rcond"]
+__all__ = ["fit_nystrom", "landmark_factor", "nystrom_feature_map", "nystrom_peak_bytes",
+           "check_rcond"]
 
 
-def nystrom_feature_map(W, rcond):
-    """M (r, p) with M M^T = W^+ restricted to W's numerically non-zero spectrum.
+# W + jitter I is factorised with the jitter grown tenfold while it is not positive definite to
+# working precision, at most this many times (as FALKON's, hkern.solvers.falkon).
+JITTER_STEPS = 10
 
-    Features Phi = K(X, Z) M give K(X, Z) W^+ K(Z, X) = Phi Phi^T.  W is never inverted:
-    eigenvalues at or below rcond * max eigenvalue are dropped (they are round-off for a
-    smooth kernel), the rest scaled by 1/sqrt.
+
+def landmark_factor(W, rcond, n_threads):
+    """(L, jitter): the lower Cholesky factor L L^T = W + jitter I of the landmarks' kernel
+    matrix W, computed in W's memory (a C-contiguous float64 array, overwritten) by the tiled,
+    polled Cholesky that FALKON uses (bitwise the same for any ``n_threads``).
+
+    The jitter starts at max(rcond, r eps) max_i W_ii and grows tenfold while W + jitter I is
+    not positive definite to working precision (nearly duplicated landmarks).  Directions of W
+    far below the jitter then count for nothing, as an eigenvalue cutoff would drop them,
+    without an eigendecomposition: r^3 / 3 flops instead of about 9 r^3.
+
+    Raises
+    ------
+    ValueError
+        If W + jitter I cannot be factorised for any jitter up to 1e10 times the first.
     """
-    w, V = _linalg.eigh(W)
-    keep = w > rcond * w[-1]
-    return V[:, keep] / np.sqrt(w[keep])
+    r = W.shape[0]
+    diagonal = W.diagonal().copy()
+    jitter = max(rcond, r * float(np.finfo(np.float64).eps)) * (
+        float(diagonal.max(initial=0.0)) or 1.0)
+    for _ in range(JITTER_STEPS + 1):
+        W.flat[:: r + 1] = diagonal + jitter
+        try:
+            return _linalg.cholesky(W, overwrite=True, n_threads=n_threads), jitter
+        except np.linalg.LinAlgError:
+            _linalg.symmetrize(W, from_lower=False)     # W's upper triangle is untouched
+            jitter *= 10.0
+    raise ValueError(f"the kernel matrix of the {r} landmarks is not positive definite even "
+                     f"with {jitter / 10:.1e} added to its diagonal: use fewer landmarks, "
+                     "landmarks='rpcholesky', or a smaller sigma")
+
+
+def nystrom_feature_map(W, rcond, n_threads=1):
+    """M (r, r), upper triangular, with M M^T = (W + jitter I)^{-1}: M = L^{-T} for the
+    factor of :func:`landmark_factor` (W is not modified).
+
+    Features Phi = K(X, Z) M give K(X, Z) (W + jitter I)^{-1} K(Z, X) = Phi Phi^T, the
+    Nystrom approximation of the kernel (the NystromTransformer's map; the fit itself
+    solves with L instead of forming M).
+    """
+    W = np.array(W, dtype=np.float64, order="C", copy=True)
+    L, _ = landmark_factor(W, rcond, n_threads)
+    L_inv = _linalg.solve_triangular(L, np.eye(W.shape[0]), lower=True, n_threads=n_threads,
+                                     overwrite_b=True)
+    return np.ascontiguousarray(L_inv.T)
 
 
 def check_rcond(rcond):
-    """The relative eigenvalue cutoff of W, checked: 0 <= rcond < 1."""
+    """The relative jitter of W's factor (:func:`landmark_factor`), checked: 0 <= rcond < 1."""
     return check_parameter("rcond", rcond, "fit_nystrom")
 
 
 def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
     """Peak bytes of :func:`fit_nystrom` beyond its inputs.
 
-    W (r^2) stays alive through the fit; the eigendecomposition holds a copy of W, the
-    eigenvectors and the divide and conquer's workspace (3 r^2 more) and then M (r^2); the
-    ridge phase holds W, M, the Gram matrix and one block's Gram product (4 r^2) and one row
-    block of C and of C M (two blocks of ``block_rows(n, r) * r`` doubles, about 32 MiB
-    each).  An adaptive landmark selection (oASIS, greedy, RP-Cholesky) runs first and frees
-    its n x r factors before the fit: the peak is the larger of the two phases.
+    W (r^2) is factorised in its own memory and its factor L stays alive through the fit; the
+    ridge phase holds L, the Gram matrix and one block's Gram product (3 r^2), and with
+    lam="auto" the Gram matrix's copy and dsyevd's workspace (5 r^2 in all), and one row block
+    of C, whose features L solves in place (``block_rows(n, r) * r`` doubles, about 32 MiB).
+    An adaptive landmark selection (oASIS, greedy, RP-Cholesky) runs first and frees its
+    n x r factors before the fit: the peak is the larger of the two phases.
     """
     rows = block_rows(n, r)
-    return with_selection_bytes(8 * (5 * r * r + 2 * rows * r + 4 * r * n_outputs), n, r,
+    return with_selection_bytes(8 * (5 * r * r + rows * r + 4 * r * n_outputs), n, r,
                                 landmarks)
 
 
@@ -112,8 +152,9 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     W = K(Z, Z).  The model is f(x) = k(x, Z) alpha with alpha minimising
     ||C alpha - y||^2 + lam alpha^T W alpha, which is KRR with the kernel matrix C W^+ C^T.
 
-    The direct solver solves the r-dimensional ridge problem in the features Phi = C M with
-    M M^T = W^+ (eigendecomposition of W with a relative cutoff; no explicit inverse of W).
+    The direct solver solves the r-dimensional ridge problem in the features Phi = C L^{-T},
+    L L^T = W + jitter I by the tiled Cholesky (the jitter a relative ``rcond`` of W's
+    diagonal, larger where W needs it; :func:`landmark_factor`; no explicit inverse of W).
     Phi is formed one row block at a time, so memory is O(r^2 + block * r), never O(n r);
     time O(n r^2 + r^3).  The PCG solver is FALKON's algorithm (Rudi, Carratino and Rosasco,
     2017; :mod:`hkern.solvers.falkon`): conjugate gradients on the normal equations
@@ -137,11 +178,13 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         Landmark sampling.
     task : {"regression", "classification"}
     rcond : float
-        Eigenvalues of W at or below rcond * max are treated as zero; 0 <= rcond < 1 (the
-        largest eigenvalue is always kept).  Direct solver only: PCG factorises W + jitter I,
-        the jitter r * eps unless W needs more (``solver_trace_.jitter``).
+        The direct solver factorises W + jitter I with jitter = max(rcond, r eps) max_i W_ii,
+        grown tenfold while W needs more (nearly duplicated landmarks; ``jitter_``): W's
+        directions far below it count for nothing, as eigenvalues below a relative cutoff.
+        0 <= rcond < 1.  PCG's jitter is r * eps unless W needs more
+        (``solver_trace_.jitter``).
     solver : {"direct", "pcg"}
-        ``"direct"``: the ridge problem in Nystrom features (eigendecomposition of W, r x r
+        ``"direct"``: the ridge problem in Nystrom features (Cholesky factor of W, r x r
         Gram matrix).  ``"pcg"``: FALKON's preconditioned conjugate gradients (above), for
         large r.  PCG computes no log-determinant: ``lam="auto"`` and ``sigma="auto"`` need the
         direct solver.
@@ -260,17 +303,21 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
             verbose=verbose, n_threads=n_threads, precision=precision)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          evidence=None, **inputs.model_params(n_jobs))
+                          jitter=trace.jitter, evidence=None, **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
-    M = nystrom_feature_map(W, rcond)
+    L, jitter = landmark_factor(W, rcond, n_threads)
+    del W                                     # L is W's memory
 
     def features(rows):
-        """Phi = K(rows, Z) M for a block of training rows (C = K(rows, Z) is r wide)."""
+        """Phi = K(rows, Z) L^{-T} for a block of training rows, solved in C = K(rows, Z)'s
+        memory (n_rows r^2 flops: half a product with an explicit L^{-T})."""
         C = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, rows, Z, n_threads)
-        return _linalg.matmul(C, M, n_threads=n_threads)
+        return _linalg.solve_triangular(L, C, lower=True, trans=True, left=False,
+                                        n_threads=n_threads, overwrite_b=True)
 
-    coef_features, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, M.shape[1],
-                                                     r, n_threads)
-    coef = _linalg.matmul(M, coef_features, n_threads=n_threads)
-    return NystromKRR(Z, indices, coef, M.shape[1], evidence=evidence,
+    coef_features, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, r, r,
+                                                     n_threads)
+    coef = _linalg.solve_triangular(L, coef_features, lower=True, trans=True,
+                                    n_threads=n_threads)
+    return NystromKRR(Z, indices, coef, r, jitter=jitter, evidence=evidence,
                       **inputs.model_params(n_jobs, lam=lam))

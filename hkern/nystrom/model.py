@@ -22,7 +22,9 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     coef_ : ndarray (r, k)
         beta.
     rank_ : int
-        Numerical rank kept of K(Z, Z) (the direct solver), or the number of centres (PCG).
+        The number of landmarks (the features' dimension).
+    jitter_ : float
+        What was added to K(Z, Z)'s diagonal before its Cholesky factorisation (``rcond``).
     n_iter_ : int or None
         Conjugate-gradient iterations (``solver="pcg"``); None for the direct solver.
     solver_trace_ : hkern.solvers.SolverTrace or None
@@ -44,12 +46,14 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     True
     """
 
-    def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None, **kw):
+    def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None,
+                 jitter=0.0, **kw):
         super().__init__(**kw)
         self.landmarks_ = landmarks
         self.landmark_indices_ = indices
         self.coef_ = coef
         self.rank_ = rank
+        self.jitter_ = jitter
         self.n_iter_ = n_iter
         self.solver_trace_ = solver_trace
 

@@ -132,7 +132,7 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
         n_total=fit.n, normal_times=normal_times,
         system=None if start is None else start.system_on(inputs.X, inputs.lam, normal_times))
     return model_class(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                       evidence=None, **inputs.model_params(n_jobs))
+                       jitter=trace.jitter, evidence=None, **inputs.model_params(n_jobs))
 
 
 def _validation_error(state, validation, inputs, centres, n_threads):

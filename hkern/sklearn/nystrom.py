@@ -6,6 +6,7 @@ import numpy as np
 import hkern
 
 from .. import _linalg
+from .._threads import thread_budget
 from .._validation import check_seed
 from ..nystrom.api import check_rcond, nystrom_feature_map
 from ..oasis.landmarks import check_landmarks, landmark_rows
@@ -86,10 +87,12 @@ class NystromTransformer(HkernTransformer):
     """The Nystrom feature map of :func:`hkern.fit_nystrom` as a scikit-learn transformer.
 
     ``fit`` chooses r landmarks Z from X as :func:`hkern.fit_nystrom` does (same
-    ``landmarks`` methods, the same rows for the same seed) and M with M M^T = W^+ for
-    W = K(Z, Z) (:func:`hkern.nystrom.api.nystrom_feature_map`, eigenvalues at or below
-    ``rcond`` times the largest dropped); ``transform`` gives Phi(X) = K(X, Z) M, so that
-    Phi(X) Phi(Y)^T = K(X, Z) W^+ K(Z, Y), the Nystrom approximation of the kernel.
+    ``landmarks`` methods, the same rows for the same seed) and M = L^{-T} (upper
+    triangular) for the Cholesky factor L L^T = W + jitter I of W = K(Z, Z)
+    (:func:`hkern.nystrom.api.nystrom_feature_map`, the jitter ``rcond`` times W's largest
+    diagonal entry, or more where W needs it); ``transform`` gives Phi(X) = K(X, Z) M, so
+    that Phi(X) Phi(Y)^T = K(X, Z) (W + jitter I)^{-1} K(Z, Y), the Nystrom approximation of
+    the kernel.
     A linear ridge regression without intercept on these features with ``alpha=lam`` is
     :func:`hkern.fit_nystrom` with the same ``lam``.
 
@@ -99,8 +102,8 @@ class NystromTransformer(HkernTransformer):
         The landmarks Z.
     landmark_indices_ : ndarray (r,)
         Their rows in the X of ``fit``, sorted.
-    normalization_ : ndarray (r, n_components)
-        M; ``n_components`` is the numerical rank of W kept.
+    normalization_ : ndarray (r, r)
+        M, upper triangular.
 
     See Also
     --------
@@ -152,7 +155,8 @@ class NystromTransformer(HkernTransformer):
         # validation keeps float32 X, which kernel_matrix would otherwise evaluate in float32).
         W = hkern.kernel_matrix(self.landmarks_, kernel=self.kernel, sigma=self.sigma,
                                 n_jobs=self.n_jobs, dtype=np.float64, max_memory=self.max_memory)
-        self.normalization_ = nystrom_feature_map(W, rcond)
+        with thread_budget(self.n_jobs) as n_threads:
+            self.normalization_ = nystrom_feature_map(W, rcond, n_threads)
         self._n_features_out = self.normalization_.shape[1]
 
     def _transform(self, X, n_threads):
