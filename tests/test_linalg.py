@@ -526,6 +526,8 @@ def test_eigh_and_lstsq_refuse_non_finite_matrices(bad):
     with pytest.raises(LinAlgError, match="non-finite"):
         hl.lstsq(np.eye(4), np.array([1.0, bad, 0.0, 0.0]))
     with pytest.raises(LinAlgError, match="non-finite"):
+        hl.lstsq(A[:, :30], np.ones(60), driver="gesdd")
+    with pytest.raises(LinAlgError, match="non-finite"):
         hl.qr(A[:, :30])
     upper_only = np.eye(60)
     upper_only[3, 50] = bad                     # eigh reads the lower triangle only
@@ -593,17 +595,21 @@ def test_eigh_hard_cases_at_thousands(rng, make):
 
 
 def test_lstsq_and_qr_graded_at_thousands(rng):
-    """dgelsd on a graded 2500 x 1200 matrix (columns 1 down to 1e-200): the residual is
-    orthogonal to A's kept range, as for SciPy's gelsd; dgelqf/dorglq's thin QR of it has
-    orthonormal Q and reproduces A column by column to each column's own scale."""
+    """Both drivers on a graded 2500 x 1200 matrix (columns 1 down to 1e-200): the fitted
+    values A X of SciPy's gelsd to 10 eps times the kept condition number; dgelqf/dorglq's
+    thin QR of it has orthonormal Q and reproduces A column by column to each column's own
+    scale."""
     m, n = 2500, 1200
     scale = np.logspace(0, -200, n)
     A = rng.standard_normal((m, n)) * scale
     B = rng.standard_normal((m, 2))
-    X, rank = hl.lstsq(A, B, rcond=1e-10, n_threads=2)
-    Xr, _, rank_r, _ = sla.lstsq(A, B, cond=1e-10, lapack_driver="gelsd")
-    assert rank == rank_r
-    assert_rel(A @ X, A @ Xr, 1e-10)
+    Xr, _, rank_r, s = sla.lstsq(A, B, cond=1e-10, lapack_driver="gelsd")
+    # Two stable solvers agree on the fitted values to eps times the kept condition number.
+    bound = 10 * np.finfo(float).eps * s[0] / s[rank_r - 1]
+    for driver in ("gelsd", "gesdd"):
+        X, rank = hl.lstsq(A, B, rcond=1e-10, n_threads=2, driver=driver)
+        assert rank == rank_r
+        assert_rel(A @ X, A @ Xr, bound)
     Q, R = hl.qr(A, n_threads=2)
     assert np.abs(Q.T @ Q - np.eye(n)).max() <= 1e-12
     assert np.all(np.abs(Q @ R - A).max(axis=0) <= 1e-13 * np.abs(A).max(axis=0) * np.sqrt(m))
@@ -632,11 +638,12 @@ def test_lapack_threads_change_only_the_time(rng):
 
 @pytest.mark.parametrize("m,n", [(30, 8), (8, 8), (8, 30)])
 @pytest.mark.parametrize("rhs", ["vector", "matrix"])
-def test_lstsq_full_rank(rng, m, n, rhs):
+@pytest.mark.parametrize("driver", ["gelsd", "gesdd"])
+def test_lstsq_full_rank(rng, driver, m, n, rhs):
     A = rng.standard_normal((m, n))
     B = rng.standard_normal(m) if rhs == "vector" else rng.standard_normal((m, 3))
     A0, B0 = A.copy(), B.copy()
-    X, rank = hl.lstsq(A, B)
+    X, rank = hl.lstsq(A, B, driver=driver)
     ref = np.linalg.lstsq(A, B, rcond=None)[0]
     assert rank == min(m, n)
     assert X.shape == ref.shape
@@ -647,40 +654,44 @@ def test_lstsq_full_rank(rng, m, n, rhs):
 
 @pytest.mark.parametrize("m,n,r", [(30, 12, 5), (12, 30, 5), (20, 20, 1), (25, 10, 9)])
 @pytest.mark.parametrize("rhs", ["vector", "matrix"])
-def test_lstsq_rank_deficient_is_minimum_norm(rng, m, n, r, rhs):
+@pytest.mark.parametrize("driver", ["gelsd", "gesdd"])
+def test_lstsq_rank_deficient_is_minimum_norm(rng, driver, m, n, r, rhs):
     A = rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
     B = rng.standard_normal(m) if rhs == "vector" else rng.standard_normal((m, 4))
-    X, rank = hl.lstsq(A, B)
+    X, rank = hl.lstsq(A, B, driver=driver)
     assert rank == r
     assert_rel(X, np.linalg.pinv(A, rcond=1e-10) @ B)
     assert_rel(X, np.linalg.lstsq(A, B, rcond=1e-10)[0])
 
 
-def test_lstsq_exactly_duplicated_columns(rng):
+@pytest.mark.parametrize("driver", ["gelsd", "gesdd"])
+def test_lstsq_exactly_duplicated_columns(rng, driver):
     A = rng.standard_normal((15, 4))
     A = np.hstack([A, A[:, :2]])                  # rank 4, six columns
     B = rng.standard_normal((15, 2))
-    X, rank = hl.lstsq(A, B)
+    X, rank = hl.lstsq(A, B, driver=driver)
     assert rank == 4
     assert_rel(X, np.linalg.pinv(A) @ B)
     # Minimum norm: the duplicated columns share the weight equally.
     np.testing.assert_allclose(X[:2], X[4:], rtol=1e-12, atol=0)
 
 
-def test_lstsq_rcond_is_relative(rng):
+@pytest.mark.parametrize("driver", ["gelsd", "gesdd"])
+def test_lstsq_rcond_is_relative(rng, driver):
     m, n = 12, 3
     A = with_singular_values(rng, m, n, np.array([1.0, 1e-2, 1e-14]))
     B = rng.standard_normal((m, 2))
     for rcond, r in [(1e-12, 2), (1e-1, 1), (1e-16, 3)]:
         for scale in (1.0, 1e-8, 1e8):
-            X, rank = hl.lstsq(scale * A, B, rcond=rcond)
+            X, rank = hl.lstsq(scale * A, B, rcond=rcond, driver=driver)
             assert rank == r, (rcond, scale)
             if r < 3:   # the rank-3 solution is too ill-conditioned to compare at 1e-12
                 assert_rel(X, np.linalg.pinv(scale * A, rcond=rcond) @ B)
 
 
 @pytest.mark.parametrize("m,n", [(700, 300), (300, 300), (200, 450)])
-def test_lstsq_matches_the_pseudo_inverse(rng, m, n):
+@pytest.mark.parametrize("driver", ["gelsd", "gesdd"])
+def test_lstsq_matches_the_pseudo_inverse(rng, driver, m, n):
     """Tall, square and wide A = U diag(s) V^T with s from 1 down to 1e-9, cut at 1e-6 and at
     1e-12: the pseudo-inverse solution V diag(1/s) U^T B over the kept s, to 10 eps times the
     kept condition number."""
@@ -693,7 +704,7 @@ def test_lstsq_matches_the_pseudo_inverse(rng, m, n):
     for rcond in (1e-6, 1e-12):
         keep = s > rcond * s[0]
         exact = (V[:, keep] / s[keep]) @ (U[:, keep].T @ B)
-        X, rank = hl.lstsq(A, B, rcond=rcond)
+        X, rank = hl.lstsq(A, B, rcond=rcond, driver=driver)
         assert rank == np.sum(keep)
         assert_rel(X, exact, 10 * np.finfo(float).eps * s[0] / s[keep][-1])
 
@@ -701,6 +712,8 @@ def test_lstsq_matches_the_pseudo_inverse(rng, m, n):
 def test_lstsq_shape_error():
     with pytest.raises(ValueError, match="same number of rows"):
         hl.lstsq(np.ones((4, 2)), np.ones(3))
+    with pytest.raises(ValueError, match="driver must be"):
+        hl.lstsq(np.ones((4, 2)), np.ones(4), driver="gelsy")
     with pytest.raises(ValueError, match="2-D"):
         hl.lstsq(np.ones(4), np.ones(4))
 
@@ -786,7 +799,11 @@ def test_empty_inputs():
     assert Q.shape == (4, 0) and R.shape == (0, 0)
     X, rank = hl.lstsq(E, e)
     assert X.shape == (0,) and rank == 0
-    X, rank = hl.lstsq(np.zeros((0, 3)), np.zeros((0, 2)))
+    for driver in ("gelsd", "gesdd"):
+        X, rank = hl.lstsq(np.zeros((0, 3)), np.zeros((0, 2)), driver=driver)
+        np.testing.assert_array_equal(X, np.zeros((3, 2)))
+        assert rank == 0
+    X, rank = hl.lstsq(np.zeros((4, 3)), np.ones((4, 2)), driver="gesdd")
     np.testing.assert_array_equal(X, np.zeros((3, 2)))
     assert rank == 0
 
@@ -841,11 +858,12 @@ def test_lstsq_property(m, n, seed):
     A = rng.standard_normal((m, n))
     s = np.linalg.svd(A, compute_uv=False)
     B = rng.standard_normal(m)
-    X, rank = hl.lstsq(A, B)
     ref = np.linalg.lstsq(A, B, rcond=None)[0]
     cond = s[0] / s[-1]
-    assert rank == min(m, n)
-    assert rel_norm(X, ref) <= 1e-14 * cond**2 + TOL
+    for driver in ("gelsd", "gesdd"):
+        X, rank = hl.lstsq(A, B, driver=driver)
+        assert rank == min(m, n)
+        assert rel_norm(X, ref) <= 1e-14 * cond**2 + TOL
 
 
 @pytest.mark.parametrize("lower", [True, False])
