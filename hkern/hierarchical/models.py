@@ -15,9 +15,13 @@ from . import _blocks, _posterior, _tree
 __all__ = ["HierarchicalKRR", "IndependentKRR"]
 
 # kernel_pca's eigensolver: Lanczos below this fraction of n components, dense from it on.
-# Measured on one thread (CPU seconds, 2-core machine under load): n = 3000, r = 64, Lanczos
-# 2.65 s at k = 300 and 12.2 s at k = 600 against dense 5.0 s at k = 300 and 9.9 s at k = 1000;
-# n = 1500: Lanczos 0.55 s at k = 150 against dense 0.71 s.  The crossover is near n / 8.
+# Measured with the dense pairs from LAPACK's dsyevr (2026-11-29, idle, n_jobs=2; kin40k,
+# r = 64): n = 3000, Lanczos 0.70 / 2.48 / 8.02 s at k = 200 / 375 / 600 against dense 2.39 /
+# 2.75 / 3.42 s; n = 6000, 7.52 / 29.9 s at k = 400 / 750 against 21.6 / 25.6 s.  The
+# crossover is near n / 8.  Lanczos is ARPACK's (scipy.sparse.linalg.eigsh): written here in its
+# place, a block subspace iteration applied the operator to 22-24 times as many columns
+# (n = 3000, k = 30: 2520 against 112; k = 100: 7200 against 304) and a block Krylov method
+# with thick restarts to 2-3 times as many (220; 800-896), and neither beat its time.
 PCA_DENSE_FRACTION = 0.125
 # Lanczos applies the operator to one vector at a time: O(n r) work, which at n r = 2e5 is
 # well under a millisecond, so an OpenMP fork and join per product dominates once another

@@ -208,7 +208,7 @@ cdef void kernel_tiles(int kind, double sigma, int m, int n, int d,
     The tile grid does not depend on n_threads, so every entry is computed by the same
     operations whatever the thread count: results are bitwise identical for any n_jobs
     (BLAS must be limited to one thread by the caller while this runs in parallel).  Checks
-    for an interrupt before each tile (it may be NULL; see hkern/_linalg.pxd).
+    for an interrupt before each tile (it may be NULL; see hkern/_linalg/interrupt.pxd).
     """
     kernel_tiles_t(kind, sigma, m, n, d, X, xsq, Y, ysq, out, ldo, n_threads, it)
 
