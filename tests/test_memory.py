@@ -93,6 +93,8 @@ def test_kernel_matrix_of_a_huge_shape_is_refused_at_once():
                                  "sigma=1.0, lam=1e-2)"),
     (SETUP.format(n=3000, d=5), "hkern.fit_nystrom(X, y, r=3000, seed=0, n_jobs=2,"
                                 "sigma=1.0, lam=1e-2)"),
+    (SETUP.format(n=3000, d=5), "hkern.fit_nystrom(X, y, r=3000, seed=0, n_jobs=2,"
+                                "sigma=1.0, lam='auto')"),
     (SETUP.format(n=100000, d=5),
      "hkern.fit_nystrom(X, y, r=150, landmarks='oasis', seed=0, n_jobs=2, sigma=1.0, lam=1e-2)"),
     (SETUP.format(n=20000, d=5), "hkern.fit_rff(X, y, r=3000, seed=0, n_jobs=2,"
@@ -100,6 +102,7 @@ def test_kernel_matrix_of_a_huge_shape_is_refused_at_once():
     (SETUP.format(n=3000, d=5), "hkern.fit_rff(X, y, r=6000, seed=0, n_jobs=2,"
                                 "sigma=1.0, lam=1e-2)"),
 ], ids=["kernel_matrix", "kernel_matrix_rect", "kernel_matvec", "fit_exact", "fit_nystrom",
-        "fit_nystrom_r_eq_n", "fit_nystrom_oasis", "fit_rff", "fit_rff_dual"])
+        "fit_nystrom_r_eq_n", "fit_nystrom_r_eq_n_select_lam", "fit_nystrom_oasis", "fit_rff",
+        "fit_rff_dual"])
 def test_estimate_matches_peak_rss(setup, call):
     assert_estimate_close(setup, call)

@@ -87,19 +87,22 @@ def check_rcond(rcond):
     return check_parameter("rcond", rcond, "fit_nystrom")
 
 
-def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform"):
+def nystrom_peak_bytes(n, r, n_outputs, landmarks="uniform", *, select_lam=True):
     """Peak bytes of :func:`fit_nystrom` beyond its inputs.
 
     W (r^2) is factorised in its own memory and its factor L stays alive through the fit; the
-    ridge phase holds L, the Gram matrix and one block's Gram product (3 r^2), and with
-    lam="auto" the Gram matrix's copy and dsyevd's workspace (5 r^2 in all), and one row block
+    ridge phase holds L, the Gram matrix and one block's Gram product (3 r^2) and one row block
     of C, whose features L solves in place (``block_rows(n, r) * r`` doubles, about 32 MiB).
-    An adaptive landmark selection (oASIS, greedy, RP-Cholesky) runs first and frees its
-    n x r factors before the fit: the peak is the larger of the two phases.
+    Selecting lam (``select_lam``, lam="auto") then holds L, the Gram matrix, its copy with
+    the eigenvectors and dsyevd's workspace of 2 r^2: 5 r^2.  An adaptive landmark selection
+    (oASIS, greedy, RP-Cholesky) runs first and frees its n x r factors before the fit: the
+    peak is the larger of the two phases.
     """
     rows = block_rows(n, r)
-    return with_selection_bytes(8 * (5 * r * r + rows * r + 4 * r * n_outputs), n, r,
-                                landmarks)
+    ridge = 8 * (3 * r * r + rows * r)
+    if select_lam:
+        ridge = max(ridge, 8 * 5 * r * r)
+    return with_selection_bytes(ridge + 8 * 4 * r * n_outputs, n, r, landmarks)
 
 
 def with_selection_bytes(fit_bytes, n, r, landmarks, widened=0):
@@ -218,9 +221,10 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         and predicts its own test points.  An error on any rank ends the call on every rank.
     max_memory : int or None
         Most bytes the fit may allocate (the direct solver: :func:`nystrom_peak_bytes`, about
-        40 r^2 + 64 MiB; PCG: :func:`hkern.solvers.falkon_bytes`, about 8 r^2 + 80 r k + 8 n k,
-        4 r^2 for the factors with ``precision="mixed"``); None (default): the memory
-        available when the call starts.  With ``comm``: per rank, for its rows.
+        24 r^2 + 32 MiB, 40 r^2 with lam="auto"; PCG: :func:`hkern.solvers.falkon_bytes`,
+        about 8 r^2 + 80 r k + 8 n k, 4 r^2 for the factors with ``precision="mixed"``); None
+        (default): the memory available when the call starts.  With ``comm``: per rank, for
+        its rows.
     precision : {"auto", "double", "mixed"}
         FALKON's arithmetic (``solver="pcg"``).  ``"mixed"``: the factors of W and the passes
         over C in single precision (float32 kernel values from the fused engine, half the
@@ -290,7 +294,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         if validation is not None:
             check_validation(validation, inputs)
             raise ValueError(_VALIDATION_NEEDS_PCG)
-        peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks)
+        peak = nystrom_peak_bytes(n, r, Y.shape[1], landmarks,
+                                  select_lam=isinstance(inputs.lam, ProfiledRidge))
     check_memory(peak + inputs.scaled_bytes, max_memory,
                  what=f"fit_nystrom with n={n}, r={r}", fix="choose a smaller r")
 
