@@ -51,7 +51,7 @@ class NystromApprox:
     def __init__(self, X, Z, sigma, n_threads=1):
         start = time.perf_counter()
         self.X, self.sigma = X, sigma
-        M = nystrom_feature_map(_kernel_matrix_trusted(0, sigma, Z, Z, n_threads), 1e-12)
+        M, _ = nystrom_feature_map(_kernel_matrix_trusted(0, sigma, Z, Z, n_threads), 1e-11)
         self.Phi = np.empty((X.shape[0], M.shape[1]))
         for s in range(0, X.shape[0], 8192):
             C = _kernel_matrix_trusted(0, sigma, X[s:s + 8192], Z, n_threads)

@@ -297,8 +297,7 @@ PARAMETERS = {
     "fit_nystrom.solver": _entry(Options("direct", "pcg")),
     "fit_nystrom.precision": _entry(Options("double", "mixed", "auto")),
     "fit_nystrom.rcond": _entry(Real(0, 1, "left"),
-                                "the jitter on W's diagonal relative to its largest entry, "
-                                "e.g. 1e-12"),
+                                "the jitter on W's diagonal relative to its trace, e.g. 1e-11"),
     "fit_meka.solver": _entry(Options("direct", "pcg")),
     # HCK and the independent kernel
     "jitter": _entry(Nothing() | Real(0, Bound("lam"), "left"),

@@ -95,7 +95,8 @@ class TestExtremeMagnitudes:
 
     @pytest.mark.parametrize("fit", ["exact", "nystrom"])
     def test_tiny_sigma_is_the_identity_kernel(self, fit, problem):
-        # K = I: alpha = y / (1 + lam); Nystrom with W = I gives K~ = the landmark indicator.
+        # K = I: alpha = y / (1 + lam); Nystrom with W = I gives K~ = the landmark indicator
+        # times 1 / (1 + jitter), and predictions k y / (k + lam) there.
         X, y = problem
         lam = 0.1
         model = FITS[fit](X, y, sigma=1e-300, lam=lam)
@@ -104,7 +105,8 @@ class TestExtremeMagnitudes:
             np.testing.assert_allclose(pred, y / (1 + lam), rtol=1e-14)
         else:
             on = np.isin(np.arange(len(X)), model.landmark_indices_)
-            np.testing.assert_allclose(pred[on], y[on] / (1 + lam), rtol=1e-12)
+            k = 1 / (1 + model.jitter_)
+            np.testing.assert_allclose(pred[on], y[on] * k / (k + lam), rtol=1e-14)
             np.testing.assert_array_equal(pred[~on], 0.0)
         np.testing.assert_array_equal(model.predict(X[:5] + 0.5), 0.0)
 
@@ -187,11 +189,11 @@ class TestSmallDefects:
             hkern.fit_nystrom(X, y, r=10, rcond=rcond, sigma=1.0, lam=1e-2)
 
     def test_rcond_just_below_one_is_a_jitter_of_w_s_size(self, problem):
-        # A jitter as large as W's diagonal is a strong shrinkage, not an error: the model is
+        # A jitter as large as W's trace is a strong shrinkage, not an error: the model is
         # KRR with C (W + jitter I)^{-1} C^T.
         X, y = problem
         model = hkern.fit_nystrom(X, y, r=10, rcond=0.999999, seed=0, sigma=1.0, lam=1e-2)
-        assert model.rank_ == 10 and model.jitter_ == pytest.approx(0.999999)
+        assert model.rank_ == 10 and model.jitter_ == pytest.approx(0.999999 * 10)
         C = dense_kernel(X, model.landmarks_, sigma=1.0)
         W = dense_kernel(model.landmarks_, model.landmarks_, sigma=1.0)
         K_nys = C @ np.linalg.solve(W + model.jitter_ * np.eye(10), C.T)

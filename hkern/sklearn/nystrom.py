@@ -27,7 +27,7 @@ class _NystromParameters:
                           "    direct solver), from ``model_.n_iter_``.\n"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", random_state=None,
-                 n_jobs=None, landmarks="uniform", rcond=1e-12, solver="direct", tol=1e-3,
+                 n_jobs=None, landmarks="uniform", rcond=1e-11, solver="direct", tol=1e-3,
                  max_iter=1000, validation=None, criterion="auto", verbose=False,
                  precision="auto", max_memory=None):
         self.r = r
@@ -89,8 +89,8 @@ class NystromTransformer(HkernTransformer):
     ``fit`` chooses r landmarks Z from X as :func:`hkern.fit_nystrom` does (same
     ``landmarks`` methods, the same rows for the same seed) and M = L^{-T} (upper
     triangular) for the Cholesky factor L L^T = W + jitter I of W = K(Z, Z)
-    (:func:`hkern.nystrom.api.nystrom_feature_map`, the jitter ``rcond`` times W's largest
-    diagonal entry, or more where W needs it); ``transform`` gives Phi(X) = K(X, Z) M, so
+    (:func:`hkern.nystrom.api.nystrom_feature_map`, the jitter ``rcond`` times W's trace,
+    or more where W needs it); ``transform`` gives Phi(X) = K(X, Z) M, so
     that Phi(X) Phi(Y)^T = K(X, Z) (W + jitter I)^{-1} K(Z, Y), the Nystrom approximation of
     the kernel.
     A linear ridge regression without intercept on these features with ``alpha=lam`` is
@@ -104,6 +104,8 @@ class NystromTransformer(HkernTransformer):
         Their rows in the X of ``fit``, sorted.
     normalization_ : ndarray (r, r)
         M, upper triangular.
+    jitter_ : float
+        What was added to W's diagonal before its Cholesky factorisation (``rcond``).
 
     See Also
     --------
@@ -128,7 +130,7 @@ class NystromTransformer(HkernTransformer):
                     "r x r kernel matrix"}
 
     def __init__(self, r=1024, *, kernel="gaussian", sigma=1.0, random_state=None,
-                 n_jobs=None, landmarks="uniform", rcond=1e-12, max_memory=None):
+                 n_jobs=None, landmarks="uniform", rcond=1e-11, max_memory=None):
         self.r = r
         self.kernel = kernel
         self.sigma = sigma
@@ -156,7 +158,7 @@ class NystromTransformer(HkernTransformer):
         W = hkern.kernel_matrix(self.landmarks_, kernel=self.kernel, sigma=self.sigma,
                                 n_jobs=self.n_jobs, dtype=np.float64, max_memory=self.max_memory)
         with thread_budget(self.n_jobs) as n_threads:
-            self.normalization_ = nystrom_feature_map(W, rcond, n_threads)
+            self.normalization_, self.jitter_ = nystrom_feature_map(W, rcond, n_threads)
         self._n_features_out = self.normalization_.shape[1]
 
     def _transform(self, X, n_threads):
