@@ -128,7 +128,7 @@ def exact(args):
     ``--stats-from all-rows`` (diagnostic, recorded apart): the standardisation means and
     standard deviations of X and y come from the training *and test* rows, as the authors'
     tutorial fits its StandardScaler on all rows; the fit still sees only training rows."""
-    from hkern.grief._init import exact_lml, fit_exact_ard
+    from hkern.hyperparameters.exact_gp import exact_lml, fit_exact_ard
 
     from hkern.kernels import kernel_matrix
     for name in args.datasets:
@@ -164,7 +164,7 @@ def leaky_init(args):
     type-II search on the training points.  The paper initialises on "min(n, 1000) points
     randomly selected from the dataset"; for n < 1000 that may include the test fold.  This
     measures how much such an initialisation would lower the test RMSE."""
-    from hkern.grief._init import fit_exact_ard
+    from hkern.hyperparameters.exact_gp import fit_exact_ard
     for name in args.datasets:
         p = PAPER[name][0]
         for split in args.splits:
