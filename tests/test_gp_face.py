@@ -184,7 +184,7 @@ def test_log_marginal_likelihood_is_the_dense_gaussian_density(spec, k):
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("fit", ["nystrom", "rff"])
 def test_feature_models_likelihood_is_the_dense_density_under_their_features(fit, k):
-    # A = Phi Phi^T + lam I: Nystrom's Phi Phi^T = K(X, Z) K(Z, Z)^{-1} K(Z, X), random
+    # A = Phi Phi^T + lam I: Nystrom's Phi Phi^T = K(X, Z) (K(Z, Z) + jitter I)^{-1} K(Z, X), random
     # features' Phi = sqrt(2 / r) cos(X Omega^T + b), both built here from the model's own points.
     X, Y, _ = data(120, 3)
     y = Y[:, 0] if k == 1 else Y
@@ -192,7 +192,7 @@ def test_feature_models_likelihood_is_the_dense_density_under_their_features(fit
         model = hkern.fit_nystrom(X, y, r=25, sigma=0.7, lam=LAM, seed=0)
         Z = model.landmarks_
         C = dense_kernel(X, Z, sigma=0.7)
-        G = C @ np.linalg.solve(dense_kernel(Z, Z, sigma=0.7), C.T)
+        G = C @ np.linalg.solve(dense_kernel(Z, Z, sigma=0.7) + model.jitter_ * np.eye(25), C.T)
     else:
         model = hkern.fit_rff(X, y, r=40, sigma=0.7, lam=LAM, seed=0)
         Phi = np.sqrt(2.0 / 40) * np.cos(X @ model.frequencies_.T + model.offsets_)
