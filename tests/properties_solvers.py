@@ -22,9 +22,10 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from properties_api import EXAMPLES, returns_or_refuses
+from property_examples import SCALE_LAW_NYSTROM, SCALE_LAW_PCG
 
 import hkern
 
@@ -146,6 +147,8 @@ def test_scale_laws(name, select):
     @SETTINGS
     @given(problem=problems(), c=st.sampled_from([1e-12, 1e-6, 1e-3, 1e3, 1e6, 1e12]),
            seed=st.integers(0, 2**31))
+    @example(**SCALE_LAW_PCG)
+    @example(**SCALE_LAW_NYSTROM)
     def prop(problem, c, seed):
         X, y, X_test = problem
         kw = dict(sigma="ard" if select else 0.8, lam="auto" if select else 1e-2, seed=seed,
