@@ -129,7 +129,6 @@ def exact(args):
     standard deviations of X and y come from the training *and test* rows, as the authors'
     tutorial fits its StandardScaler on all rows; the fit still sees only training rows."""
     from hkern.hyperparameters.exact_gp import exact_lml, fit_exact_ard
-
     from hkern.kernels import kernel_matrix
     for name in args.datasets:
         for split in args.splits:

@@ -46,7 +46,7 @@ def _describe_nonfinite(arr, name):
     what = "NaN" if np.isnan(arr[first]) else "infinity"
     where = ", ".join(str(int(i)) for i in first)
     return (f"{name} contains {what} (first at index [{where}], {int(bad.sum())} non-finite "
-            f"value(s) in all); remove or impute non-finite values before fitting")
+            f"value(s) in all); remove or impute the non-finite values and call again")
 
 
 # Largest accepted magnitude of an input or target value.  Squared norms and distances of

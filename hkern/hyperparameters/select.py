@@ -434,6 +434,18 @@ def _criterion_doc(default, iterative):
     return CRITERION_DOC.format(likelihood_note=note, auto=auto)
 
 
+def _verbose_criterion_doc(default, iterative):
+    """What ``verbose`` says candidates are compared by: the criterion ``"auto"`` means, for
+    the direct solver and, where the method has them, the iterative ones."""
+    if iterative is None or default == ITERATIVE_DEFAULT_CRITERION:
+        return _CRITERION_DOC[default]
+    return ("With ``criterion=\"auto\"`` and the direct solver: "
+            + _CRITERION_DOC[default][0].lower() + _CRITERION_DOC[default][1:]
+            + "  With the iterative solvers: "
+            + _CRITERION_DOC[ITERATIVE_DEFAULT_CRITERION][0].lower()
+            + _CRITERION_DOC[ITERATIVE_DEFAULT_CRITERION][1:])
+
+
 # The default criterion of the iterative solvers (hkern.hyperparameters.iterative), measured on
 # kin40k (doc/hyperparameters.md): both chose the same values (test RMSE 0.0624), the hold-out
 # candidates in 295 s, the likelihood's in 455 s (its probes widen every CG product, and it
@@ -488,7 +500,8 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
         if fit.__doc__:
             fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
                 "{verbose}", _criterion_doc(criterion, iterative is not None) + "\n    "
-                + VERBOSE_DOC.replace("{criterion}", _CRITERION_DOC[criterion]))
+                + VERBOSE_DOC.replace("{criterion}", _verbose_criterion_doc(criterion,
+                                                                           iterative)))
         parameters = list(signature.parameters.values())
         at = [p.name for p in parameters].index("verbose")
         public = signature.replace(parameters=parameters[:at] + [inspect.Parameter(
