@@ -53,7 +53,11 @@ class SolverTrace:
     stored_kernel : bool
         Whether the kernel matrix was stored (else recomputed at every iteration).
     converged : bool
-        Whether every column's true relative residual ``true_residual`` met tol.
+        Whether every column's true relative residual ``true_residual`` met tol, in the system
+        CG solved: K + lam I for fit_exact (in float64 whatever the precision); for FALKON the
+        preconditioned normal equations, whose regulariser in mixed precision is the float32
+        factors' (``float64_model_residual`` is the same answer's residual in the float64
+        model, and can exceed tol while this is True).
     jitter : float
         Added to the diagonal of the centres' kernel matrix so that it factorises
         (fit_nystrom; 0 for fit_exact).
