@@ -9,7 +9,8 @@ statistics, 2 threads, seed 0.  For each set and rcond: the default call
 seconds; then the same model (its sigma_ and lam_ fixed) fitted on X and on X * 1e-3 with
 sigma_ * 1e-3, the same model in exact arithmetic: the largest difference of their test
 predictions ("rounding", in units of the standardised y) is what the rounding of the kernel
-entries moves the predictions by, about eps / jitter for an ill-conditioned W.  Records in ``results/nystrom_jitter.json``.  Takes about ten minutes.
+entries moves the predictions by, about eps / jitter for an ill-conditioned W.  Records in
+``results/nystrom_jitter.json``.  Takes about twenty minutes.
 """
 import json
 import os

@@ -32,7 +32,7 @@ from .exact import ExactKRR, fit_exact
 from .features import RFFKRR, fit_rff
 from .grief import GriefGP, fit_grief
 from .hierarchical import HierarchicalKRR, IndependentKRR, fit_hierarchical, fit_independent
-from .hyperparameters import HyperparameterSelection
+from .hyperparameters import HyperparameterSelection, SelectionWarning
 from .kernels import kernel_diag, kernel_matrix, kernel_matvec
 from .meka import MekaApproximation, MekaKRR, fit_meka, meka
 from .nystrom import NystromKRR, fit_nystrom
@@ -47,4 +47,5 @@ __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", 
            "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
            "MemoryLimitError", "ExactKRR", "NystromKRR", "RFFKRR", "HierarchicalKRR",
            "IndependentKRR", "MekaApproximation", "MekaKRR", "GriefGP", "ColumnSelection",
-           "SlklModel", "HyperparameterSelection", "ConvergenceWarning", "__version__"]
+           "SlklModel", "HyperparameterSelection", "ConvergenceWarning", "SelectionWarning",
+           "__version__"]

@@ -236,8 +236,9 @@ def test_coordinate_search_finds_the_maximum_of_a_separable_quadratic_in_few_eva
         calls.append(p)
         return -(p[0] - 0.3) ** 2 - 2 * (p[1] + 2.2) ** 2
 
-    best, value = coordinate_search(f, (0.0, 0.0), [(1, math.log(4)), (0, math.log(1.25))])
-    assert abs(best[1] + 2.2) < 1e-9 and abs(best[0] - 0.3) < 1e-9
+    best, value, open_ends = coordinate_search(f, (0.0, 0.0), [(1, math.log(4)),
+                                                                (0, math.log(1.25))])
+    assert abs(best[1] + 2.2) < 1e-9 and abs(best[0] - 0.3) < 1e-9 and open_ends == {}
     assert len(calls) == len(set(calls)) <= 10       # each point once
 
 
@@ -248,10 +249,31 @@ def test_coordinate_search_moves_further_each_time_to_reach_a_far_optimum():
         calls.append(p)
         return -(p[0] + 1.6) ** 2          # protein: the subsample's bandwidth 5x too long
 
-    best, value = coordinate_search(f, (0.0,), [(0, math.log(1.25))])
-    assert abs(best[0] + 1.6) < 1e-9 and len(calls) == 7
-    best, value = coordinate_search(f, (0.0,), [(0, math.log(1.25))], grow=1.0)
+    best, value, open_ends = coordinate_search(f, (0.0,), [(0, math.log(1.25))])
+    assert abs(best[0] + 1.6) < 1e-9 and len(calls) == 7 and open_ends == {}
+    best, value, open_ends = coordinate_search(f, (0.0,), [(0, math.log(1.25))], grow=1.0)
     assert abs(best[0] + 1.6) > 0.4        # equal steps: three moves and a clamped vertex
+    assert open_ends == {0: -1}            # and the criterion still rising below
+
+
+def test_coordinate_search_reports_a_criterion_still_rising_at_the_edge():
+    """A criterion that rises without end (exact duplicate rows: the likelihood as lam -> 0)
+    ends the search at the edge of its bracket, reported by axis and side; a failed fit beyond
+    it (-inf) does not hide that."""
+    best, _, open_ends = coordinate_search(lambda p: p[1], (0.0, 0.0), [(1, math.log(4))])
+    assert open_ends == {1: 1} and best[1] > 10
+    calls = []
+
+    def rising(p):          # concave, its vertex beyond the last bracket, where the fit fails
+        calls.append(p)
+        return -math.inf if p[0] < -21.5 else -p[0] - 1e-3 * p[0] ** 2
+    best, _, open_ends = coordinate_search(rising, (0.0,), [(0, math.log(4))])
+    assert open_ends == {0: -1} and best[0] == pytest.approx(-15 * math.log(4))
+    assert min(calls)[0] < -21.5                # the vertex was tried, and failed
+    # A later line search of the same axis that finds an interior maximum clears it.
+    peak = lambda p: -(p[0] - 20) ** 2                               # noqa: E731
+    _, _, open_ends = coordinate_search(peak, (0.0,), [(0, 1.0), (0, 1.0)])
+    assert open_ends == {}
 
 
 def test_coordinate_search_skips_a_vertex_that_promises_less_than_min_gain():
@@ -264,7 +286,7 @@ def test_coordinate_search_skips_a_vertex_that_promises_less_than_min_gain():
         def f(p):
             calls.append(p)
             return -(p[0] - 0.2) ** 2 - 1.0
-        best, value = coordinate_search(f, (0.0,), [(0, 0.5)], min_gain=min_gain)
+        best, value, _ = coordinate_search(f, (0.0,), [(0, 0.5)], min_gain=min_gain)
         return best, calls
     best, calls = search(0.03)
     assert best == pytest.approx((0.2,)) and len(calls) == 4
@@ -282,7 +304,7 @@ def test_coordinate_search_skips_a_vertex_too_close_to_the_best_point():
         def f(p):
             calls.append(p)
             return -(p[0] - 0.075) ** 2
-        best, _ = coordinate_search(f, (0.0,), [(0, 0.5)], **kw)
+        best, _, _ = coordinate_search(f, (0.0,), [(0, 0.5)], **kw)
         return best, calls
     best, calls = search()
     assert best == pytest.approx((0.075,)) and len(calls) == 4
@@ -297,7 +319,7 @@ def test_coordinate_search_takes_the_vertex_when_the_parabola_peaks_inside_the_b
         calls.append(p)
         return -(p[0] + 0.8) ** 2          # elevators' ridge: the edge -log 4 beats the centre
 
-    best, value = coordinate_search(f, (0.0,), [(0, math.log(4))])
+    best, value, _ = coordinate_search(f, (0.0,), [(0, math.log(4))])
     # The bracket (-log 4, 0, log 4) and its vertex: no move to -3 log 4.
     assert abs(best[0] + 0.8) < 1e-9 and len(calls) == 4
 
@@ -310,7 +332,7 @@ def test_coordinate_search_tries_the_expected_side_first():
             calls.append(p)
             return -(p[0] - optimum) ** 2
 
-        best, value = coordinate_search(f, (0.0,), [(0, math.log(2.0), -1)])
+        best, value, _ = coordinate_search(f, (0.0,), [(0, math.log(2.0), -1)])
         assert abs(best[0] - optimum) < 1e-9
         # Below: 0, -s, -3s and the vertex (+s never evaluated), one fit fewer than the
         # symmetric search.  Above: the same fits, -s first.
@@ -324,8 +346,8 @@ def test_coordinate_search_tries_the_expected_side_first():
 
 
 def test_coordinate_search_survives_failed_evaluations():
-    best, value = coordinate_search(lambda p: -math.inf if p[1] < -1 else -(p[1] + 0.5) ** 2,
-                                    (0.0, 0.0), [(1, 1.0)])
+    best, value, _ = coordinate_search(
+        lambda p: -math.inf if p[1] < -1 else -(p[1] + 0.5) ** 2, (0.0, 0.0), [(1, 1.0)])
     assert math.isfinite(value) and best[1] > -1
 
 

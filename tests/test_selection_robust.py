@@ -346,3 +346,21 @@ def test_sharded_fits_select_as_the_serial_fit(label):
     with pytest.raises(ValueError, match=f"on sharded data .*pass criterion='auto' or "
                                          f"'{'likelihood' if other == 'holdout' else 'holdout'}'"):
         fit(X, y, sigma="auto", criterion=other, comm=comm, **kw)
+
+
+def test_a_lam_at_the_edge_of_the_search_warns_and_says_why():
+    # Exact duplicate rows with equal targets: the likelihood rises as lam falls, without end
+    # (issue 52: lam 7.9e-16 chosen silently).  The same rows once: an interior optimum.
+    X, y = sine()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hkern.SelectionWarning)
+        assert 1e-3 < hkern.fit_exact(X, y, seed=0).lam_ < 1e-1
+    with pytest.warns(hkern.SelectionWarning,
+                      match=r"fit_exact: the selection chose lam=.*, the smallest value it "
+                            r"searched, .*still improving.*remove the duplicate rows"):
+        model = hkern.fit_exact(np.vstack([X, X]), np.concatenate([y, y]), seed=0)
+    assert model.lam_ < 1e-9
+    # A ridge the fit profiles itself: the bound of its interval (a constant target is
+    # noiseless, and a long bandwidth fits it).
+    with pytest.warns(hkern.SelectionWarning, match=r"fit_nystrom: .*lam=1e-08, the smallest"):
+        hkern.fit_nystrom(X, np.full(60, 3.0), 30, sigma="auto", lam="auto", seed=0)

@@ -43,6 +43,7 @@ from .._model import format_sigma, recording_selection
 from .._progress import Progress
 from .._validation import check_sigma
 from ..kernels import kernel_kind
+from .edges import warn_at_edges
 from .record import Candidate, HyperparameterSelection
 from .robust import clip_lengthscales, repeated_candidate
 from .rows import LocalRows
@@ -201,7 +202,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         plan.append((0, _SCALE_STEP[name == "gaussian"], -1))
     elif lam_mode == "auto":
         plan.append((1, _LAM_STEP))
-    chosen_point, _ = coordinate_search(
+    chosen_point, _, open_ends = coordinate_search(
         evaluate, (0.0, log_lam0), plan, max_moves=FULL_MAX_MOVES,
         min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
         min_vertex_move=VERTEX_MIN_MOVE)
@@ -210,6 +211,7 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     if not math.isfinite(chosen.value):
         raise ValueError(f"{problem.label}: no candidate of the hyperparameter selection could be "
                          "fitted; pass numbers for sigma and lam")
+    warn_at_edges(problem.label, open_ends, chosen, criterion)
     state = best["state"] if best["index"] == record.best else None
     if state is not None and criterion == "holdout":
         state = problem.extend(state, rows)

@@ -72,8 +72,13 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         The best point evaluated.
     value : float
         Its criterion value.
+    open_ends : dict
+        axis -> -1 or +1 for each coordinate whose last line search ended with the criterion
+        still rising towards that side: its moves ran out with the bracket's edge best and no
+        vertex inside, so the best value is at the edge of the range searched.
     """
     values = {}
+    open_ends = {}
 
     def value_at(point):
         point = tuple(float(v) for v in point)
@@ -98,13 +103,17 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         else:
             f = [value_at(at(x)) for x in triple]
         reach = step
-        for _ in range(max_moves):
+        open_ends.pop(axis, None)
+        for _ in range(max_moves + 1):
             if f[1] >= max(f[0], f[2]):
                 break
             # An edge is best, but a concave parabola may still peak inside the bracket
             # (between the centre and that edge): its vertex, evaluated below, is the next point.
             vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
             if vertex is not None and triple[0] < vertex < triple[2]:
+                break
+            if _ == max_moves:          # the moves ran out with the edge still best
+                open_ends[axis] = -1 if f[0] > f[2] else 1
                 break
             # Keep the better edge and the centre as two points of the next bracket.
             reach *= grow
@@ -124,4 +133,4 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
             candidate = at(vertex)
             if value_at(candidate) > value_at(best):
                 best = candidate
-    return best, values[best]
+    return best, values[best], open_ends

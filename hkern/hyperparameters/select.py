@@ -61,6 +61,7 @@ from .._targets import on_target_grid, target_scale
 from .._threads import budget_threads, budgeted
 from .._validation import check_bool, check_seed, check_sigma, warn_user
 from ..kernels import kernel_kind
+from .edges import warn_at_edges
 from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
 from .record import Candidate, HyperparameterSelection
@@ -370,9 +371,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         plan.append((0, _SCALE_STEP[name == "gaussian"], _SCALE_FIRST))
     if lam_mode == "auto" and not profiled:
         plan.append((1, _LAM_STEP))
-    best, _ = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0), plan)
+    best, _, open_ends = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0),
+                                           plan)
     record.best = index[best]
     chosen = record.candidates[record.best]
+    warn_at_edges(say.label, open_ends, chosen, criterion,
+                  _PROFILED_RIDGE if profiled else None)
     if holdout is None and index[kept["point"]] == record.best and not regression:
         model = kept["model"]       # the best evaluation is the model
     else:   # a fit to all of the user's y (or an exact tie the search broke the other way)
