@@ -212,13 +212,14 @@ def test_auto_precision_runs_double_beyond_float32_reach(sigma, lam, tol):
 
 def test_auto_precision_goes_on_in_double_where_mixed_falls_short(monkeypatch):
     """Where the mixed solve stops short of tol before max_iter (here its refinement is
-    switched off, at a tol of 1e-8 that float32 alone cannot reach; and a float32 system made
-    indefinite by its rounding, with the reach test switched off), "auto" ends in double
-    precision at the float64 residual tol, with no warning and one record."""
+    switched off, at a tol of 1e-8 that float32 alone cannot reach; and a float32 system
+    whose rounding outweighs lam = 1e-6, with the reach test switched off: its recursion
+    stops converging, MixedPrecisionStall, before CG meets the indefiniteness), "auto" ends in
+    double precision at the float64 residual tol, with no warning and one record."""
     import hkern.solvers.cg as cg
     X, y = data(1500)
     cases = [(1.5, 1e-4, 1e-8, "mixed, then double", {"_REFINEMENTS": 0}),
-             (1.5, 1e-6, 1e-6, "double", {})]
+             (1.5, 1e-6, 1e-6, "mixed (stalled), then double", {})]
     for sigma, lam, tol, ran, patch in cases:
         monkeypatch.setattr(exact_pcg, "MIXED_MAX_REACH", np.inf)
         monkeypatch.setattr(exact_pcg, "MIXED_MIN_TOL", 0.0)

@@ -111,10 +111,36 @@ def test_a_stalled_mixed_recursion_stops(monkeypatch):
     # The best is 1.6e-3 from iteration 10 on (0.5^9 = 1.95e-3 before): iteration 20 is the
     # first whose window (10 back) starts there, where 0.9 x the best is below it.
     assert e.value.iterations == 20 and np.all(e.value.X == 20.0)
-    for residuals, precision in [(steady, "mixed"), (high, "mixed"), (stalled, "double")]:
+    # Left its best and bouncing above it (exact PCG on 3000 kin40k rows at sigma 5, lam
+    # 1e-4): stopped at any residual, once a window's median is MIXED_DIVERGED times the best.
+    bouncing = [1.0, 0.45, 0.22, 0.07, 0.06, 0.16, 0.04] + [0.08, 0.11, 0.17, 0.24] * 11
+    monkeypatch.setattr(module, "block_pcg", scripted(bouncing))
+    with pytest.raises(MixedPrecisionStall, match="stopped converging: its relative residual "
+                                                  r"reached 0.04 and has stayed above it") as e:
+        traced_pcg(None, B, precision="mixed", **kw)
+    assert e.value.iterations == 16     # the first whose window (10 back) starts at the best
+    for residuals, precision in [(steady, "mixed"), (high, "mixed"), (stalled, "double"),
+                                 (bouncing, "double")]:
         monkeypatch.setattr(module, "block_pcg", scripted(residuals))
         with pytest.raises(AssertionError, match="not stopped"):
             traced_pcg(None, B, precision=precision, **kw)
+
+
+def test_mixed_exact_pcg_that_stops_converging_says_so_at_once():
+    """Issue 52: explicit precision="mixed" at sigma 5, lam 1e-4 on 3000 kin40k rows ran all
+    1000 iterations to a true residual of 0.87 and returned with a ConvergenceWarning; it
+    raises MixedPrecisionStall within a few tens of iterations, and "auto" solves it."""
+    from hkern.datasets import load_uci, standardize
+    from hkern.solvers.trace import MixedPrecisionStall
+    X, y, _, _, _ = standardize(*load_uci("kin40k", split=0))
+    X, y = X[:3000], y[:3000]
+    kw = dict(sigma=5.0, lam=1e-4, solver="pcg", seed=0, n_jobs=2)
+    with pytest.raises(MixedPrecisionStall, match="single-precision CG stopped converging.*"
+                                                  "use precision='double'") as e:
+        hkern.fit_exact(X, y, precision="mixed", **kw)
+    assert e.value.iterations < 50
+    model = hkern.fit_exact(X, y, precision="auto", **kw)
+    assert model.solver_trace_.converged and model.solver_trace_.true_residual.max() <= 1e-3
 
 
 def test_never_worse_than_the_start():

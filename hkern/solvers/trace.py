@@ -166,6 +166,15 @@ MIXED_STALL_WINDOW = 10
 # "auto" runs mixed (MIXED_MAX_REACH), and a plateau higher up is CG's own with a weak
 # preconditioner (n = 300, rank 20: 0.65 to 0.52 over iterations 15 to 25, then on to tol).
 MIXED_STALL_BELOW = 1e-2
+# ... or, at any residual, when the median residual of that window is above this many times
+# the best: the recursion has left its best and does not come back, float32's rounding having
+# broken CG's orthogonality.  Exact PCG on 3000 kin40k rows, sigma 5, lam 1e-4: best 0.039 at
+# iteration 6, the window's median 4.4 times that at iteration 16 and 7-13 times it up to
+# max_iter = 1000 (true residual 0.87).  FALKON on kin40k, 2048 centres, sigma 20, lam 1e-6:
+# best 0.025 at iteration 11, medians 1.6-2.5 times the best to max_iter (double: tol in 9
+# iterations).  A slow plateau that still falls by a tenth per window has its median within
+# about 1.1 of its best.
+MIXED_DIVERGED = 1.5
 
 
 class MixedPrecisionStall(np.linalg.LinAlgError):
@@ -188,20 +197,32 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     operator when ``apply_a`` computes in single precision (``precision="mixed"``;
     :func:`hkern.solvers.block_pcg`; a mixed recursion whose best residual, at most
     MIXED_STALL_BELOW, does not fall by a tenth in MIXED_STALL_WINDOW iterations, or half of
-    those so far, raises :class:`MixedPrecisionStall`).
+    those so far, raises :class:`MixedPrecisionStall`, as does one whose median residual over
+    that window is above MIXED_DIVERGED times its best).
     ``recheck``: block_pcg's (False only where the solution is judged otherwise, as a
     selection's candidates are)."""
-    errors, best = [], []
+    errors, best, history = [], [], []
 
     def report(iteration, X, residuals):
-        best.append(min(float(residuals.max()), best[-1] if best else np.inf))
+        history.append(float(residuals.max()))
+        best.append(min(history[-1], best[-1] if best else np.inf))
         window = max(MIXED_STALL_WINDOW, iteration // 2)    # slow but steady is not stalled
-        if precision == "mixed" and iteration > window and tol < best[-1] <= MIXED_STALL_BELOW \
+        if precision == "mixed" and iteration > window and tol < best[-1] \
                 and best[-1] > 0.9 * best[-1 - window]:
-            raise MixedPrecisionStall(
-                f"{label}: single-precision CG stalled at relative residual {best[-1]:.3g} > "
-                f"tol={tol:g} (float32's rounding of the kernel outweighs lam here); use "
-                "precision='double' (or 'auto', which goes on in it)", X.copy(), iteration)
+            if best[-1] <= MIXED_STALL_BELOW:
+                raise MixedPrecisionStall(
+                    f"{label}: single-precision CG stalled at relative residual "
+                    f"{best[-1]:.3g} > tol={tol:g} (float32's rounding of the kernel outweighs "
+                    "lam here); use precision='double' (or 'auto', which goes on in it)",
+                    X.copy(), iteration)
+            typical = float(np.median(history[-window:]))
+            if typical > MIXED_DIVERGED * best[-1]:
+                raise MixedPrecisionStall(
+                    f"{label}: single-precision CG stopped converging: its relative residual "
+                    f"reached {best[-1]:.3g} and has stayed above it since (median "
+                    f"{typical:.3g} over the last {window} iterations), float32's rounding of "
+                    "the kernel outweighing lam here; use precision='double' (or 'auto', which "
+                    "goes on in it)", X.copy(), iteration)
         if error is not None:
             errors.append(error(coef(X)))
         if verbose:
@@ -217,6 +238,9 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
         why = _why_not_converged(result, max_iter)
         if precision == "mixed" and not why.startswith("stopped at max_iter"):
             why += "; or precision='double', whose products are exact to float64"
+        elif precision == "mixed":
+            fix += ("; in single precision, float32's rounding of the products can slow CG "
+                    "where lam is small: precision='double' may need far fewer iterations")
         warn_user(f"{label} {why}: the true relative residual ||b - A x|| / ||b|| is "
                   f"{result.true_residual.max():.3g} > tol={tol:g}"
                   + (f"; {fix}" if why.startswith("stopped at max_iter") else ""),
