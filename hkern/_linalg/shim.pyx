@@ -182,12 +182,6 @@ cdef void getrs(int n, int nrhs, const double* LU, int ldlu, const int* ipiv,
             blas.dswap(&nrhs, B + <Py_ssize_t>i * ldb, &one, B + <Py_ssize_t>p * ldb, &one)
 
 
-# The symmetric eigensolvers read the row-major *upper* triangle, mirrored from the lower one the
-# caller fills: that is LAPACK's column-major lower triangle, whose tridiagonal reduction runs
-# faster in OpenBLAS than the upper one's (dsyevr at n = 3000: 2.0-2.2 s against 2.4-2.6 s on
-# one thread, 0.9-1.1 s against 1.5 s on two; the mirror is O(n^2)).
-
-
 cdef int _workspace_size(double query) noexcept nogil:
     """LAPACK's optimal workspace from a query's work[0] (a double), or -1 beyond a 32-bit
     LAPACK's reach."""
@@ -196,13 +190,19 @@ cdef int _workspace_size(double query) noexcept nogil:
     return <int>(query + 0.5) + 1
 
 
+# The symmetric eigensolvers read the row-major *upper* triangle, mirrored from the lower one the
+# caller fills: that is LAPACK's column-major lower triangle, whose tridiagonal reduction runs
+# faster in OpenBLAS than the upper one's (dsyevr at n = 3000: 2.0-2.2 s against 2.4-2.6 s on
+# one thread, 0.9-1.1 s against 1.5 s on two; the mirror is O(n^2)).
+
+
 cdef int syevd(int n, double* A, int lda, double* w) noexcept nogil:
     """All eigenpairs of a row-major symmetric matrix by LAPACK's dsyevd (divide and conquer):
     ascending eigenvalues in w, eigenvector j overwrites row j of A (A's lower triangle read).
 
-    The lower triangle is first mirrored onto the upper one (see the note above _workspace_size); dsyevd returns
-    the eigenvectors as the columns of its column-major matrix, which are the rows of the
-    row-major buffer.  Workspace: 1 + 6 n + 2 n^2 doubles and 3 + 5 n ints.
+    The lower triangle is first mirrored onto the upper one (the note above); dsyevd returns the
+    eigenvectors as the columns of its column-major matrix, which are the rows of the row-major
+    buffer.  Workspace: 1 + 6 n + 2 n^2 doubles and 3 + 5 n ints.
     """
     cdef char jobz = b'V', uplo = b'L'
     cdef int info = 0, lwork = -1, liwork = -1, iquery = 0

@@ -21,7 +21,7 @@ from ..kernels._api import _kernel_matrix_trusted
 from ..oasis.api import selection_peak_bytes
 from ..oasis.landmarks import check_landmarks, draw_landmarks
 from ..solvers import falkon_bytes
-from ..solvers.falkon import solve_falkon
+from ..solvers.falkon import JITTER_STEPS, solve_falkon
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .checks import check_precision
 from .model import NystromKRR
@@ -30,10 +30,6 @@ from .sharded import fit_nystrom_sharded
 __all__ = ["fit_nystrom", "landmark_factor", "nystrom_feature_map", "nystrom_peak_bytes",
            "check_rcond"]
 
-
-# W + jitter I is factorised with the jitter grown tenfold while it is not positive definite to
-# working precision, at most this many times (as FALKON's, hkern.solvers.falkon).
-JITTER_STEPS = 10
 
 
 def landmark_factor(W, rcond, n_threads):

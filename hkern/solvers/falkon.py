@@ -65,8 +65,9 @@ from .trace import MixedPrecisionStall, joined_trace, traced_pcg, validation_err
 
 __all__ = ["FalkonStart", "FalkonSystem", "falkon_bytes", "landmarks_name", "solve_falkon"]
 
-# Tenfold jitter steps tried after m * eps before W is declared unfactorisable.
-_JITTER_STEPS = 10
+# Tenfold jitter steps tried after the first before W is declared unfactorisable (FALKON's
+# factor here, and the direct Nystrom fit's, hkern.nystrom.api.landmark_factor).
+JITTER_STEPS = 10
 
 # Mixed precision: the recursive residual is replaced by the float64 one every time it has
 # fallen tenfold (block_pcg's reliable updates).
@@ -200,7 +201,7 @@ class FalkonSystem:
                                    n_threads)
         w_diag = P.diagonal().copy()
         jitter = _first_jitter(m, float(w_diag.max(initial=1.0)), self.mixed)
-        for _ in range(_JITTER_STEPS + 1):
+        for _ in range(JITTER_STEPS + 1):
             P.flat[:: m + 1] = w_diag + jitter
             try:
                 t_diag = _linalg.cholesky_pair(
