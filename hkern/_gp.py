@@ -1,20 +1,32 @@
 """The Gaussian-process face of the kernel ridge models that are GP posteriors.
 
-Kernel ridge regression with kernel k and ridge lam is the posterior mean of the GP
-f ~ GP(0, k) observed with Gaussian noise: the training targets have covariance A = K + lam I.
-Exact KRR (k the kernel), HCK (k the hierarchical kernel k_hier' of the jittered base kernel;
-A = K_hier' + (lam - lam') I, the jitter lam' on the training diagonal being part of lam, so
-that A's diagonal is k(x_i, x_i) + lam) and the independent kernel (k block-diagonal on the
-leaves) are such models; :class:`GaussianProcessKRR` gives them the same two methods GRIEF's
-:class:`hkern.grief.GriefGP` has, with one meaning:
+Every regression fit models each output column y_j as a constant mean mu_j (the training mean,
+hkern._targets) plus a zero-mean GP with signal variance s2_j, observed with noise:
 
-* ``predict(X, return_std=True)``: the posterior mean and the posterior standard deviation of
-  the latent f at X, sqrt(k(x, x) - k(x, X) A^{-1} k(X, x)); ``include_noise=True`` adds the
-  noise variance of a new target, lam (the diagonal of A is k(x_i, x_i) + lam).
-* ``log_marginal_likelihood()``: log p(y_train | hyperparameters), the log density of the
-  training targets under the model, log N(y | 0, A) in the units of y, summed over the columns
-  of a 2-D y (outputs are independent GPs sharing the kernel); ``log_marginal_likelihood(y)``
-  evaluates it at other targets y.
+    y_j = mu_j + f_j + noise,   f_j ~ GP(0, s2_j k),   noise ~ N(0, s2_j lam I),
+
+so the centred targets have covariance s2_j A, A = K + lam I.  Kernel ridge regression with
+kernel k and ridge lam is that model's posterior mean whatever s2_j (it scales the kernel and
+the noise together); s2_j is estimated by maximum likelihood, s2_j = y_j^T A^{-1} y_j / n
+(y_j centred), the maximum the hyperparameter selection's profiled likelihood takes
+(:meth:`Evidence.profiled_lml`), and every fit has y_j^T A^{-1} y_j from its solve
+(:class:`Evidence`).  Exact KRR (k the kernel), HCK (k the hierarchical kernel k_hier' of the
+jittered base kernel; A = K_hier' + (lam - lam') I, the jitter lam' on the training diagonal
+being part of lam, so that A's diagonal is k(x_i, x_i) + lam) and the independent kernel (k
+block-diagonal on the leaves) are such models; Nystrom and random features are the GP of their
+approximate kernel (:mod:`hkern.nystrom.model`, :mod:`hkern.features.model`).
+:class:`GaussianProcessKRR` gives them the methods GRIEF's :class:`hkern.grief.GriefGP` has,
+with one meaning:
+
+* ``predict(X, return_std=True)``: the posterior mean mu_j + k(x, X) A^{-1} y_j and the
+  posterior standard deviation of the latent mu_j + f_j(x),
+  sqrt(s2_j (k(x, x) - k(x, X) A^{-1} k(X, x))), in the units of y; ``include_noise=True``
+  adds the noise variance of a new target, s2_j lam.  ``return_cov`` and ``sample_y`` as in
+  scikit-learn's ``GaussianProcessRegressor``.
+* ``log_marginal_likelihood()``: log p(y_train | hyperparameters, mu, s2) at the fitted mean
+  and signal variance, log N(y - mu | 0, s2 A) in the units of y, summed over the columns of a
+  2-D y (outputs are independent GPs sharing the kernel); ``log_marginal_likelihood(y)``
+  evaluates the fitted model's density at other targets y.
 """
 from __future__ import annotations
 
@@ -24,12 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from . import _linalg
+from ._memory import check_memory
 from ._threads import budget_threads, budgeted
-from ._validation import check_bool
+from ._validation import check_bool, check_int, check_rhs, check_seed
 
-__all__ = ["Evidence", "GaussianProcessKRR", "MarginalLikelihood", "ProfiledRidge", "best_ridge",
-           "column_quads", "gaussian_lml", "likelihood_needs_training_inputs",
-           "profiled_gaussian_lml"]
+__all__ = ["Evidence", "FeatureGaussianProcess", "GaussianProcessKRR", "MarginalLikelihood",
+           "ProfiledRidge", "best_ridge", "column_quads", "gaussian_lml",
+           "likelihood_needs_training_inputs", "profiled_gaussian_lml"]
 
 
 def gaussian_lml(quad, logdet, n, k):
@@ -44,16 +58,31 @@ class Evidence:
     column y_j of Y (n, k), and logdet = log det A, A = K + lam I the model's target covariance.
 
     A fit that solves with A has both at no extra cost (exact KRR, HCK, the independent kernel,
-    and Nystrom and random features, whose A = Phi Phi^T + lam I through Woodbury).
+    and Nystrom and random features, whose A = Phi Phi^T + lam I through Woodbury); an
+    iterative solver has quad from its answer (y^T alpha) but no log-determinant (None).
     """
 
     quad: np.ndarray
-    logdet: float
+    logdet: float | None
     n: int
 
-    def lml(self):
-        """log N(Y | 0, A), summed over the columns."""
-        return gaussian_lml(float(np.sum(self.quad)), self.logdet, self.n, len(self.quad))
+    def signal_variance(self):
+        """The maximum-likelihood signal variance of each column, s2_j = quad_j / n (0 for a
+        zero column)."""
+        return np.maximum(np.asarray(self.quad, dtype=float), 0.0) / max(self.n, 1)
+
+    def lml(self, signal_variance=None):
+        """log N(y_j | 0, s2_j A), summed over the columns y_j; ``signal_variance`` (k,) the
+        s2_j, None: 1 (the kernel's own scale)."""
+        if signal_variance is None:
+            return gaussian_lml(float(np.sum(self.quad)), self.logdet, self.n, len(self.quad))
+        s2 = np.asarray(signal_variance, dtype=float)
+        if not (s2 > 0).all():
+            return -math.inf        # a zero target column: no scale, a point mass at 0
+        with np.errstate(divide="ignore"):
+            per_column = -0.5 * np.asarray(self.quad) / s2 - 0.5 * self.n * np.log(s2)
+        return float(np.sum(per_column)) + gaussian_lml(0.0, self.logdet, self.n,
+                                                         len(self.quad))
 
     def profiled_lml(self):
         """max over s2_j of log N(y_j | 0, s2_j A), summed over the columns y_j.
@@ -176,9 +205,10 @@ class MarginalLikelihood:
     :class:`hkern._model.KernelRidgeModel` in the bases).
 
     The Gaussian-process models, which keep their training inputs
-    (:class:`GaussianProcessKRR`), implement ``_lml_at(y, max_memory)`` to evaluate other
-    targets.  The feature models (Nystrom, random features: A = Phi Phi^T + lam I) keep only
-    their features' weights, so they know the likelihood of the training targets alone.
+    (:class:`GaussianProcessKRR`), implement ``_evidence_at(Y, max_memory)`` (the
+    :class:`Evidence` of other centred targets Y (n, k)).  The feature models (Nystrom, random
+    features: A = Phi Phi^T + lam I) keep only their features' weights, so they know the
+    likelihood of the training targets alone.
     """
 
     # What a user can do when an iterative fit left no log-determinant, and on a classifier.
@@ -187,20 +217,24 @@ class MarginalLikelihood:
     _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
 
     def log_marginal_likelihood(self, y=None, *, max_memory=None):
-        """GP log marginal likelihood log p(y | hyperparameters) = log N(y | 0, A).
+        """GP log marginal likelihood log p(y | hyperparameters) = log N(y - mu | 0, s2 A).
 
+        mu is the fitted mean (``y_mean_``), s2 the signal variance (``signal_variance_``) and
         A = K + lam I, K the model's kernel matrix on the training inputs (for HCK
         A = K_hier' + (lam - lam') I, whose leaf diagonal blocks are K + lam I; for Nystrom and
         random features A = Phi Phi^T + lam I, Phi the training inputs' features):
-        -1/2 y^T A^{-1} y - 1/2 log det A - n/2 log(2 pi), in the units of y, summed over the
-        columns of a 2-D y.  The same meaning as :meth:`hkern.grief.GriefGP.log_marginal_likelihood`
-        (whose prior mean is the training mean of y; here it is 0).
+        -1/2 (y - mu)^T A^{-1} (y - mu) / s2 - n/2 log s2 - 1/2 log det A - n/2 log(2 pi), in
+        the units of y, summed over the columns of a 2-D y.  At the training targets s2 is its
+        maximum-likelihood value, so this is the profiled likelihood the hyperparameter
+        selection maximises.  The same meaning as
+        :meth:`hkern.grief.GriefGP.log_marginal_likelihood`.  On a classifier (``y`` given):
+        log N(y | 0, A), the kernel's own scale and no mean.
 
         Parameters
         ----------
         y : array_like (n,) or (n, k), optional
-            Targets in training order.  None (default): the training targets, from the fit
-            (no extra work).
+            Targets in training order, evaluated under the fitted model (its mean and signal
+            variance).  None (default): the training targets, from the fit (no extra work).
         max_memory : int or None
             With ``y``: most bytes the evaluation may allocate; None: the memory available when
             the call starts.
@@ -215,79 +249,238 @@ class MarginalLikelihood:
         """
         if y is None:
             self._require_regression("log_marginal_likelihood()", self._LABELS_FIX)
-            if self._evidence is None:
+            if self._evidence is None or self._evidence.logdet is None:
                 raise ValueError("this model was fitted by an iterative solver, which computes "
                                  f"no log-determinant; {self._NO_EVIDENCE_FIX}")
-            return self._evidence.lml()
-        return self._lml_at(y, max_memory)
+            return self._evidence.lml(self._evidence.signal_variance())
+        n = self._n_train()
+        Y = check_rhs(y, n, "y").reshape(n, -1)
+        regression = self.encoding_.task == "regression"
+        if regression and Y.shape[1] != len(self.encoding_.offset):
+            raise ValueError(f"y has {Y.shape[1]} column(s) but the model was fitted on "
+                             f"{len(self.encoding_.offset)}")
+        evidence = self._evidence_at(np.ascontiguousarray(self.encoding_.centre(Y)), max_memory)
+        return evidence.lml(self._signal_variances() if regression else None)
 
     def _require_regression(self, call, fix):
         if self.encoding_.task != "regression":
             raise ValueError(f"{call} is defined for regression, but this model was fitted with "
                              f"task='classification' (its predictions are class labels); {fix}")
 
-    def _lml_at(self, y, max_memory):
+    def _n_train(self):
+        """The number of training rows (of the targets a likelihood is evaluated at)."""
+        return self._evidence.n
+
+    def _signal_variances(self):
+        """s2_j per output column (k,), from the fit's y^T A^{-1} y."""
+        return self._evidence.signal_variance()
+
+    def _evidence_at(self, Y, max_memory):
         raise likelihood_needs_training_inputs(self, "the weights of its features")
 
 
-class GaussianProcessKRR(MarginalLikelihood):
-    """Mixin: ``predict(X, return_std=...)`` and ``log_marginal_likelihood(y=None)`` of a
-    kernel ridge model (put it before :class:`hkern._model.KernelRidgeModel` in the bases).
+# scikit-learn's GaussianProcessRegressor adds this to the diagonal of a posterior covariance
+# before factorising it for samples; rounding makes it indefinite at that level.
+_SAMPLE_JITTER = 1e-10
 
-    Subclasses are constructed with ``evidence`` (an :class:`Evidence` of the encoded training
+
+class GaussianProcessKRR(MarginalLikelihood):
+    """Mixin: ``predict(X, return_std=..., return_cov=...)``, ``sample_y`` and
+    ``log_marginal_likelihood(y=None)`` of a kernel ridge model (put it before
+    :class:`hkern._model.KernelRidgeModel` in the bases).
+
+    Subclasses are constructed with ``evidence`` (an :class:`Evidence` of the centred training
     targets, computed by the fit from the quantities it already has; see
     :class:`hkern._model.KernelRidgeModel`) and implement
-    ``_latent_variance(X, n_threads, max_memory)`` (the posterior variance of f at validated X,
-    shape (m,), unclipped) and ``_lml_at(y, max_memory)`` (the log marginal likelihood of other
-    targets).
+    ``_latent_variance(X, n_threads, max_memory)`` (the posterior variance of f at validated X
+    under the unit-amplitude kernel, shape (m,), unclipped), ``_evidence_at(Y, max_memory)``
+    (the :class:`Evidence` of other centred targets) and, for ``return_cov`` and
+    ``sample_y``, ``_latent_covariance(X, n_threads, max_memory)`` ((m, m), unit amplitude).
     """
 
     _NO_EVIDENCE_FIX = "pass the training targets as y to evaluate it by a factorisation"
     _LABELS_FIX = "pass y (e.g. the +-1 one-vs-rest encoding of the labels)"
+    # Why the model has no posterior covariance between points (subclasses that have one
+    # implement _latent_covariance).
+    _NO_COVARIANCE = "this model"
 
-    def predict(self, X, *, return_std=False, include_noise=False, max_memory=None):
-        """Predictions at X, and with ``return_std`` the posterior standard deviation.
+    def predict(self, X, *, return_std=False, return_cov=False, include_noise=False,
+                max_memory=None):
+        """Predictions at X, and the posterior standard deviation or covariance.
 
         Parameters
         ----------
         X : array_like (m, d)
         return_std : bool, default=False
-            Also return the standard deviation of the GP posterior at X (regression only).
+            Also return the standard deviation of the GP posterior at X (regression only), in
+            the units of y.
+        return_cov : bool, default=False
+            Also return the posterior covariance between the m points (m x m per output;
+            regression only).  Not with ``return_std``.
         include_noise : bool, default=False
-            With ``return_std``: the standard deviation of a new target y = f(x) + noise,
-            sqrt(var f(x) + lam), instead of that of the latent f(x).
+            With ``return_std`` or ``return_cov``: of a new target y = mu + f(x) + noise
+            (noise variance ``noise_``) instead of the latent mu + f(x).
         max_memory : int or None
-            With ``return_std``: most bytes the variance may allocate; None: the memory
-            available when the call starts.  The mean alone allocates O(m k) plus per-thread
-            buffers and is not checked.
+            With ``return_std`` or ``return_cov``: most bytes the variance may allocate; None:
+            the memory available when the call starts.  The mean alone allocates O(m k) plus
+            per-thread buffers and is not checked.
 
         Returns
         -------
         y_pred : ndarray (m,) or (m, k)
             Predicted outputs (regression) or class labels (classification).
-        y_std : ndarray (m,), only with ``return_std``
-            Posterior standard deviation at each point, the same for every output (the outputs
-            share the kernel and the noise).  Rounding below zero is clipped to 0.
+        y_std : ndarray (m,) or (m, k), only with ``return_std``
+            Posterior standard deviation at each point (per output for a 2-D y: the outputs
+            share the kernel and the noise relative to their signal variance).  Rounding below
+            zero is clipped to 0.
+        y_cov : ndarray (m, m) or (m, m, k), only with ``return_cov``
 
         Raises
         ------
         ValueError
-            With ``return_std=True`` on a classifier: its predictions are labels, which have no
-            Gaussian posterior (``decision_function`` gives the one-vs-rest scores).
+            With ``return_std`` or ``return_cov`` on a classifier: its predictions are labels,
+            which have no Gaussian posterior (``decision_function`` gives the one-vs-rest
+            scores).
         """
         return_std = check_bool(return_std, "return_std")
+        return_cov = check_bool(return_cov, "return_cov")
         include_noise = check_bool(include_noise, "include_noise")
-        if not return_std:
+        if return_std and return_cov:
+            raise ValueError("at most one of return_std and return_cov may be True (as in "
+                             "scikit-learn): the standard deviation is the square root of the "
+                             "covariance's diagonal")
+        if not (return_std or return_cov):
             return super().predict(X)
-        self._require_regression("predict(X, return_std=True)",
-                                 "use decision_function for the one-vs-rest scores")
-        mean, var = self._mean_and_variance(self._check_X(X), max_memory)
+        call = "predict(X, return_std=True)" if return_std else "predict(X, return_cov=True)"
+        self._require_regression(call, "use decision_function for the one-vs-rest scores")
+        X = self._check_X(X)
+        if return_cov:
+            mean, cov = self._mean_and_covariance(X, max_memory)
+            if include_noise:
+                cov.flat[:: cov.shape[0] + 1] += self.lam
+            return mean, self._per_output(cov[:, :, None] * self._signal_variances())
+        mean, var = self._mean_and_variance(X, max_memory)
         if include_noise:
             var = var + self.lam
-        return mean, np.sqrt(np.maximum(var, 0.0))
+        var = np.maximum(var, 0.0)[:, None] * self._signal_variances()
+        return mean, self._per_output(np.sqrt(var))
+
+    def sample_y(self, X, n_samples=1, *, seed=None, include_noise=False, max_memory=None):
+        """Draws of the posterior at X (regression), as scikit-learn's
+        ``GaussianProcessRegressor.sample_y``.
+
+        Parameters
+        ----------
+        X : array_like (m, d)
+        n_samples : int, default=1
+        seed : None, int or numpy.random.Generator
+        include_noise : bool, default=False
+            Draws of new targets (with the noise) instead of the latent mu + f.
+        max_memory : int or None
+            As for ``predict(X, return_cov=True)``.
+
+        Returns
+        -------
+        ndarray (m, n_samples), or (m, k, n_samples) for a 2-D y
+        """
+        n_samples = check_int(n_samples, "n_samples", low=1)
+        rng = check_seed(seed)
+        mean, cov = self.predict(X, return_cov=True, include_noise=include_noise,
+                                 max_memory=max_memory)
+        covs = cov[:, :, None] if cov.ndim == 2 else cov
+        means = mean[:, None] if mean.ndim == 1 else mean
+        m, k = means.shape
+        draws = np.empty((m, k, n_samples))
+        for j in range(k):
+            C = covs[:, :, j]
+            C.flat[:: m + 1] += _SAMPLE_JITTER * max(float(np.max(np.diag(C), initial=0.0)),
+                                                     np.finfo(float).tiny)
+            factor = _linalg.cholesky(C, overwrite=True)
+            draws[:, j, :] = means[:, j:j + 1] + _linalg.matmul(
+                factor, rng.standard_normal((m, n_samples)))
+        return draws[:, 0, :] if mean.ndim == 1 else draws
+
+    def _per_output(self, values):
+        """(..., k) values in y's form: the last axis dropped for 1-D targets."""
+        return values[..., 0] if self.encoding_.squeeze else values
 
     @budgeted
     def _mean_and_variance(self, X, max_memory):
         """Predictions and the latent posterior variance at checked X, in the model's budget."""
         var = self._latent_variance(X, budget_threads(), max_memory)
         return self.encoding_.decode(self._scores(X)), var
+
+    @budgeted
+    def _mean_and_covariance(self, X, max_memory):
+        """Predictions and the latent posterior covariance at checked X."""
+        cov = self._latent_covariance(X, budget_threads(), max_memory)
+        return self.encoding_.decode(self._scores(X)), cov
+
+    def _latent_covariance(self, X, n_threads, max_memory):
+        raise ValueError(f"{type(self).__name__} has no posterior covariance between points "
+                         f"({self._NO_COVARIANCE}); predict(X, return_std=True) gives the "
+                         "standard deviation at each point, and fit_exact's model the "
+                         "covariance")
+
+
+class FeatureGaussianProcess(GaussianProcessKRR):
+    """Mixin: the predictive distribution of a model that is ridge regression on features
+    phi(x) (p of them) with weights' posterior factor R, R R^T = Phi^T Phi + lam I (put it
+    before :class:`hkern._model.KernelRidgeModel` in the bases).
+
+    With unit prior weights the latent f(x) = phi(x)^T w has prior covariance phi(x)^T phi(x')
+    and posterior variance lam |R^{-1} phi(x)|^2 (the Bayesian linear model; for Nystrom
+    features the subset-of-regressors form).  ``_prior_residual`` adds the part of the prior
+    the features leave out, k(x, x) - phi(x)^T phi(x) for Nystrom (the deterministic training
+    conditional, DTC: the same mean, and a variance that returns to the prior's k(x, x) away
+    from the landmarks instead of falling to 0), and 0 for random features, whose model is the
+    Bayesian linear one.
+
+    Subclasses are constructed with ``posterior_factor`` (R) and implement
+    ``_features(X, n_threads)`` and ``_prior_residual(X, Phi, n_threads)``.  They keep only the
+    weights, not the training inputs: the likelihood of other targets is not available.
+    """
+
+    _NO_EVIDENCE_FIX = ("fit with the direct solver (solver='direct') for the likelihood, or "
+                        "compare fits by their error on held-out data")
+    _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
+
+    def _evidence_at(self, Y, max_memory):
+        raise likelihood_needs_training_inputs(self, "the weights of its features")
+
+    def _n_train(self):
+        # Refused in _evidence_at whatever the targets' length.
+        return self._evidence.n if self._evidence is not None else 0
+
+    def _posterior_blocks(self, X, n_threads, max_memory, what):
+        """(start, stop, Phi, V) over blocks of X: Phi = the block's features and
+        V = R^{-1} Phi^T, in blocks of about 32 MiB (p columns)."""
+        from ._ridge import block_rows, row_blocks  # (_ridge imports this module)
+        p = self._posterior_factor.shape[0]
+        m = X.shape[0]
+        check_memory(24 * min(m, block_rows(m, p)) * p + 8 * m, max_memory,
+                     what=f"{what} at {m} points with {p} features", fix="pass fewer points")
+        for start, stop in row_blocks(m, p):
+            Phi = self._features(X[start:stop], n_threads)
+            V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
+                                         n_threads=n_threads)
+            yield start, stop, Phi, V
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        var = np.empty(X.shape[0])
+        for start, stop, Phi, V in self._posterior_blocks(X, n_threads, max_memory,
+                                                          "the posterior variance"):
+            var[start:stop] = self._prior_residual(X[start:stop], Phi, n_threads) \
+                + self.lam * np.einsum("ij,ij->j", V, V)
+        return var
+
+    def _latent_covariance(self, X, n_threads, max_memory):
+        m, p = X.shape[0], self._posterior_factor.shape[0]
+        check_memory(8 * m * m + 24 * m * p, max_memory,
+                     what=f"the posterior covariance at {m} points", fix="pass fewer points")
+        Phi = self._features(X, n_threads)
+        V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
+                                     n_threads=n_threads)
+        cov = self._prior_residual_matrix(X, Phi, n_threads)
+        cov += self.lam * _linalg.matmul(V, V, trans_a=True, n_threads=n_threads)
+        return cov

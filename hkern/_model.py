@@ -259,9 +259,24 @@ class KernelRidgeModel(FittedModel):
         Number of input features seen at fit time.
     encoding_ : hkern._targets.TargetEncoding
         How scores map back to ``y``'s form (class labels for classification).
+    y_mean_ : float or ndarray (k,) or None
+        Regression: the constant mean of each output, the training mean of y (hkern._targets);
+        the fit solved for y minus it, and predictions add it back.  None for a classifier.
+    signal_variance_ : float or ndarray (k,) or None
+        Regression: the Gaussian process's signal variance s2 of each output, in the units of
+        y squared: its maximum-likelihood value (y - mu)^T A^{-1} (y - mu) / n at the fitted
+        kernel and lam (hkern._gp), the scale of ``predict``'s standard deviation.  None for a
+        classifier, and for the fits that are not a Gaussian process (MEKA, SLKL).
+    noise_ : float or ndarray (k,) or None
+        Regression: the noise variance of each output, ``signal_variance_ * lam``, in the units
+        of y squared (what ``include_noise=True`` adds).  None where ``signal_variance_`` is.
     n_jobs : int or None
         The thread budget of the model's methods (see :class:`FittedModel`).
     """
+
+    # Why the model has no predictive distribution (the fits that are GP posteriors override
+    # predict with hkern._gp.GaussianProcessKRR's).
+    _NO_VARIANCE = "it is not the posterior of a Gaussian process"
 
     # The fitted values under scikit-learn's names: sigma and lam, stored once.
     sigma_ = alias("sigma")
@@ -283,6 +298,11 @@ class KernelRidgeModel(FittedModel):
         self._bandwidth = bandwidth
         self.lam = lam
         self.encoding_ = encoding
+        regression = encoding.task == "regression"
+        self.y_mean_ = encoding.per_output(encoding.offset) if regression else None
+        s2 = evidence.signal_variance() if evidence is not None and regression else None
+        self.signal_variance_ = None if s2 is None else encoding.per_output(s2)
+        self.noise_ = None if s2 is None else encoding.per_output(s2 * lam)
         # How sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection): the
         # record of the selection this model is fitted in, None outside one.
         self.selection_ = _SELECTION.get()
@@ -303,8 +323,17 @@ class KernelRidgeModel(FittedModel):
         """Raw scores: regression outputs, or one-vs-rest scores (m, n_classes)."""
         return self.encoding_.scores(self._checked_scores(X))
 
-    def predict(self, X):
-        """Predicted outputs (regression) or class labels (classification) for X (m, d)."""
+    def predict(self, X, *, return_std=False, return_cov=False, **kwargs):
+        """Predicted outputs (regression) or class labels (classification) for X (m, d).
+
+        ``return_std`` and ``return_cov`` raise a ValueError saying why this model has no
+        predictive distribution (the Gaussian-process models have them)."""
+        if return_std or return_cov:
+            raise ValueError(f"{type(self).__name__} has no predictive standard deviation: "
+                             f"{self._NO_VARIANCE}; fit_exact, fit_nystrom, fit_rff and "
+                             "fit_hierarchical give one")
+        if kwargs:
+            raise TypeError(f"predict() got unexpected keyword arguments {sorted(kwargs)}")
         return self.encoding_.decode(self._checked_scores(X))
 
     @property
@@ -355,14 +384,16 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None, widen=True):
 
 
 def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False,
-                classes=None, min_samples=1, largest=None, keep_float32=False):
+                classes=None, min_samples=1, largest=None, keep_float32=False, offset=None):
     """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
 
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` (it
     chooses the ridge itself; the hyperparameter selection asks the fits that can).
-    ``classes``, ``min_samples`` and ``largest``: for one MPI rank's shard of the data
-    (hkern._sharded), the class labels of every rank, 0 (a shard may be empty) and the largest
-    magnitude of every rank's (scaled) data, which the bandwidth is checked against.
+    ``classes``, ``min_samples``, ``largest`` and ``offset``: for one MPI rank's shard of the
+    data (hkern._sharded), the class labels of every rank, 0 (a shard may be empty), the
+    largest magnitude of every rank's (scaled) data, which the bandwidth is checked against,
+    and the mean of every rank's regression targets, which the targets are centred by
+    (:func:`hkern._targets.encode_targets`).
 
     A per-feature ``sigma`` is applied here, once: the returned X is ``X / sigma`` and the
     bandwidth 1, so the methods need not know about lengthscales.
@@ -377,7 +408,7 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
     """
     X = check_array(X, "X", min_samples=min_samples, keep_float32=True)
     single = X if X.dtype == np.float32 else None
-    Y, encoding = encode_targets(y, X.shape[0], task, classes)
+    Y, encoding = encode_targets(y, X.shape[0], task, classes, offset)
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest,
                                                       widen=not keep_float32)

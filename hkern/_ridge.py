@@ -11,7 +11,8 @@ import numpy as np
 from . import _linalg
 from ._gp import Evidence, ProfiledRidge, best_ridge, column_quads
 
-__all__ = ["block_rows", "row_blocks", "ridge_on_features", "ridge_dual"]
+__all__ = ["block_rows", "feature_gram", "ridge_dual", "ridge_factor", "ridge_on_features",
+           "row_blocks"]
 
 _BLOCK_BYTES = 32 * 2**20
 
@@ -59,23 +60,39 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
         far below any useful ridge.
     lam : float
         The ridge used.
+    factor : ndarray (p, p)
+        The lower Cholesky factor of Phi^T Phi + lam I: the posterior of the weights (the
+        models' predictive variance, :class:`hkern._gp.FeatureGaussianProcess`).
     """
-    gram = np.zeros((n_components, n_components))
-    rhs = np.zeros((n_components, Y.shape[1]))
-    for start, stop in row_blocks(X.shape[0], block_width):
-        phi = features(X[start:stop])
-        gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
-        rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
+    gram, rhs = feature_gram(features, X, n_components, block_width, n_threads, Y)
     n = X.shape[0]
     if isinstance(lam, ProfiledRidge):
         lam = _ridge_from_gram(gram, rhs, Y, lam, primal=True, n_threads=n_threads)
-    gram.flat[:: n_components + 1] += lam
-    # The Gram matrix is SPD by construction (lam > 0): Cholesky, never an explicit inverse.
-    factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
+    factor = ridge_factor(gram, lam, n_threads)
     W = _linalg.cho_solve(factor, rhs, n_threads=n_threads)
     logdet = (n - n_components) * np.log(lam) + _linalg.cholesky_logdet(factor)
     quad = (np.einsum("ij,ij->j", Y, Y) - column_quads(rhs, W)) / lam
-    return W, Evidence(quad, float(logdet), n), lam
+    return W, Evidence(quad, float(logdet), n), lam, factor
+
+
+def feature_gram(features, X, n_components, block_width, n_threads, Y=None):
+    """(Phi^T Phi, Phi^T Y) for Phi = features(X), accumulated over row blocks of about
+    32 MiB at ``block_width`` columns (Phi^T Y None without Y)."""
+    gram = np.zeros((n_components, n_components))
+    rhs = None if Y is None else np.zeros((n_components, Y.shape[1]))
+    for start, stop in row_blocks(X.shape[0], block_width):
+        phi = features(X[start:stop])
+        gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
+        if Y is not None:
+            rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
+    return gram, rhs
+
+
+def ridge_factor(gram, lam, n_threads):
+    """The lower Cholesky factor of gram + lam I, in gram's memory.  The Gram matrix is SPD by
+    construction (lam > 0): Cholesky, never an explicit inverse."""
+    gram.flat[:: gram.shape[0] + 1] += lam
+    return _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
 
 
 def ridge_dual(phi, Y, lam, n_threads):
@@ -84,8 +101,9 @@ def ridge_dual(phi, Y, lam, n_threads):
     W = Phi^T (Phi Phi^T + lam I)^{-1} Y, which equals (Phi^T Phi + lam I)^{-1} Phi^T Y
     (push-through identity) at O(n^2 p) instead of O(n p^2) cost and O(n^2) memory.  Returns
     W and the :class:`hkern._gp.Evidence` of A = Phi Phi^T + lam I, as
-    :func:`ridge_on_features`, and the ridge used (``lam`` may be a
-    :class:`hkern._gp.ProfiledRidge` there too).
+    :func:`ridge_on_features`, the ridge used (``lam`` may be a
+    :class:`hkern._gp.ProfiledRidge` there too) and the factor of Phi^T Phi + lam I (p x p,
+    O(n p^2 + p^3): the weights' posterior, which the predictive variance reads).
     """
     gram = _linalg.gram(phi, n_threads=n_threads)
     if isinstance(lam, ProfiledRidge):
@@ -94,7 +112,9 @@ def ridge_dual(phi, Y, lam, n_threads):
     factor = _linalg.cholesky(gram, overwrite=True, n_threads=n_threads)
     alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
     evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), Y.shape[0])
-    return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence, lam
+    del factor, gram
+    primal = ridge_factor(_linalg.gram(phi, trans=True, n_threads=n_threads), lam, n_threads)
+    return _linalg.matmul(phi, alpha, trans_a=True, n_threads=n_threads), evidence, lam, primal
 
 
 def _ridge_from_gram(gram, B, Y, request, *, primal, n_threads):

@@ -26,13 +26,13 @@ from ._mpi import (
     offsets_of,
 )
 from ._parameters import check_parameter
-from ._targets import local_classes
+from ._targets import exact_sums, local_classes
 from ._threads import resolve_n_jobs
 from ._validation import check_array, check_seed, check_sigma, check_targets
 from .kernels import kernel_kind
 
-__all__ = ["ShardedFit", "digest", "gather_rows", "prepare_sharded_fit", "runs_on_shards",
-           "sum_over_ranks"]
+__all__ = ["ShardedFit", "digest", "gather_rows", "mean_over_ranks", "prepare_sharded_fit",
+           "runs_on_shards", "sum_over_ranks", "total_of"]
 
 
 def runs_on_shards(label, sharded_fit, select=None):
@@ -141,16 +141,19 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
         # The bandwidth is checked against all the data, as serially: its largest magnitude.
         scaled = np.abs(points) if lengthscales is None else np.abs(points) / lengthscales
         largest = float(scaled.max()) if scaled.size else 0.0
-        classes = None
+        classes = sums = None
         if task == "classification":
             classes = local_classes(check_targets(y, points.shape[0], "y", numeric=False))
+        else:
+            sums = exact_sums(check_targets(y, points.shape[0], "y").reshape(
+                points.shape[0], -1))
         outputs = np.shape(y)[1] if np.ndim(y) == 2 else 1
-        return (points, n_threads), (points.shape, classes, outputs, arguments, largest)
+        return (points, n_threads), (points.shape, classes, outputs, arguments, largest, sums)
 
     out = state.run(local)
     entropy = int(np.random.SeedSequence().entropy % 2**63) if state.rank == 0 else None
     reports = state.agree((out[1], entropy) if out is not None else None)
-    shapes, classes, outputs, fingerprints, largest = zip(*(r[0] for r in reports))
+    shapes, classes, outputs, fingerprints, largest, sums = zip(*(r[0] for r in reports))
     dims = [s[1] for s in shapes]
     if len(set(dims)) > 1:
         where = next(p for p, d in enumerate(dims) if d != dims[0])
@@ -164,15 +167,34 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     if offsets[-1] == 0:
         raise Agreed(ValueError(f"{state.label}: every rank's shard is empty; X needs at least "
                                 "one row in all"))
-    union = None
+    union = offset = None
     if task == "classification":
         union = local_classes(np.concatenate([c for c in classes if c is not None]))
+    else:
+        offset = total_of(sums).mean()
     points, n_threads = out[0]
     inputs = state.run(prepare_fit, points, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                        max_memory=max_memory, classes=union, min_samples=0,
-                       largest=max(largest))
+                       largest=max(largest), offset=offset)
     state.agree()          # a shard that failed its checks (NaN in y, ...) stops every rank
     return ShardedFit(state, inputs, offsets, n_threads, reports[0][1])
+
+
+def total_of(sums):
+    """The exact sums (:class:`hkern._targets.ExactSums`) of every rank's rows, added in rank
+    order (exactly: any order gives the same)."""
+    total = sums[0]
+    for part in sums[1:]:
+        total = total + part
+    return total
+
+
+def mean_over_ranks(state, Y_local):
+    """The mean of each column of the rows every rank holds (Y_local (n_local, k) here), the
+    same bits on every rank and as :func:`hkern._targets.exact_mean` of the concatenated rows
+    (one allgather)."""
+    sums = state.agree(state.run(lambda: exact_sums(Y_local)))
+    return total_of(sums).mean()
 
 
 def sum_over_ranks(state, local):

@@ -2,17 +2,29 @@
 
 Every solver works on a 2-D target matrix Y (n, k), so multi-output regression and all classes of
 a classifier are fitted by one solve with k right-hand sides.
+
+Regression targets are centred: every fit models y as a constant mean per output column plus a
+zero-mean Gaussian process, the mean estimated by the training mean of the column
+(:func:`exact_mean`, the correctly rounded mean, so that it is the same bits for any thread
+count and any split of the rows over MPI ranks).  The solvers see y minus that mean
+(``TargetEncoding.offset``), and predictions add it back.  The generalised least-squares mean
+1^T A^{-1} y / 1^T A^{-1} 1 would cost every fit a second solve (and a log-determinant
+correction in the likelihood) for a difference of order 1/n of the targets' spread; the
+training mean is what scikit-learn's ``GaussianProcessRegressor(normalize_y=True)`` and
+hkern's GRIEF use too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from ._parameters import check_parameter, choices_of
 from ._validation import check_targets
 
-__all__ = ["TargetEncoding", "encode_targets", "on_target_grid", "target_scale"]
+__all__ = ["ExactSums", "TargetEncoding", "encode_targets", "exact_mean", "exact_sums",
+           "on_target_grid", "target_scale"]
 
 TASKS = choices_of("task")
 
@@ -28,11 +40,15 @@ class TargetEncoding:
         Sorted class labels (classification only); column j of the scores belongs to classes[j].
     squeeze : bool
         True when y was 1-D regression targets, so predictions are 1-D as well.
+    offset : ndarray (k,) or None
+        Regression: the constant mean of each output column (the training mean), which the
+        fitted targets Y had subtracted and predictions add back; None for classification.
     """
 
     task: str
     classes: np.ndarray | None
     squeeze: bool
+    offset: np.ndarray | None = None
 
     @property
     def n_outputs(self) -> int:
@@ -42,18 +58,34 @@ class TargetEncoding:
         """Scores (m, k) -> labels (classification) or outputs of y's shape (regression)."""
         if self.task == "classification":
             return self.classes[np.argmax(scores, axis=1)]
-        return scores[:, 0] if self.squeeze else scores
+        return self.scores(scores)
 
     def scores(self, scores):
-        """Scores (m, k), flattened to (m,) for 1-D regression targets."""
+        """Scores (m, k) of the centred targets -> the user's outputs: plus the mean, flattened
+        to (m,) for 1-D regression targets (classification: the scores as they are)."""
+        if self.offset is not None:
+            scores = scores + self.offset
         return scores[:, 0] if self.squeeze else scores
 
+    def per_output(self, values):
+        """A per-output-column array (k,) in y's form: a float for 1-D targets."""
+        values = np.asarray(values, dtype=float)
+        return float(values[0]) if self.squeeze else values
 
-def encode_targets(y, n_samples, task="regression", classes=None):
+    def centre(self, Y):
+        """Targets Y (m, k) in the user's units, minus the training mean: what the scores of
+        the centred fit are compared with (regression; classification: Y as it is)."""
+        return Y if self.offset is None else Y - self.offset
+
+
+def encode_targets(y, n_samples, task="regression", classes=None, offset=None):
     """Check ``y`` and return (Y, encoding) with Y a C-contiguous float64 (n, k) matrix.
 
-    For classification Y[i, j] = +1 if y[i] == classes[j] else -1 (one-vs-rest), for every class,
-    binary problems included, so prediction is an argmax over columns.  ``classes`` (sorted,
+    For regression Y is y minus the mean of each column, ``encoding.offset``: ``offset`` when
+    given (e.g. the mean of every MPI rank's targets, or of the training targets for a
+    validation set), else :func:`exact_mean` of y.  For classification Y[i, j] = +1 if
+    y[i] == classes[j] else -1 (one-vs-rest), for every class, binary problems included, so
+    prediction is an argmax over columns.  ``classes`` (sorted,
     e.g. the union of every MPI rank's labels) fixes the columns; by default they are y's
     own labels.
     """
@@ -62,8 +94,12 @@ def encode_targets(y, n_samples, task="regression", classes=None):
         y = check_targets(y, n_samples, "y")
         squeeze = y.ndim == 1
         # (reshape(0, -1) is ambiguous: an empty MPI shard keeps y's number of outputs)
-        Y = np.ascontiguousarray(y.reshape(n_samples, 1 if squeeze else y.shape[1]))
-        return Y, TargetEncoding(task, None, squeeze)
+        Y = y.reshape(n_samples, 1 if squeeze else y.shape[1]).astype(np.float64)
+        if offset is None:
+            offset = exact_mean(Y)
+        offset = np.asarray(offset, dtype=np.float64).reshape(Y.shape[1])
+        Y -= offset
+        return np.ascontiguousarray(Y), TargetEncoding(task, None, squeeze, offset)
     y = check_targets(y, n_samples, "y", numeric=False)
     if classes is None:
         classes = local_classes(y)
@@ -119,3 +155,79 @@ def scaled_squares(Y, largest):
 def on_target_grid(Y, scale):
     """Y / scale rounded to TARGET_GRID: the targets a selection's criteria see."""
     return np.round(np.asarray(Y, dtype=float) / scale / TARGET_GRID) * TARGET_GRID
+
+
+# Exact sums.  A float64 x is m 2^(e - 53) with m = frexp's mantissa times 2^53, an integer
+# below 2^53, split as hi 2^27 + lo with |hi| < 2^26 and 0 <= lo < 2^27; per exponent, np.bincount
+# adds the halves in float64, exactly while a sum stays below 2^53, i.e. for up to 2^26 rows at
+# a time (_EXACT_ROWS).  The sums are combined as Python integers, so the total is exact: the
+# same for any order of the rows, any thread count and any split over MPI ranks.
+_EXACT_ROWS = 1 << 25
+_EXPONENTS = 2100           # frexp's exponents of finite float64 run from -1073 to 1024
+_EXPONENT_BASE = 1075
+
+
+@dataclass(frozen=True)
+class ExactSums:
+    """The exact column sums of a float64 matrix and its number of rows: column j's sum is
+    ``numerators[j] * 2.0 ** exponent``, a Python integer times a power of two.  ``+`` adds
+    two (another shard's rows) exactly."""
+
+    numerators: tuple
+    exponent: int
+    count: int
+
+    def __add__(self, other):
+        low = min(self.exponent, other.exponent)
+        numerators = tuple((a << (self.exponent - low)) + (b << (other.exponent - low))
+                           for a, b in zip(self.numerators, other.numerators))
+        return ExactSums(numerators, low, self.count + other.count)
+
+    def sum(self):
+        """The sums of the columns, each correctly rounded to float64."""
+        return np.array([float(Fraction(a << self.exponent) if self.exponent >= 0
+                               else Fraction(a, 1 << -self.exponent))
+                         for a in self.numerators])
+
+    def mean(self):
+        """The means of the columns, each correctly rounded to float64 (0.0 without rows)."""
+        if self.count == 0:
+            return np.zeros(len(self.numerators))
+        return np.array([float(Fraction(a << self.exponent, self.count) if self.exponent >= 0
+                               else Fraction(a, self.count << -self.exponent))
+                         for a in self.numerators])
+
+
+def exact_sums(Y):
+    """:class:`ExactSums` of the finite float64 matrix Y (n, k)."""
+    Y = np.asarray(Y, dtype=np.float64)
+    n, k = Y.shape
+    numerators = [0] * k
+    for start in range(0, n, _EXACT_ROWS):
+        block = Y[start:start + _EXACT_ROWS]
+        mantissa, exponent = np.frexp(block)
+        m = (mantissa * 2.0 ** 53).astype(np.int64)
+        halves = ((m >> 27).astype(np.float64), (m & ((1 << 27) - 1)).astype(np.float64))
+        # One bincount over every column: column j's exponents counted from j _EXPONENTS.
+        index = (exponent + _EXPONENT_BASE + _EXPONENTS * np.arange(k)).ravel()
+        for half, shift in zip(halves, (27, 0)):
+            per_exponent = np.bincount(index, weights=half.ravel(), minlength=k * _EXPONENTS)
+            for i in np.flatnonzero(per_exponent):
+                j, e = divmod(int(i), _EXPONENTS)
+                numerators[j] += int(per_exponent[i]) << (e + shift)
+    # Column j's sum is numerators[j] 2^(-_EXPONENT_BASE - 53).
+    return ExactSums(tuple(numerators), -_EXPONENT_BASE - 53, n)
+
+
+def exact_mean(Y):
+    """The mean of each column of the finite float64 matrix Y (n, k), correctly rounded: the
+    same bits for any order or split of the rows (0.0 for no rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.array([[1e16], [1.0], [-1e16], [1.0]])
+    >>> exact_mean(y), y.mean(axis=0)
+    (array([0.5]), array([0.]))
+    """
+    return exact_sums(Y).mean()

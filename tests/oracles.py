@@ -167,6 +167,35 @@ def dense_lml(K, y, noise=0.0):
     return float(-0.5 * np.sum(Y * alpha) - 0.5 * k * logdet - 0.5 * k * n * np.log(2.0 * np.pi))
 
 
+def dense_fitted_gp(A, y):
+    """The fitted model of every hkern regression fit (hkern._gp), from its definition at a
+    dense training covariance A: each column y_j is its mean mu_j (the training mean) plus a
+    zero-mean GP of covariance s2_j A, s2_j the maximum-likelihood (y_j - mu_j)^T A^{-1}
+    (y_j - mu_j) / n.  Returns (mu (k,), alpha = A^{-1} (Y - mu) (n, k), s2 (k,)).
+
+    Examples
+    --------
+    >>> mu, alpha, s2 = dense_fitted_gp(np.eye(2), np.array([1.0, 3.0]))
+    >>> mu.tolist(), alpha[:, 0].tolist(), s2.tolist()
+    ([2.0], [-1.0, 1.0], [1.0])
+    """
+    Y = np.asarray(y, dtype=float)
+    Y = Y[:, None] if Y.ndim == 1 else Y
+    mu = Y.mean(axis=0)
+    alpha = scipy.linalg.solve(np.asarray(A, dtype=float), Y - mu, assume_a="pos")
+    return mu, alpha, np.einsum("ij,ij->j", Y - mu, alpha) / len(Y)
+
+
+def dense_fitted_lml(A, y_fit, y=None):
+    """log N(y - mu | 0, s2 A) summed over columns, mu and s2 those of the model fitted to
+    ``y_fit`` (:func:`dense_fitted_gp`); y None: y_fit (the profiled likelihood)."""
+    mu, _, s2 = dense_fitted_gp(A, y_fit)
+    Y = np.asarray(y_fit if y is None else y, dtype=float)
+    Y = Y[:, None] if Y.ndim == 1 else Y
+    return sum(dense_lml(s2[j] * np.asarray(A, dtype=float), Y[:, j] - mu[j])
+               for j in range(Y.shape[1]))
+
+
 def dense_gp_posterior(K, K_cross, k_diag, y, noise):
     """Posterior mean and variance of a zero-mean GP at new points, by dense solves:
     mean = K_* C^{-1} y, var = k_** - diag(K_* C^{-1} K_*^T), C = K + noise I.

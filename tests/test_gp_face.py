@@ -1,23 +1,27 @@
 """The GP face of the kernel ridge models that are Gaussian processes (issue 17, item 1).
 
-Exact KRR, HCK and the independent kernel are GP posteriors: prior f ~ GP(0, k) with k the
-plain kernel, K_hier' (hierarchical kernel of the jittered base kernel) or the block-diagonal
-kernel on the leaves, and training-target covariance A = K + lam I (for HCK the leaf diagonal
-blocks of A are K + lam I, the jitter being part of lam).  Every number is checked against a
-dense oracle at small n, built from the mathematical definition:
+Exact KRR, HCK and the independent kernel are GP posteriors (issue 52): each output y_j is a
+constant mean mu_j (the training mean) plus f_j ~ GP(0, s2_j k) with k the plain kernel,
+K_hier' (hierarchical kernel of the jittered base kernel) or the block-diagonal kernel on the
+leaves, and the centred targets' covariance s2_j A, A = K + lam I (for HCK the leaf diagonal
+blocks of A are K + lam I, the jitter being part of lam), s2_j its maximum-likelihood value.
+Nystrom and random features are the GP of their features' kernel.  Every number is checked
+against a dense oracle at small n, built from the mathematical definition
+(tests/oracles.py, ``dense_fitted_gp``):
 
-* ``dual_coef_`` is in training order: predict(X_train) == K(X_train, X_train) @ dual_coef_ for
-  the model's kernel (the plain kernel for exact KRR and HCK at depth 0; the cross-kernel of
-  the HCK oracle in tests/oracles.py for HCK at depth >= 1; the block-diagonal one for the
-  independent kernel).
-* ``log_marginal_likelihood()`` / ``(y)`` against the oracle's dense Gaussian log-likelihood
-  with the dense covariance A, summed over outputs.
-* ``predict(X, return_std=True)`` against sqrt(k(x, x) - k(x, X) A^{-1} k(X, x)) (latent f)
-  and sqrt(... + lam) with ``include_noise``.
+* ``dual_coef_`` is in training order and solves A w = Y - mu: predict(X_train) ==
+  mu + K(X_train, X_train) @ dual_coef_ for the model's kernel (the plain kernel for exact KRR
+  and HCK at depth 0; the cross-kernel of the HCK oracle in tests/oracles.py for HCK at
+  depth >= 1; the block-diagonal one for the independent kernel).
+* ``log_marginal_likelihood()`` / ``(y)`` against the dense log N(y - mu | 0, s2 A), summed
+  over outputs.
+* ``predict(X, return_std=True)`` against sqrt(s2 (k(x, x) - k(x, X) A^{-1} k(X, x))) (latent
+  f) and sqrt(s2 (... + lam)) with ``include_noise``; ``return_cov`` against the dense
+  covariance, ``sample_y`` against its moments.
 
-Tolerances: the variance is a difference of O(1) terms (k(x, x) = 1), so it is compared in
-absolute terms, 1e-10, far above the rounding of either side (~1e-14 observed) and far below
-the smallest variances here (~1e-3).
+Tolerances: the unit-amplitude variance is a difference of O(1) terms (k(x, x) = 1), so it is
+compared in absolute terms, 1e-10 times s2, far above the rounding of either side (~1e-14
+observed) and far below the smallest variances here (~1e-3).
 """
 import inspect
 
@@ -25,7 +29,16 @@ import numpy as np
 import pytest
 from hck_model import make_kern, matrix_to_original, reconstruct, route
 from memory_probe import assert_estimate_close
-from oracles import dense_gp_posterior, dense_kernel, dense_lml, hck_system, khier_cross, rel_norm
+from oracles import (
+    dense_fitted_gp,
+    dense_fitted_lml,
+    dense_gp_posterior,
+    dense_kernel,
+    dense_lml,
+    hck_system,
+    khier_cross,
+    rel_norm,
+)
 
 import hkern
 from hkern._memory import MemoryLimitError
@@ -143,11 +156,13 @@ def test_predictions_are_the_kernel_expansion_of_dual_coef_in_training_order(spe
     c = make(spec, k)
     w = c.model.dual_coef_
     assert w.shape == (len(c.X), k)
-    # the weights solve A w = Y with rows in training order
-    assert rel_norm(w, np.linalg.solve(c.A, c.y.reshape(len(c.X), -1))) < 1e-10
-    # training points as new points: K(X_train, X_train) @ dual_coef_ (no jitter in k(x, X))
+    mu, alpha, _ = dense_fitted_gp(c.A, c.y)
+    assert np.allclose(c.model.y_mean_, mu[0] if k == 1 else mu, rtol=1e-14, atol=0)
+    # the weights solve A w = Y - mu with rows in training order
+    assert rel_norm(w, alpha) < 1e-10
+    # training points as new points: mu + K(X_train, X_train) @ dual_coef_ (no jitter in k(x, X))
     pred = c.model.predict(c.X).reshape(len(c.X), -1)
-    assert rel_norm(pred, c.cross(c.X) @ w) < 1e-10
+    assert rel_norm(pred, mu + c.cross(c.X) @ w) < 1e-10
 
 
 @pytest.mark.parametrize("name", [n for n in HCK_CASES if n.startswith("depth0")])
@@ -157,8 +172,9 @@ def test_depth0_hck_is_the_plain_kernel_expansion(name):
     c = _hck(name, k=2)
     assert c.model.depth_ == 0
     K = hkern.kernel_matrix(c.X, c.X, kernel=c.kernel, sigma=c.sigma)
-    assert rel_norm(c.model.predict(c.X), K @ c.model.dual_coef_) < 1e-12
-    assert rel_norm(c.model.matvec(c.model.dual_coef_), c.y) < 1e-12     # (K + lam I) w = y
+    mu = c.y.mean(axis=0)
+    assert rel_norm(c.model.predict(c.X), mu + K @ c.model.dual_coef_) < 1e-12
+    assert rel_norm(c.model.matvec(c.model.dual_coef_), c.y - mu) < 1e-12  # (K + lam I) w = y - mu
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,17 +184,21 @@ def test_depth0_hck_is_the_plain_kernel_expansion(name):
 @pytest.mark.parametrize("spec", MODELS)
 def test_log_marginal_likelihood_is_the_dense_gaussian_density(spec, k):
     c = make(spec, k)
-    ref = dense_lml(c.A, c.y)
+    ref = dense_fitted_lml(c.A, c.y)
     lml = c.model.log_marginal_likelihood()
     assert isinstance(lml, float)
     assert abs(lml - ref) < 1e-10 * abs(ref)
+    # the fitted signal variance is the likelihood's maximum
+    s2 = dense_fitted_gp(c.A, c.y)[2]
+    assert np.allclose(c.model.signal_variance_, s2[0] if k == 1 else s2, rtol=1e-10, atol=0)
+    assert np.allclose(c.model.noise_, LAM * c.model.signal_variance_, rtol=1e-15, atol=0)
     # at the training targets the argument form gives the same number, computed anew
     assert c.model.log_marginal_likelihood(c.y) == lml
-    # and at other targets (1-D and 2-D, training order)
-    other = np.column_stack([np.cos(c.X[:, 0]), c.X[:, 2], c.X[:, 1] ** 2])
-    for y in (other[:, 0], other):
-        ref = dense_lml(c.A, y)
-        assert abs(c.model.log_marginal_likelihood(y) - ref) < 1e-10 * abs(ref)
+    # and at other targets (training order), under the fitted mean and signal variance
+    other = np.column_stack([np.cos(c.X[:, 0]), c.X[:, 2], c.X[:, 1] ** 2])[:, :k]
+    y = other[:, 0] if k == 1 else other
+    ref = dense_fitted_lml(c.A, c.y, y)
+    assert abs(c.model.log_marginal_likelihood(y) - ref) < 1e-10 * abs(ref)
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -197,7 +217,7 @@ def test_feature_models_likelihood_is_the_dense_density_under_their_features(fit
         model = hkern.fit_rff(X, y, r=40, sigma=0.7, lam=LAM, seed=0)
         Phi = np.sqrt(2.0 / 40) * np.cos(X @ model.frequencies_.T + model.offsets_)
         G = Phi @ Phi.T
-    ref = dense_lml(G + LAM * np.eye(len(X)), y)
+    ref = dense_fitted_lml(G + LAM * np.eye(len(X)), y)
     assert abs(model.log_marginal_likelihood() - ref) < 1e-9 * abs(ref)
     with pytest.raises(ValueError, match="keeps the weights of its features, not its training "
                        r"inputs.*log_marginal_likelihood\(\) without y"):
@@ -233,10 +253,14 @@ def test_classifiers_refuse_the_training_likelihood_and_return_std(fit):
                        "decision_function"):
         clf.predict(Xq, return_std=True)
     # real targets can be given explicitly: the +-1 encoding the classifier solved for
+    # (the classifier's model: no mean and the kernel's own scale, as its one-vs-rest solve)
     T = np.where(labels[:, None] == clf.classes_[None, :], 1.0, -1.0)
-    reg = fit(X, T, sigma=0.5, lam=LAM, **kw)
-    assert clf.log_marginal_likelihood(T) == reg.log_marginal_likelihood()
-    assert np.array_equal(clf.predict(Xq), clf.classes_[np.argmax(reg.predict(Xq), axis=1)])
+    lml = clf.log_marginal_likelihood(T)
+    assert np.isfinite(lml)
+    if fit is hkern.fit_exact:
+        A = hkern.kernel_matrix(X, X, sigma=0.5) + LAM * np.eye(len(X))
+        assert abs(lml - dense_lml(A, T)) < 1e-10 * abs(lml)
+        assert rel_norm(clf.dual_coef_, np.linalg.solve(A, T)) < 1e-10
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,12 +272,15 @@ def test_std_is_the_dense_posterior_standard_deviation(spec, k):
     c = make(spec, k)
     var_ref = dense_variance(c.A, c.cross(c.Xq))
     assert var_ref.min() > 1e-4            # the check below is far from the clipping at 0
+    s2 = dense_fitted_gp(c.A, c.y)[2]
     mean, std = c.model.predict(c.Xq, return_std=True)
-    assert std.shape == (len(c.Xq),)       # one standard deviation per point, for all outputs
+    assert std.shape == ((len(c.Xq),) if k == 1 else (len(c.Xq), k))   # per output
     assert np.array_equal(mean, c.model.predict(c.Xq))
-    assert np.abs(std**2 - var_ref).max() < 1e-10
+    std = std.reshape(len(c.Xq), k)
+    assert np.abs(std**2 / s2 - var_ref[:, None]).max() < 1e-10
     _, std_y = c.model.predict(c.Xq, return_std=True, include_noise=True)
-    assert np.abs(std_y**2 - (var_ref + LAM)).max() < 1e-10
+    std_y = std_y.reshape(len(c.Xq), k)
+    assert np.abs(std_y**2 / s2 - (var_ref[:, None] + LAM)).max() < 1e-10
 
 
 def test_std_at_a_training_point_of_the_exact_gp_is_below_the_noise():
@@ -261,7 +288,8 @@ def test_std_at_a_training_point_of_the_exact_gp_is_below_the_noise():
     c = _exact()
     _, std = c.model.predict(c.X, return_std=True)
     _, std_y = c.model.predict(c.X, return_std=True, include_noise=True)
-    assert np.all(std < np.sqrt(LAM)) and np.all(std_y > np.sqrt(LAM))
+    noise_sd = np.sqrt(c.model.noise_)
+    assert np.all(std < noise_sd) and np.all(std_y > noise_sd)
 
 
 @pytest.mark.parametrize("spec", ["hck:depth4-gauss", "hck:depth0-gauss",
@@ -294,7 +322,14 @@ def test_std_checks_its_flags_and_inputs(spec):
 
 def test_one_gp_face_for_every_gp_model():
     # The same keywords, in the same order, on every model that defines a predictive variance.
-    for cls in (hkern.ExactKRR, hkern.HierarchicalKRR, hkern.IndependentKRR, hkern.GriefGP):
+    for cls in (hkern.ExactKRR, hkern.HierarchicalKRR, hkern.IndependentKRR, hkern.NystromKRR,
+                hkern.RFFKRR):
+        params = inspect.signature(cls.predict).parameters
+        assert list(params)[:5] == ["self", "X", "return_std", "return_cov", "include_noise"], cls
+        assert params["return_std"].default is False and params["include_noise"].default is False
+        lml = inspect.signature(cls.log_marginal_likelihood).parameters
+        assert all(p.default is not inspect.Parameter.empty for p in list(lml.values())[1:]), cls
+    for cls in (hkern.GriefGP,):
         params = inspect.signature(cls.predict).parameters
         assert list(params)[:4] == ["self", "X", "return_std", "include_noise"], cls
         assert params["return_std"].default is False and params["include_noise"].default is False

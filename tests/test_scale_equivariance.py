@@ -20,6 +20,13 @@
   L-BFGS or parabolic-search end point moved with the rounding of c * y: fit_exact "ard" chose
   lam 3.4e-4 for y and 1.8e-4 for 1e12 y).  In X the selection's robust feature statistics
   scale with X, to rounding, so the choice agrees to 1e-6 (measured 1e-9 and 6e-8).
+* In an affine change of y (issue 52): every regression fit models y as its training mean
+  plus a zero-mean GP (hkern._targets), so fitting a * y + b predicts a times the predictions
+  for y plus b, and (the GP fits) |a| times the standard deviation, for offsets up to
+  1e8 std(y).  y + b itself rounds y by up to eps |b|, which the centred targets keep, so the
+  law holds to that: 1e-8 of the predictions' scale plus 100 eps |b| (a smoother's gain on
+  a perturbation of the targets is a few units here), and the selections, which see the
+  rounded targets on their grid, to the same plus what the chosen values move by.
 """
 import numpy as np
 import pytest
@@ -195,3 +202,78 @@ def test_selection_in_x(name, data, selected):
     _, predicted = selected_at_scale_1(selected, name, data)
     for a in X_SCALES:
         assert rel_max(SELECTING[name](a * X, y).predict(a * X_new), predicted) <= 1e-6, a
+
+
+# (a, b / std(y)): offsets up to 1e8 standard deviations, with a sign change and a scale.
+AFFINE = [(1.0, 1e8), (-3.7, 1e4), (1e-6, -250.0)]
+# The fits that are a Gaussian process's posterior, whose standard deviation follows |a|.
+WITH_STD = {"exact", "exact_pcg", "exact_pcg_hck", "nystrom", "nystrom_oasis",
+            "nystrom_rpcholesky", "nystrom_pcg", "rff", "rff_dual", "hierarchical",
+            "independent"}
+
+
+def assert_affine(got, ref, a, b, scale):
+    """got == a * ref + b to 1e-8 of |a| scale plus 100 eps |b| (the rounding of y + b)."""
+    err = np.max(np.abs(got - (a * ref + b)))
+    assert err <= 1e-8 * abs(a) * scale + 100 * np.finfo(float).eps * abs(b), err
+
+
+@pytest.fixture(scope="module")
+def affine_references():
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(FITS))
+@pytest.mark.parametrize("a,b", AFFINE)
+def test_fits_in_affine_y(name, a, b, data, affine_references):
+    X, y, X_new = data
+    b = b * y.std()
+    if name not in affine_references:
+        model = FITS[name](X, y, 1.0)
+        affine_references[name] = model.predict(X_new, return_std=True) \
+            if name in WITH_STD else (model.predict(X_new), None)
+    ref, ref_std = affine_references[name]
+    scale = np.max(np.abs(ref))
+    model = FITS[name](X, a * y + b, 1.0)
+    if name not in WITH_STD:
+        assert_affine(model.predict(X_new), ref, a, b, scale)
+        return
+    mean, std = model.predict(X_new, return_std=True)
+    assert_affine(mean, ref, a, b, scale)
+    # |a| std: its relative error is the targets' relative rounding, eps |b| / std(y).
+    assert rel_max(std, abs(a) * ref_std) <= 1e-8 + 100 * np.finfo(float).eps * abs(b) \
+        / abs(a) / y.std()
+    assert np.allclose(model.y_mean_, a * y.mean() + b, rtol=1e-14, atol=0)
+
+
+# SLKL's hold-out selection compares candidates that are each a coordinate descent, whose
+# steps follow its targets' last bits: y + 1e8 std(y) rounds y at 1e-8 of its scale and chose
+# lam 6.1e-4 against 5.6e-4 (predictions 1.3% of their scale apart).  Known, not yet fixed.
+SLKL_OFFSET = pytest.mark.xfail(strict=True, reason="SLKL's selection follows the rounding of "
+                                "y + b: a discontinuous descent per candidate")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=SLKL_OFFSET) if n == "slkl" else n
+                                  for n in sorted(SELECTING)])
+def test_selection_in_affine_y(name, data, selected):
+    """y + b with b = 1e8 std(y): the selection sees y's rounding at eps b, 1e-8 of its scale
+    (the grid is 2^-30 ~ 1e-9), and chooses values that predict as the choice for y to 1e-5 of
+    the predictions' scale."""
+    X, y, X_new = data
+    _, predicted = selected_at_scale_1(selected, name, data)
+    b = 1e8 * y.std()
+    got = SELECTING[name](X, y + b).predict(X_new)
+    assert np.max(np.abs(got - b - predicted)) <= 1e-5 * np.max(np.abs(predicted))
+
+
+def test_offset_no_longer_moves_the_fit(data):
+    """The issue's cases: with y + 1e4 the headline fits predicted 1.5 to 1600 times worse (the
+    zero-mean GP reverted to 0 away from the data and lam, chosen for the offset, drowned the
+    signal); now the test error is the same, and no selection is needed to see it."""
+    X, y, X_new = data
+    truth = np.sin(X_new[:, 0]) + 0.5 * X_new[:, 1]
+    for fit in (lambda X, y: hkern.fit_hierarchical(X, y, r=32, seed=0),
+                lambda X, y: hkern.fit_nystrom(X, y, 100, solver="pcg", seed=0)):
+        base = np.sqrt(np.mean((fit(X, y).predict(X_new) - truth) ** 2))
+        shifted = np.sqrt(np.mean((fit(X, y + 1e4).predict(X_new) - 1e4 - truth) ** 2))
+        assert abs(shifted - base) <= 1e-6 * base

@@ -243,5 +243,7 @@ def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validati
         max_iter=max_iter, seed=seed,
         validation=validation, verbose=check_parameter("verbose", verbose), max_memory=max_memory,
         n_threads=budget_threads(), adaptive=r is None, precision=precision)
-    return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
+    # No log-determinant from CG; y^T A^{-1} y (the signal variance) from its answer.
+    evidence = Evidence(column_quads(inputs.Y, alpha), None, inputs.X.shape[0])
+    return ExactKRR(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=evidence,
                     **inputs.model_params(n_jobs))

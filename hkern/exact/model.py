@@ -11,7 +11,6 @@ from .._memory import check_memory
 from .._model import KernelRidgeModel
 from .._ridge import block_rows
 from .._threads import budget_threads, budgeted
-from .._validation import check_rhs
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 
 __all__ = ["ExactKRR"]
@@ -87,17 +86,31 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
                      what=f"{what} (the n x n kernel matrix, n={n})", fix=fix)
         return _system_factor(self._kind, self._bandwidth, self.lam, self.X_fit_, n_threads)
 
+    def _n_train(self):
+        return self.X_fit_.shape[0]
+
     @budgeted
-    def _lml_at(self, y, max_memory):
+    def _evidence_at(self, Y, max_memory):
         # log_marginal_likelihood(y): the fit's factorisation and solve again.
-        n = self.X_fit_.shape[0]
-        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        n, k = Y.shape
         n_threads = budget_threads()
-        factor = self._factor(32 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
+        factor = self._factor(16 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
                               "fit on a subsample", max_memory, n_threads)
-        Y = check_rhs(y, n, "y").reshape(n, -1)
         alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        return Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n).lml()
+        return Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n)
+
+    def _latent_covariance(self, X, n_threads, max_memory):
+        """K(X, X) - V^T V, V = L^{-1} K(X_fit, X): m x m, for a modest number of points."""
+        n, m = self.X_fit_.shape[0], X.shape[0]
+        factor = self._factor(8 * n * m + 8 * m * m, f"the posterior covariance at {m} points",
+                              "pass fewer points", max_memory, n_threads)
+        V = _linalg.solve_triangular(
+            factor, _kernel_matrix_trusted(self._kind, self._bandwidth, self.X_fit_, X,
+                                           n_threads), lower=True, n_threads=n_threads)
+        del factor
+        cov = _kernel_matrix_trusted(self._kind, self._bandwidth, X, X, n_threads)
+        cov -= _linalg.matmul(V, V, trans_a=True, n_threads=n_threads)
+        return cov
 
     def _latent_variance(self, X, n_threads, max_memory):
         """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""

@@ -102,8 +102,9 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="r
         return rff_features(rows, frequencies, offsets, n_threads)
 
     if r > n:
-        coef, evidence, lam = ridge_dual(features(X), Y, inputs.lam, n_threads)
+        coef, evidence, lam, factor = ridge_dual(features(X), Y, inputs.lam, n_threads)
     else:
-        coef, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, r, r, n_threads)
-    return RFFKRR(frequencies, offsets, coef, evidence=evidence,
+        coef, evidence, lam, factor = ridge_on_features(features, X, Y, inputs.lam, r, r,
+                                                        n_threads)
+    return RFFKRR(frequencies, offsets, coef, posterior_factor=factor, evidence=evidence,
                   **inputs.model_params(n_jobs, lam=lam))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._gp import MarginalLikelihood
+from .._gp import FeatureGaussianProcess
 from .._model import KernelRidgeModel
 from .._ridge import row_blocks
 from .._threads import budget_threads
@@ -14,8 +14,13 @@ from .rff import check_phases, rff_features
 __all__ = ["RFFKRR"]
 
 
-class RFFKRR(MarginalLikelihood, KernelRidgeModel):
+class RFFKRR(FeatureGaussianProcess, KernelRidgeModel):
     """Ridge regression on z(x) = sqrt(2/r) cos(Omega x + b).
+
+    Also the posterior mean of the Bayesian linear model f(x) = z(x)^T w, w ~ N(0, s2 I),
+    observed with noise variance s2 lam: ``predict(X, return_std=True)`` gives its standard
+    deviation, sqrt(s2 lam |R^{-1} z(x)|^2), R R^T = Z^T Z + lam I (Z the training features).
+    Its prior is the random-feature kernel z(x)^T z(x'), which approximates the kernel.
 
     Attributes
     ----------
@@ -39,8 +44,9 @@ class RFFKRR(MarginalLikelihood, KernelRidgeModel):
     ((64, 3), (64, 1))
     """
 
-    def __init__(self, frequencies, offsets, coef, **kw):
+    def __init__(self, frequencies, offsets, coef, posterior_factor=None, **kw):
         super().__init__(**kw)
+        self._posterior_factor = posterior_factor       # R, R R^T = Z^T Z + lam I
         self.frequencies_ = frequencies
         self.offsets_ = offsets
         self.coef_ = coef
@@ -53,3 +59,13 @@ class RFFKRR(MarginalLikelihood, KernelRidgeModel):
             features = rff_features(X[start:stop], self.frequencies_, self.offsets_, n_threads)
             _linalg.matmul(features, self.coef_, n_threads=n_threads, out=out[start:stop])
         return out
+
+    def _features(self, X, n_threads):
+        check_phases(X, self.frequencies_)
+        return rff_features(X, self.frequencies_, self.offsets_, n_threads)
+
+    def _prior_residual(self, X, Phi, n_threads):
+        return np.zeros(X.shape[0])      # the prior is the features' own kernel
+
+    def _prior_residual_matrix(self, X, Phi, n_threads):
+        return np.zeros((X.shape[0], X.shape[0]))

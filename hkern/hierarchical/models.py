@@ -9,7 +9,7 @@ from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel, renamed
 from .._threads import blas_threads, budget_threads, budgeted
-from .._validation import check_int, check_rhs, check_seed, check_targets
+from .._validation import check_int, check_seed, check_targets
 from . import _blocks, _posterior, _tree
 
 __all__ = ["HierarchicalKRR", "IndependentKRR"]
@@ -134,6 +134,9 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
+    _NO_COVARIANCE = ("the covariance between two new points runs through the tree's "
+                      "coupling of their leaves, which is not implemented")
+
     def __init__(self, *, operator, weights, pred_vectors, pred_offsets, r, jitter, **kw):
         super().__init__(**kw)
         self._op = operator
@@ -235,12 +238,12 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         return float(self._op.logdet_value)
 
     @budgeted
-    def _lml_at(self, y, max_memory):
+    def _evidence_at(self, Y, max_memory):
         # log_marginal_likelihood(y): one solve; max_memory as for solve.
-        yt, _ = self._to_tree(self._checked(y, True, max_memory, name="y"))
+        yt, _ = self._to_tree(self._checked(Y, True, max_memory, name="y"))
         with blas_threads(1):
             alpha = self._op.solve(yt, budget_threads())
-        return Evidence(column_quads(yt, alpha), self.logdet(), yt.shape[0]).lml()
+        return Evidence(column_quads(yt, alpha), self.logdet(), yt.shape[0])
 
     def _posterior_bytes(self, m, n_threads):
         """Peak bytes of the posterior variance at m test points (8-byte numbers): theta and
@@ -404,6 +407,8 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
     True
     """
 
+    _NO_COVARIANCE = "the covariance between new points is not implemented for it"
+
     def __init__(self, *, X_tree, alpha, logdet, **kw):
         super().__init__(**kw)
         self._X_tree = X_tree
@@ -432,21 +437,19 @@ class IndependentKRR(GaussianProcessKRR, _TreeModel):
         return 8 * (threads * leaf_max * (leaf_max + chunk) + columns * n)
 
     @budgeted
-    def _lml_at(self, y, max_memory):
+    def _evidence_at(self, Y, max_memory):
         # log_marginal_likelihood(y): every leaf factorised again, as in the fit.
-        n = len(self.perm_)
-        k = np.shape(y)[1] if np.ndim(y) == 2 else 1
+        n, k = Y.shape
         n_threads = budget_threads()
         check_memory(self._blocks_bytes(4 * k, 0, n_threads), max_memory,
                      what=f"log_marginal_likelihood with n={n} and {k} column(s) in y",
                      fix="pass y in blocks of fewer columns")
-        y = check_rhs(y, n, "y")
-        yt = np.ascontiguousarray(y.reshape(n, -1)[self.perm_])
+        yt = np.ascontiguousarray(Y[self.perm_])
         alpha = yt.copy()                                # solved in place below
         with blas_threads(1):
             logdet = _blocks.fit_blocks(self._X_tree, self._start, self._count, self.depth_,
                                         self._kind, self._bandwidth, self.lam, alpha, n_threads)
-        return Evidence(column_quads(yt, alpha), logdet, yt.shape[0]).lml()
+        return Evidence(column_quads(yt, alpha), logdet, yt.shape[0])
 
     def _latent_variance(self, X, n_threads, max_memory):
         """Posterior variance of f at X: each leaf with test points factorised again."""

@@ -196,7 +196,9 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
             return np.column_stack([scores, var])
         both = self._routed(X, mean_and_variance, k + 1)
         var = both[:, k] + (self.lam if noise else 0.0)
-        return self.encoding_.decode(both[:, :k]), np.sqrt(np.maximum(var, 0.0))
+        # In the units of y: times each output's signal variance (hkern._gp).
+        std = np.sqrt(np.maximum(var, 0.0)[:, None] * self._evidence.signal_variance())
+        return self.encoding_.decode(both[:, :k]), std[:, 0] if self.encoding_.squeeze else std
 
     def _posterior_factors(self, state):
         """The posterior variance's factors of this part (a collective, the first time)."""
@@ -314,19 +316,23 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
     @_collective
     @budgeted
     def log_marginal_likelihood(self, state, y=None):
-        """log N(y | 0, A): the training targets' (default), or this rank's rows of other
-        targets y (a collective)."""
+        """log N(y - mu | 0, s2 A) at the fitted mean and signal variance, as
+        :meth:`hkern.HierarchicalKRR.log_marginal_likelihood`: the training targets' (default),
+        or this rank's rows of other targets y (a collective)."""
         if state.comm.allreduce(y is None, op=get_mpi().LAND):
             if self.encoding_.task != "regression":     # the same on every rank
                 raise Agreed(ValueError(
                     "log_marginal_likelihood() is defined for regression, but this model was "
                     "fitted with task='classification'; pass y (e.g. the +-1 one-vs-rest "
                     "encoding of the labels, each rank its rows)"))
-            return self._evidence.lml()
+            return self._evidence.lml(self._evidence.signal_variance())
         Y, _ = self._checked_rhs(state, y, "y")
+        regression = self.encoding_.task == "regression"
+        Y = np.ascontiguousarray(self.encoding_.centre(Y))
         alpha = self._reorder.from_tree(self._solve_tree(state, self._reorder.to_tree(Y)))
         quad = sum_over_ranks(state, lambda: np.einsum("ij,ij->j", Y, alpha))
-        return Evidence(quad, self._logdet, self.n_).lml()
+        return Evidence(quad, self._logdet, self.n_).lml(
+            self._evidence.signal_variance() if regression else None)
 
     def kernel_pca(self, n_components=2, seed=0):
         """Not available on shards: raises NotImplementedError saying what to do instead.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._gp import Evidence, column_quads
 from .._memory import resolve_max_memory
 from .._parameters import check_parameter
 from .._threads import budget_threads
@@ -214,5 +215,6 @@ class ExactPCGProblem(SelectionProblem):
             preconditioner_seconds=time.perf_counter() - t0,
             adaptive=self.a["r"] is None, precision=self.a["precision"])
         del apply_m
-        return self.model(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=None,
+        evidence = Evidence(column_quads(inputs.Y, alpha), None, inputs.X.shape[0])
+        return self.model(inputs.X, alpha, n_iter=n_iter, solver_trace=trace, evidence=evidence,
                           **inputs.model_params(self.a["n_jobs"]))

@@ -62,14 +62,19 @@ class SelectionProblem:
         self.a, self.X, self.tol, self.max_iter = arguments, X, tol, max_iter
         self.y = np.asarray(arguments["y"])
         self.classes = encoding.classes
-        self.set_target_scale(target_scale(self.y) if self.classes is None else 1.0)
+        # The targets centred by the mean of all of them (the fit's encoding: on MPI shards,
+        # of every rank's), which the candidates fit on a grid.
+        self.y_centred = None if self.classes is not None else \
+            encoding.centre(self.y.reshape(len(self.y), -1)).reshape(self.y.shape)
+        self.set_target_scale(target_scale(self.y_centred) if self.classes is None else 1.0)
 
     def set_target_scale(self, scale):
-        """The candidates fit y / ``scale`` on a grid (hkern._targets.on_target_grid: c * y
-        then gives the same candidates, so the same choice); the final fit fits y, its warm
-        start times ``scale``.  Classification: labels, scale 1."""
+        """The candidates fit (y - mean) / ``scale`` on a grid (hkern._targets.on_target_grid:
+        a y + b then gives the same candidates, so the same choice); the final fit fits y, its
+        warm start times ``scale``.  Classification: labels, scale 1."""
         self.y_scale = scale
-        self.y_candidates = self.y if self.classes is not None else on_target_grid(self.y, scale)
+        self.y_candidates = self.y if self.classes is not None else \
+            on_target_grid(self.y_centred, scale)
 
     def to_user_units(self, value, criterion):
         """A candidate's criterion value (of the candidates' targets) for the user's y: minus a
@@ -134,6 +139,9 @@ class SelectionProblem:
         X_held = scale_inputs(self.X[held], inputs.lengthscales)   # float64, as the fit's
         scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
                                         n_threads)
-        target, _ = encode_targets(self.y_candidates[held], len(held), self.a["task"],
-                                   self.classes)
+        if self.classes is not None:
+            target, _ = encode_targets(self.y_candidates[held], len(held), self.a["task"],
+                                       self.classes)
+        else:       # the candidate's scores are of its centred targets
+            target = inputs.encoding.centre(self.y_candidates[held].reshape(len(held), -1))
         return float(np.sum((scores - target) ** 2)), scores.size

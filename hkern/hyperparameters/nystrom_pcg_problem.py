@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from .._gp import profiled_gaussian_lml
+from .._gp import Evidence, profiled_gaussian_lml
 from .._memory import check_memory
 from .._parameters import check_parameter
 from .._threads import budget_threads
@@ -38,14 +38,17 @@ class NystromPCGProblem(SelectionProblem):
 
     Built by the fit (``hkern.nystrom.api._selection_problem``) from its checked arguments,
     with ``model``, the model class of the final fit (:class:`hkern.nystrom.NystromKRR`, called
-    as the fit calls it), which this package, below the fits, does not import."""
+    as the fit calls it), and ``posterior``, the fit's
+    :func:`hkern.nystrom.posterior.falkon_posterior`, which this package, below the fits, does
+    not import."""
 
     label = "fit_nystrom(solver='pcg')"
     keeps_float32 = True
 
-    def __init__(self, arguments, X, encoding, landmarks, r, tol, max_iter, *, model):
+    def __init__(self, arguments, X, encoding, landmarks, r, tol, max_iter, *, model,
+                 posterior):
         super().__init__(arguments, X, encoding, tol, max_iter)
-        self.landmarks, self.r, self.model = landmarks, r, model
+        self.landmarks, self.r, self.model, self.posterior = landmarks, r, model, posterior
         self._centres_key, self._indices = None, None
 
     def _centres(self, sigma):
@@ -79,14 +82,14 @@ class NystromPCGProblem(SelectionProblem):
         indices, Z = self._scaled_centres(inputs, sigma, inputs.Y.shape[1])
         error = None if held is None else self.losing_stopper(inputs, held, Z, best_mse,
                                                               budget_threads())
-        coef, trace, n_iter, beta, system = solve_falkon(
+        coef, trace, n_iter, quad, beta, system = solve_falkon(
             inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
             validation=validation, verbose=verbose, n_threads=budget_threads(),
             x0=None if x0 is None else x0.beta,
             system=None if x0 is None else x0.system_on(inputs.X, inputs.lam),
             return_beta=True, error=error, precision=self.a["precision"])
-        return indices, Z, coef, trace, n_iter, FalkonStart.kept(beta, system,
-                                                                 self.a["max_memory"])
+        return indices, Z, coef, trace, n_iter, quad, FalkonStart.kept(
+            beta, system, self.a["max_memory"])
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs = self._inputs(rows, sigma, lam)
@@ -95,7 +98,7 @@ class NystromPCGProblem(SelectionProblem):
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
                 # warns.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                _, Z, coef, _, _, state = self._solve(inputs, sigma, tol, x0,
+                _, Z, coef, _, _, _, state = self._solve(inputs, sigma, tol, x0,
                                                       best_mse=best_mse, held=held)
         except LosingCandidate as losing:
             return losing.mse, None
@@ -138,9 +141,11 @@ class NystromPCGProblem(SelectionProblem):
         validation = check_validation(self.a["validation"], inputs)
         if x0 is not None:
             x0 = FalkonStart(self.final_start(x0.beta), x0.system)
-        indices, Z, coef, trace, n_iter, _ = self._solve(
+        indices, Z, coef, trace, n_iter, quad, _ = self._solve(
             inputs, sigma, self.tol, x0, validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]))
+        L, R = self.posterior(inputs, Z, trace.jitter, budget_threads())
         return self.model(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          jitter=trace.jitter, evidence=None,
+                          jitter=trace.jitter, landmark_factor=L, posterior_factor=R,
+                          evidence=Evidence(quad, None, inputs.X.shape[0]),
                           **inputs.model_params(self.a["n_jobs"]))

@@ -242,7 +242,8 @@ class _Holdout:
         if self.task == "classification":
             target = np.where(self.y_held[:, None] == model.classes_[None, :], 1.0, -1.0)
         else:
-            target = self.y_held.reshape(len(self.y_held), -1)
+            # The scores are of the candidate's centred targets.
+            target = model.encoding_.centre(self.y_held.reshape(len(self.y_held), -1))
         return -float(np.mean((scores - target) ** 2))
 
 

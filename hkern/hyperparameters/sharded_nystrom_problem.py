@@ -11,7 +11,8 @@ from .._memory import check_memory
 from .._model import prepare_fit
 from .._mpi import Agreed, RankState, offsets_of
 from .._parameters import check_parameter
-from .._sharded import gather_rows, sum_over_ranks
+from .._sharded import gather_rows, sum_over_ranks, total_of
+from .._targets import exact_sums
 from .._threads import budget_threads
 from .._validation import check_seed, scale_inputs
 from ..kernels.sharded import ShardedNormalTimes
@@ -93,19 +94,24 @@ class ShardedNystromProblem(SelectionProblem):
         train, mine = self._local(rows), self._local(held)
         n_threads = budget_threads()
 
+        y = self.y_candidates[train]
+
         def local():
             X = self.X[train]
             scaled = X if np.ndim(sigma) == 0 else X / np.asarray(sigma)
             largest = float(np.abs(scaled).max()) if scaled.size else 0.0
-            return X, largest
+            # The candidate's mean: of every rank's training rows, as the serial candidate's.
+            sums = exact_sums(y.reshape(len(train), -1)) if self.classes is None else None
+            return X, largest, sums
 
         out = state.run(local)
-        reports = state.agree(None if out is None else (len(train), out[1]))
-        counts, largest = zip(*reports)
-        inputs = state.run(prepare_fit, out[0], self.y_candidates[train], kernel=self.a["kernel"],
+        reports = state.agree(None if out is None else (len(train), *out[1:]))
+        counts, largest, sums = zip(*reports)
+        inputs = state.run(prepare_fit, out[0], y, kernel=self.a["kernel"],
                            sigma=sigma, lam=lam, task=self.a["task"],
                            max_memory=self.a["max_memory"], classes=self.classes, min_samples=0,
-                           largest=max(largest))
+                           largest=max(largest),
+                           offset=None if self.classes is not None else total_of(sums).mean())
         Z = self.centres if inputs is None or inputs.lengthscales is None else \
             np.ascontiguousarray(scale_inputs(self.centres, inputs.lengthscales))
         state.run(lambda: check_memory(
@@ -122,7 +128,7 @@ class ShardedNystromProblem(SelectionProblem):
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 normal_times = ShardedNormalTimes(state, offsets, inputs.X, Z, inputs.kind,
                                                   inputs.bandwidth, n_threads)
-                coef, _, _, beta, system = solve_falkon(
+                coef, _, _, _, beta, system = solve_falkon(
                     inputs, Z, landmarks=self.landmarks, tol=tol, max_iter=self.max_iter,
                     validation=None, verbose=False, n_threads=n_threads,
                     x0=None if x0 is None else x0.beta,

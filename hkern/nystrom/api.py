@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._gp import ProfiledRidge
+from .._gp import Evidence, ProfiledRidge
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
@@ -25,6 +25,7 @@ from ..solvers.falkon import JITTER_STEPS, solve_falkon
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .checks import check_precision
 from .model import NystromKRR
+from .posterior import falkon_posterior, nystrom_features
 from .sharded import fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "landmark_factor", "nystrom_feature_map", "nystrom_peak_bytes",
@@ -137,7 +138,8 @@ def _selection_problem(arguments):
     landmarks, r = check_landmarks(a["landmarks"], a["r"], n)
     tol, max_iter = check_stopping(a["tol"], a["max_iter"])
     check_early_validation(a, X, encoding)
-    return NystromPCGProblem(a, X, encoding, landmarks, r, tol, max_iter, model=NystromKRR)
+    return NystromPCGProblem(a, X, encoding, landmarks, r, tol, max_iter, model=NystromKRR,
+                             posterior=falkon_posterior)
 
 
 @runs_on_shards("fit_nystrom", fit_nystrom_sharded, select_nystrom_on_shards)
@@ -306,25 +308,22 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
                              rng=rng, n_jobs=n_threads, max_memory=max_memory)
     Z = scale_inputs(X[indices], None)          # float64 (X may be float32, kept)
     if solver == "pcg":
-        coef, trace, n_iter = solve_falkon(
+        coef, trace, n_iter, quad = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
             verbose=verbose, n_threads=n_threads, precision=precision)
+        L, R = falkon_posterior(inputs, Z, trace.jitter, n_threads)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          jitter=trace.jitter, evidence=None, **inputs.model_params(n_jobs))
+                          jitter=trace.jitter, landmark_factor=L, posterior_factor=R,
+                          evidence=Evidence(quad, None, n), **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
     L, jitter = landmark_factor(W, rcond, n_threads)
     del W                                     # L is W's memory
 
-    def features(rows):
-        """Phi = K(rows, Z) L^{-T} for a block of training rows, solved in C = K(rows, Z)'s
-        memory (n_rows r^2 flops: half a product with an explicit L^{-T})."""
-        C = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, rows, Z, n_threads)
-        return _linalg.solve_triangular(L, C, lower=True, trans=True, left=False,
-                                        n_threads=n_threads, overwrite_b=True)
-
-    coef_features, evidence, lam = ridge_on_features(features, X, Y, inputs.lam, r, r,
-                                                     n_threads)
+    features = nystrom_features(inputs.kind, inputs.bandwidth, Z, L, n_threads)
+    coef_features, evidence, lam, factor = ridge_on_features(features, X, Y, inputs.lam, r, r,
+                                                             n_threads)
     coef = _linalg.solve_triangular(L, coef_features, lower=True, trans=True,
                                     n_threads=n_threads)
-    return NystromKRR(Z, indices, coef, r, jitter=jitter, evidence=evidence,
+    return NystromKRR(Z, indices, coef, r, jitter=jitter, landmark_factor=L,
+                      posterior_factor=factor, evidence=evidence,
                       **inputs.model_params(n_jobs, lam=lam))

@@ -2,16 +2,28 @@
 returns (by its direct solver, FALKON, or FALKON on MPI shards)."""
 from __future__ import annotations
 
-from .._gp import MarginalLikelihood
+import numpy as np
+
+from .._gp import FeatureGaussianProcess
 from .._model import KernelRidgeModel
 from .._threads import budget_threads
-from ..kernels._api import _kernel_matvec_trusted
+from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+from .posterior import nystrom_features
 
 __all__ = ["NystromKRR"]
 
 
-class NystromKRR(MarginalLikelihood, KernelRidgeModel):
+class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
     """Nystrom KRR: f(x) = k(x, Z) beta for landmarks Z.
+
+    Also the posterior mean of the Nystrom Gaussian process: the prior kernel
+    phi(x)^T phi(x') = k(x, Z) (K(Z, Z) + jitter I)^{-1} k(Z, x') observed with noise
+    variance lam.  ``predict(X, return_std=True)`` gives its deterministic-training-conditional
+    (DTC) standard deviation, sqrt(s2 (k(x, x) - phi(x)^T phi(x) + lam |R^{-1} phi(x)|^2)),
+    R R^T = Phi^T Phi + lam I: the subset-of-regressors variance (the second term, the
+    uncertainty of the weights) plus the part of the prior variance the landmarks do not
+    capture, which keeps the variance at the prior's far from the landmarks, where the subset
+    of regressors would fall to 0 and claim certainty.  The mean is the same in both forms.
 
     Attributes
     ----------
@@ -47,8 +59,11 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     """
 
     def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None,
-                 jitter=0.0, **kw):
+                 jitter=0.0, landmark_factor=None, posterior_factor=None, **kw):
         super().__init__(**kw)
+        # L (L L^T = K(Z, Z) + jitter I) and R (R R^T = Phi^T Phi + lam I): the posterior.
+        self._landmark_factor = landmark_factor
+        self._posterior_factor = posterior_factor
         self.landmarks_ = landmarks
         self.landmark_indices_ = indices
         self.coef_ = coef
@@ -60,3 +75,19 @@ class NystromKRR(MarginalLikelihood, KernelRidgeModel):
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
+
+    def _features(self, X, n_threads):
+        return nystrom_features(self._kind, self._bandwidth, self.landmarks_,
+                                self._landmark_factor, n_threads)(X)
+
+    def _prior_residual(self, X, Phi, n_threads):
+        """k(x, x) - phi(x)^T phi(x): the prior variance the landmarks leave out (>= 0 up to
+        rounding)."""
+        return kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth) \
+            - np.einsum("ij,ij->i", Phi, Phi)
+
+    def _prior_residual_matrix(self, X, Phi, n_threads):
+        from .. import _linalg
+        cov = _kernel_matrix_trusted(self._kind, self._bandwidth, X, X, n_threads)
+        cov -= _linalg.matmul(Phi, Phi, trans_b=True, n_threads=n_threads)
+        return cov

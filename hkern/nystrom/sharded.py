@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._gp import Evidence
 from .._memory import check_memory
 from .._mpi import Agreed
 from .._parameters import check_parameter
-from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks
+from .._sharded import digest, gather_rows, prepare_sharded_fit, sum_over_ranks, total_of
+from .._targets import exact_sums
 from .._threads import in_budget
 from .._validation import check_choice
 from ..kernels._kernels import normal_times_layout
@@ -30,6 +32,7 @@ from ..solvers.falkon import solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
 from .checks import check_precision
 from .model import NystromKRR
+from .posterior import falkon_posterior
 
 __all__ = ["fit_nystrom_sharded"]
 
@@ -124,15 +127,19 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
     Z = gather_rows(state, fit.offsets, inputs.X, indices)
     normal_times = ShardedNormalTimes(state, fit.offsets, inputs.X, Z, inputs.kind,
                                       inputs.bandwidth, n_threads)
-    coef, trace, n_iter = solve_falkon(
+    energy = total_of(state.agree(state.run(lambda: exact_sums(inputs.Y * inputs.Y)))).sum()
+    coef, trace, n_iter, quad = solve_falkon(
         inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=None,
         verbose=verbose and state.rank == 0, n_threads=n_threads,
         x0=None if start is None else start.beta,
         error=_validation_error(state, checked, inputs, Z, n_threads),
-        n_total=fit.n, normal_times=normal_times,
+        n_total=fit.n, normal_times=normal_times, energy=energy,
         system=None if start is None else start.system_on(inputs.X, inputs.lam, normal_times))
+    L, R = falkon_posterior(inputs, Z, trace.jitter, n_threads,
+                            lambda gram: sum_over_ranks(state, lambda: gram))
     return model_class(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                       jitter=trace.jitter, evidence=None, **inputs.model_params(n_jobs))
+                       jitter=trace.jitter, landmark_factor=L, posterior_factor=R,
+                       evidence=Evidence(quad, None, fit.n), **inputs.model_params(n_jobs))
 
 
 def _validation_error(state, validation, inputs, centres, n_threads):

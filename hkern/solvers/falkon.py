@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import resolve_max_memory
+from .._targets import exact_sums
 from .._validation import warn_user
 from ..kernels._api import (
     _kernel_matrix_trusted,
@@ -381,8 +382,9 @@ class FalkonStart:
 
 def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_threads,
                 error=None, x0=None, return_beta=False, system=None, precision="double",
-                **sharded):
-    """(alpha, SolverTrace, iterations) for the Nystrom normal equations with centres Z, by CG
+                energy=None, **sharded):
+    """(alpha, SolverTrace, iterations, quad) for the Nystrom normal equations with centres Z,
+    by CG
     on FALKON's preconditioned system (:class:`FalkonSystem`) as fit_nystrom(solver="pcg") runs
     it; the arguments and the memory are checked by the caller.  Each iteration is one pass of
     the kernel engine over C = K(X, Z) (computed in cache, never stored) and four triangular
@@ -394,6 +396,12 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     beta and the :class:`FalkonSystem` to the returned tuple (the next candidate's warm start).
     ``system``: that system, already built for these inputs and centres (its B the one x0 was
     computed with, its precision kept); None builds it.
+
+    ``quad`` (k,) is y_j^T A^{-1} y_j for the Nystrom GP's target covariance
+    A = C W^{-1} C^T + lam I: by Woodbury A^{-1} y = (y - C alpha) / lam, so
+    quad_j = (y_j^T y_j - (C^T y_j)^T alpha_j) / lam = (y_j^T y_j - rhs_j^T beta_j) / lam, from
+    the right-hand side and the answer at no cost (:func:`target_quad`).  ``energy``: the
+    y_j^T y_j of every rank's rows on a shard (None: of inputs.Y).
 
     ``precision``: "double"; "mixed" (float32 factors and passes over C, float64 vectors,
     reliable updates of the residual from the float64 operator, and a warning when the answer
@@ -431,7 +439,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
             alpha = system.coef(stall.X)
             del system
             return _in_double(inputs, Z, alpha, None, n_threads, sharded, return_beta, run,
-                              "mixed (stalled), then double")
+                              "mixed (stalled), then double", energy)
     alpha = system.coef(beta)
     if system.mixed:
         gap = system.float64_model_residual(beta, rhs, alpha)
@@ -439,7 +447,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
         if gap > tol and auto:
             del system      # the float32 factors are freed before the float64 ones are built
             return _in_double(inputs, Z, alpha, (trace, n_iter), n_threads, sharded,
-                              return_beta, run, "mixed, then double")
+                              return_beta, run, "mixed, then double", energy)
     for w in caught:        # the mixed answer stands: its warnings too
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if system.mixed and gap > tol and trace.converged:     # (else its residual's warning)
@@ -448,9 +456,19 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
             f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
             f"lam (W + {system.jitter:.1e} I) and float32's rounding of W); use "
             "precision='double' or 'auto'", ConvergenceWarning)
+    quad = target_quad(inputs.Y, rhs, beta, inputs.lam, energy)
     if return_beta:
-        return alpha, trace, n_iter, beta, system
-    return alpha, trace, n_iter
+        return alpha, trace, n_iter, quad, beta, system
+    return alpha, trace, n_iter, quad
+
+
+def target_quad(Y, rhs, beta, lam, energy=None):
+    """y_j^T A^{-1} y_j = (y_j^T y_j - rhs_j^T beta_j) / lam (:func:`solve_falkon`), clipped
+    at 0 (CG's answer is inexact); ``energy`` the y_j^T y_j, None: of Y, summed exactly (the
+    same bits as on shards, :func:`hkern._targets.exact_sums`)."""
+    if energy is None:
+        energy = exact_sums(Y * Y).sum()
+    return np.maximum(energy - np.einsum("ij,ij->j", rhs, beta), 0.0) / lam
 
 
 def _system_for(inputs, Z, precision, tol, n_threads, sharded):
@@ -482,21 +500,22 @@ def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre
         replace_below=MIXED_REPLACE_BELOW if system.mixed else None), rhs
 
 
-def _in_double(inputs, Z, alpha, first, n_threads, sharded, return_beta, run, label):
+def _in_double(inputs, Z, alpha, first, n_threads, sharded, return_beta, run, label, energy):
     """precision="auto" after a mixed solve that fell short: double precision, from the mixed
     answer ``alpha``; ``first`` the mixed solve's (trace, iterations), None after a stall."""
     t0 = time.perf_counter()
     system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam, n_threads,
                           **sharded)
     run = dict(run, pre_seconds=time.perf_counter() - t0)
-    beta, trace, n_iter, _ = _traced(system, inputs.Y, x0=system.beta_of(alpha), **run)
+    beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=system.beta_of(alpha), **run)
     if first is not None:
         trace, n_iter = joined_trace(first[0], trace, label), first[1] + n_iter
     else:
         trace = dataclasses.replace(trace, precision=label)
+    quad = target_quad(inputs.Y, rhs, beta, inputs.lam, energy)
     if return_beta:
-        return system.coef(beta), trace, n_iter, beta, system
-    return system.coef(beta), trace, n_iter
+        return system.coef(beta), trace, n_iter, quad, beta, system
+    return system.coef(beta), trace, n_iter, quad
 
 
 def landmarks_name(landmarks):

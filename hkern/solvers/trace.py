@@ -118,10 +118,12 @@ def check_validation(validation, inputs, min_samples=1):
     y_val = check_targets(y_val, X_val.shape[0], "validation y", numeric=not classify,
                           x_name="validation X")
     if not classify:
-        y_val, _ = encode_targets(y_val, X_val.shape[0])
-        if y_val.shape[1] != inputs.Y.shape[1]:
-            raise ValueError(f"validation y has {y_val.shape[1]} outputs but y has "
+        outputs = 1 if y_val.ndim == 1 else y_val.shape[1]
+        if outputs != inputs.Y.shape[1]:
+            raise ValueError(f"validation y has {outputs} outputs but y has "
                              f"{inputs.Y.shape[1]}")
+        # Centred by the training mean: compared with the scores of the centred fit.
+        y_val, _ = encode_targets(y_val, X_val.shape[0], offset=inputs.encoding.offset)
     return X_val, y_val
 
 

@@ -1,0 +1,46 @@
+"""The posterior of the Nystrom Gaussian process that a Nystrom model predicts with: the
+features phi(x) = L^{-1} k(Z, x), L L^T = K(Z, Z) + jitter I, and the factor R of
+Phi^T Phi + lam I (:class:`hkern._gp.FeatureGaussianProcess`).
+
+The direct solver has both from its solve; FALKON solves without forming Phi^T Phi, so
+:func:`falkon_posterior` accumulates it once after the solve: 2 n r^2 flops (the triangular
+solve and the Gram matrix of every row block of C = K(X, Z)) and 2 r^2 numbers, about what
+FALKON's preconditioner costs (its factors take 2 r^2 and r^3 flops).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _linalg
+from .._ridge import feature_gram, ridge_factor
+from ..kernels._api import _kernel_matrix_trusted
+
+__all__ = ["falkon_posterior", "nystrom_features"]
+
+
+def nystrom_features(kind, bandwidth, Z, L, n_threads):
+    """``features(rows)``: Phi = K(rows, Z) L^{-T} for a block of rows (float64, or float32
+    rows widened), solved in C = K(rows, Z)'s memory (rows r^2 flops: half a product with an
+    explicit L^{-T})."""
+    def features(rows):
+        rows = np.asarray(rows, dtype=np.float64)
+        C = _kernel_matrix_trusted(kind, bandwidth, rows, Z, n_threads)
+        return _linalg.solve_triangular(L, C, lower=True, trans=True, left=False,
+                                        n_threads=n_threads, overwrite_b=True)
+    return features
+
+
+def falkon_posterior(inputs, Z, jitter, n_threads, sum_over_ranks=None):
+    """(L, R) for FALKON's model on ``inputs`` with centres Z: L L^T = K(Z, Z) + jitter I (the
+    jitter FALKON's factors used, ``solver_trace_.jitter``) and R R^T = Phi^T Phi + lam I.
+    ``sum_over_ranks``: on one MPI rank's shard, the sum of every rank's Gram matrix (added
+    in rank order)."""
+    r = Z.shape[0]
+    W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
+    W.flat[:: r + 1] += jitter
+    L = _linalg.cholesky(W, overwrite=True, n_threads=n_threads)
+    gram, _ = feature_gram(nystrom_features(inputs.kind, inputs.bandwidth, Z, L, n_threads),
+                           inputs.X, r, r, n_threads)
+    if sum_over_ranks is not None:
+        gram = np.ascontiguousarray(sum_over_ranks(gram))
+    return L, ridge_factor(gram, inputs.lam, n_threads)
