@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._gp import FeatureGaussianProcess
+from .._feature_gp import FeatureGaussianProcess
 from .._model import KernelRidgeModel
 from .._ridge import row_blocks
 from .._threads import budget_threads

@@ -47,7 +47,8 @@ from .edges import warn_at_edges
 from .record import Candidate, HyperparameterSelection
 from .robust import clip_lengthscales, repeated_candidate
 from .rows import LocalRows
-from .search import coordinate_search
+from .search import best_of_origins, coordinate_search
+from .subsample import isotropic_origin
 
 __all__ = ["IterativeProblem", "select_iterative", "HOLDOUT_FRACTION_ITERATIVE"]
 
@@ -141,12 +142,16 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     bounds = scales.bounds(sigma_mode) if sigma_mode != "given" else None
     sigma0, lam0 = subsample_start(record, say, data, sigma0, lam0, given_sigma, kind, rng,
                                    a["max_memory"], scales, iterative=True)
+    # With "ard", the best isotropic bandwidth's search too (select.best_of_origins).
+    origins = [(sigma0, lam0, bounds)]
+    if sigma_mode == "ard" and d > 1:
+        origins.append(isotropic_origin(record, say, data, a["lam"], lam_mode, kind, rng,
+                                        a["max_memory"], scales, iterative=True))
 
     if criterion == "holdout":
         order = rng.permutation(n)
         n_held = max(1, int(round(HOLDOUT_FRACTION_ITERATIVE * n)))
         rows, held = np.sort(order[n_held:]), np.sort(order[:n_held])
-    log_lam0 = math.log(lam0)
     best = {"value": -math.inf, "state": None, "index": None, "sigma": None}
     index = {}
     # The criterion of each candidate, of the candidates' targets (the search compares these;
@@ -154,9 +159,11 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     values = []
 
     def evaluate(point):
-        log_g, log_lam = point
+        # point: (origin, log scale of its sigma, log lam)
+        origin, log_g, log_lam = point
+        sigma0, lam0, bounds = origins[int(origin)]
         sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
-        lam = lam0 if log_lam == log_lam0 else math.exp(log_lam)
+        lam = lam0 if log_lam == math.log(lam0) else math.exp(log_lam)
         earlier = repeated_candidate(record.candidates, sigma, lam)
         if earlier is not None:     # the bounds moved this point onto one already fitted
             index[point] = earlier
@@ -199,13 +206,14 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
     # all 36 000).  A given sigma leaves lam to the search at full n.
     plan = []
     if sigma_mode != "given":
-        plan.append((0, _SCALE_STEP[name == "gaussian"], -1))
+        plan.append((1, _SCALE_STEP[name == "gaussian"], -1))
     elif lam_mode == "auto":
-        plan.append((1, _LAM_STEP))
-    chosen_point, _, open_ends = coordinate_search(
-        evaluate, (0.0, log_lam0), plan, max_moves=FULL_MAX_MOVES,
-        min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
-        min_vertex_move=VERTEX_MIN_MOVE)
+        plan.append((2, _LAM_STEP))
+    chosen_point, open_ends = best_of_origins(
+        record, origins, values, index, lambda o, lam0: coordinate_search(
+            evaluate, (o, 0.0, math.log(lam0)), plan, max_moves=FULL_MAX_MOVES,
+            min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
+            min_vertex_move=VERTEX_MIN_MOVE))
     record.best = index[chosen_point]
     chosen = record.candidates[record.best]
     if not math.isfinite(chosen.value):

@@ -71,6 +71,11 @@ class HyperparameterSelection:
     lam_profiled : bool
         Each candidate's lam was chosen by its fit, the best for its sigma (Nystrom and random
         features with ``lam="auto"``: their Gram matrix gives the likelihood of every lam).
+    isotropic_from : int
+        With ``sigma="ard"`` (and more than one feature): the index of the first candidate of
+        the search over one bandwidth that the per-feature search is compared with, by the
+        same criterion; the better end point is chosen, so ``sigma_`` is a float when the
+        isotropic one won.  -1 otherwise.
     """
 
     sigma_mode: str
@@ -86,6 +91,7 @@ class HyperparameterSelection:
     seconds: float = 0.0
     refit_seconds: float = 0.0
     lam_profiled: bool = False
+    isotropic_from: int = -1
 
     @property
     def sigma(self):

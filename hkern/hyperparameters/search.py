@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["coordinate_search"]
+__all__ = ["best_of_origins", "coordinate_search"]
 
 
 def _vertex(xs, fs):
@@ -134,3 +134,18 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
             if value_at(candidate) > value_at(best):
                 best = candidate
     return best, values[best], open_ends
+
+
+def best_of_origins(record, origins, values, index, search):
+    """(best point, its open ends): ``search(origin, lam0)`` (a coordinate search from each
+    origin, returning (best, value, open_ends)) from every origin in turn, the better end
+    point by the criterion kept (the first, per-feature one on a tie).  With two origins the
+    record notes where the isotropic candidates start (``isotropic_from``)."""
+    ends = []
+    for o, (_, lam0, _) in enumerate(origins):
+        if o == 1:
+            record.isotropic_from = len(record.candidates)
+        best, _, open_ends = search(o, lam0)
+        ends.append((values[index[best]], -o, best, open_ends))
+    _, _, best, open_ends = max(ends, key=lambda end: end[:2])
+    return best, open_ends

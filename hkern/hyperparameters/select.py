@@ -53,16 +53,14 @@ import numpy as np
 
 from .._arguments import call_arguments
 from .._gp import ProfiledRidge
-from .._memory import check_memory
 from .._model import format_sigma, recording_selection
 from .._parameters import check_parameter
 from .._progress import Progress
-from .._targets import on_target_grid, target_scale
-from .._threads import budget_threads, budgeted
+from .._targets import on_target_grid
+from .._threads import budgeted
 from .._validation import check_bool, check_seed, check_sigma, warn_user
 from ..kernels import kernel_kind
 from .edges import warn_at_edges
-from .exact_gp import fit_exact_gp, n_lengthscales
 from .iterative import select_iterative
 from .record import Candidate, HyperparameterSelection
 from .robust import (
@@ -74,7 +72,8 @@ from .robust import (
     repeated_candidate,
 )
 from .rows import LocalRows
-from .search import coordinate_search
+from .search import best_of_origins, coordinate_search
+from .subsample import isotropic_origin, start_from_subsample
 
 __all__ = ["CRITERIA", "SIGMA_CHOICES", "selects_hyperparameters", "selection_modes"]
 
@@ -82,32 +81,6 @@ SIGMA_CHOICES = ("auto", "ard")
 CRITERIA = {"likelihood": "profiled log marginal likelihood",
             "holdout": "hold-out negative mean squared error"}
 
-# Subsample sizes of the exact GP: "ard" searches d + 2 parameters from two starts at 500 points
-# and refines once at 1000 (kin40k, HCK r = 512, after the search on all the data: test RMSE
-# 0.1339 from 500 + 1000 points, 0.1342 from 1000, 0.1333 from 1000 + 2000, whose exact GP costs
-# 6.3 s instead of 1.7 s); one lengthscale or none need fewer points, since the search on all
-# the data sets the scale.
-_SUBSAMPLES = {"ard": (500, 1000), "auto": (1000,), "given": (1000,)}
-# The iterative solvers (hkern.hyperparameters.iterative) refine only a global scale and lam on
-# all the data, so the shape comes from larger subsamples: on kin40k the lengthscales of 4000
-# points give exact PCG a test RMSE of 0.070, those of 2000 points 0.079.  A stage of m points
-# costs about 15 evaluations of m^3 / 3 flops (24 s at m = 4000 on this project's 2 cores),
-# against one PCG fit of a few hundred products with the n x n kernel; it runs only on data
-# with at least _ITERATIVE_ROWS_PER_POINT rows per subsample point.
-_SUBSAMPLES_ITERATIVE = {"ard": (500, 1000, 2000, 4000), "auto": (1000, 2000, 4000),
-                         "given": (1000, 2000, 4000)}
-_ITERATIVE_ROWS_PER_POINT = 8
-# A stage after the first (a warm start on more points) runs only on data with at least this
-# many rows per parameter of the exact GP.  Its cost, about (d + 2) evaluations at m^3 each,
-# against one fit's, about n r^2, stays bounded so: on elevators (d = 18, n = 14 939) and pol
-# (d = 26, n = 13 500) the 1000-point stage cost 3 to 6 Nystrom fits (r = 512) and moved the
-# test RMSE by at most 2.6%; kin40k, protein and keggundirected keep it.
-_ROWS_PER_PARAMETER = 1000
-# L-BFGS-B's relative tolerance on the subsample's LML: the lengthscales and lam it gives are a
-# start, refined on all the data.  scipy's default (2.2e-9) spends about half of the evaluations
-# on digits the refinement does not use; 1e-4 halves them again against 1e-6 (pol, 500 points:
-# 136 evaluations against 294) with the same selected model to 0.5% of test RMSE.
-_SUBSAMPLE_FTOL = 1e-4
 # Line-search steps in log lam and log g.  lam's criterion is flat over factors of 2-4 near its
 # optimum; g moves the kernel's scale, to which it is far more sensitive.  Kernels other than the
 # Gaussian start from the Gaussian's lengthscale, so their scale may be further away.
@@ -147,83 +120,6 @@ def _fit_seed(seed):
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
         return int(seed)
     return int(check_seed(seed).integers(2**63 - 1))
-
-
-def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
-                     scales=None, *, iterative=False):
-    """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units,
-    its lengthscales within what the data resolve (:mod:`hkern.hyperparameters.robust`).
-
-    ``data``: the :class:`~hkern.hyperparameters.rows.SelectionRows` of X and the encoded y.
-    ``scales``: X's :class:`~hkern.hyperparameters.robust.FeatureScales` (computed if None).
-    ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE).
-    """
-    n, d = data.n, data.d
-    mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
-    stages = (_SUBSAMPLES_ITERATIVE if iterative else _SUBSAMPLES)[sigma_mode]
-    parameters = n_lengthscales(mode, d) + 2
-    stages = stages[:1] + tuple(
-        m for m in stages[1:] if n >= _ROWS_PER_PARAMETER * parameters
-        and (not iterative or n >= _ITERATIVE_ROWS_PER_POINT * m))
-    sizes = list(dict.fromkeys(min(n, m) for m in stages))
-    check_memory(6 * 8 * sizes[-1] ** 2, max_memory,
-                 what=f"the exact GP on {sizes[-1]} points that starts the selection",
-                 fix="pass numbers for sigma and lam")
-    order = rng.permutation(n)
-    # Standardise (the kernels are shift-invariant; the bounds of the search are relative):
-    # per feature for "ard", one common scale otherwise (an isotropic kernel sees X's own
-    # geometry).  Robustly and from all the data: one outlying row must not set the scale,
-    # nor a column the subsample sees as constant (robust.py).
-    if scales is None:
-        scales = data.scales()
-    centre = scales.centre
-    spread = scales.spread if mode == "ard" else np.full(d, scales.common)
-    # The rows of the largest stage, read once: each stage's are its first m.
-    X, Y = data.rows(order[:sizes[-1]])
-    Y = on_target_grid(Y, target_scale(Y))    # the same bits for c * y (_targets.py)
-    fixed = None
-    if mode == "fixed":
-        bandwidth, lengthscales = given_sigma
-        fixed = (np.full(d, bandwidth) if lengthscales is None else lengthscales) / spread
-    theta = None
-    # One lengthscale or none: one start, at the typical distance of standardised inputs
-    # (the search on all the data sets the scale); "ard" needs both starts of fit_exact_gp.
-    starts = None if mode == "ard" else (0.5 * np.log(d),)
-    for m in sizes:
-        Xm = np.ascontiguousarray((X[:m] - centre) / spread)
-        Ym = Y[:m]
-        theta, lml, _ = fit_exact_gp(Xm, Ym, mode=mode, kind=kind if mode == "fixed" else 0,
-                                     lengthscales=fixed, theta0=theta, starts=starts,
-                                     ftol=_SUBSAMPLE_FTOL, n_threads=n_threads)
-    q = n_lengthscales(mode, d)
-    lam0 = float(np.exp(theta[q + 1] - theta[q]))
-    if mode == "ard":
-        sigma0 = scales.bounds("ard").clip(np.exp(theta[:d]) * spread)
-    elif mode == "iso":
-        sigma0 = scales.bounds("auto").clip(float(np.exp(theta[0]) * spread[0]))
-    else:
-        sigma0 = None
-    return sigma0, lam0, lml, sizes[-1]
-
-
-def start_from_subsample(record, say, data, sigma, lam, given_sigma, kind, rng, max_memory,
-                         scales, *, iterative=False):
-    """(sigma0, lam0): the exact GP's start (:func:`_subsample_start`) on ``data`` (a
-    :class:`~hkern.hyperparameters.rows.SelectionRows`) for what the record's modes select,
-    the given sigma or lam kept; the start and its seconds go on the record."""
-    t0 = time.perf_counter()
-    start_sigma, start_lam, lml, size = _subsample_start(
-        data, record.sigma_mode, given_sigma, kind, rng, budget_threads(), max_memory, scales,
-        iterative=iterative)
-    if record.sigma_mode != "given":
-        sigma = start_sigma
-    if record.lam_mode != "given":
-        lam = start_lam
-    record.subsample_size, record.subsample_lml = size, lml
-    record.subsample_sigma, record.subsample_lam = sigma, lam
-    record.subsample_seconds = time.perf_counter() - t0
-    say(f"exact GP on {size} points: sigma={format_sigma(sigma)} lam={lam:.3g} lml={lml:.6g}")
-    return sigma, lam
 
 
 class _Holdout:
@@ -280,6 +176,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
         sigma0, lam0 = start_from_subsample(record, say, data, sigma0, lam0, given_sigma, kind,
                                             rng, a["max_memory"], scales)
+    # Where the searches start: (sigma, lam, bounds), and with "ard" the best isotropic
+    # bandwidth's too, so that the per-feature lengthscales are kept only where they beat it.
+    origins = [(sigma0, lam0, bounds)]
+    if sigma_mode == "ard" and d > 1:
+        origins.append(isotropic_origin(record, say, data, a["lam"], lam_mode, kind, rng,
+                                        a["max_memory"], scales))
 
     # The candidates fit y / rms(y) on a grid (hkern._targets.on_target_grid), so that c * y
     # compares the same numbers and makes the same choice; the chosen values are then fitted
@@ -320,18 +222,20 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     # per bandwidth: the search is over g alone, and each candidate records the lam it chose.
     profiled = profiles_ridge and lam_mode == "auto"
     record.lam_profiled = profiled
-    log_lam0 = None if profiled else math.log(lam0)
     kept = {}                   # the best model so far, by point (likelihood criterion only)
     index = {}                  # each point's position in record.candidates
     values = []                 # each candidate's criterion, of the candidates' targets
 
     def evaluate(point):
-        log_g = point[0]
+        # point: (origin, log scale of its sigma, log lam)
+        sigma0, lam0, bounds = origins[int(point[0])]
+        log_g = point[1]
         sigma = sigma0 if log_g == 0 else clip_lengthscales(sigma0 * math.exp(log_g), bounds)
         if profiled:
             lam, request = math.nan, ProfiledRidge(*_PROFILED_RIDGE)
         else:
-            lam = lam0 if point[1] == log_lam0 else math.exp(point[1])  # a given lam exactly
+            # a given lam exactly
+            lam = lam0 if point[2] == math.log(lam0) else math.exp(point[2])
             request = lam
         earlier = repeated_candidate(record.candidates, sigma, None if profiled else lam)
         if earlier is not None:     # the bounds moved this point onto one already fitted
@@ -369,11 +273,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 
     plan = []                   # the bandwidth first (module docstring)
     if sigma_mode != "given":
-        plan.append((0, _SCALE_STEP[name == "gaussian"], _SCALE_FIRST))
+        plan.append((1, _SCALE_STEP[name == "gaussian"], _SCALE_FIRST))
     if lam_mode == "auto" and not profiled:
-        plan.append((1, _LAM_STEP))
-    best, _, open_ends = coordinate_search(evaluate, (0.0,) if profiled else (0.0, log_lam0),
-                                           plan)
+        plan.append((2, _LAM_STEP))
+    best, open_ends = best_of_origins(
+        record, origins, values, index, lambda o, lam0: coordinate_search(
+            evaluate, (o, 0.0) if profiled else (o, 0.0, math.log(lam0)), plan))
     record.best = index[best]
     chosen = record.candidates[record.best]
     warn_at_edges(say.label, open_ends, chosen, criterion,

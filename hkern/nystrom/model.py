@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._gp import FeatureGaussianProcess
+from .._feature_gp import FeatureGaussianProcess
 from .._model import KernelRidgeModel
 from .._threads import budget_threads
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag

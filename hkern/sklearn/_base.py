@@ -149,30 +149,44 @@ class HkernRegressor(RegressorMixin, HkernEstimator):
 
 
 class HkernGPRegressor(HkernRegressor):
-    """Regressors whose model is a Gaussian-process posterior (exact KRR, HCK, the independent
-    kernel, GRIEF): ``predict`` also gives the posterior standard deviation, as scikit-learn's
+    """Regressors whose model is a Gaussian-process posterior (exact KRR, Nystrom, random
+    features, HCK, the independent kernel, GRIEF): ``predict`` also gives the posterior
+    standard deviation or covariance, and ``sample_y`` draws, as scikit-learn's
     ``GaussianProcessRegressor`` does."""
 
-    def predict(self, X, return_std=False):
-        """Posterior mean at X (n_samples, n_features), and its standard deviation.
+    def predict(self, X, return_std=False, return_cov=False):
+        """Posterior mean at X (n_samples, n_features), and its standard deviation or
+        covariance.
 
         Parameters
         ----------
         X : array_like (n_samples, n_features)
         return_std : bool, default=False
-            Also return the standard deviation of the latent function f at X (without the
-            noise lam), computed by the model (see its ``predict``).
+            Also return the standard deviation of the latent mean + f at X (without the noise),
+            in the units of y, computed by the model (see its ``predict``).
+        return_cov : bool, default=False
+            Also return the posterior covariance between the points (where the model has one).
 
         Returns
         -------
         mean : ndarray (n_samples,) or (n_samples, k)
-        std : ndarray (n_samples,), only with ``return_std``
+        std : ndarray (n_samples,) or (n_samples, k), only with ``return_std``
+        cov : ndarray (n_samples, n_samples) or (n_samples, n_samples, k), only with
+            ``return_cov``
         """
         X = self._checked_input(X)
+        if return_cov:
+            return self.model_.predict(X, return_std=return_std, return_cov=True)
         if return_std:
             return self.model_.predict(X, return_std=True)
         return self.model_.predict(X)
 
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draws of the latent posterior at X: (n_samples_X, n_samples), or
+        (n_samples_X, k, n_samples) for 2-D y, as scikit-learn's
+        ``GaussianProcessRegressor.sample_y`` (``random_state``: the seed)."""
+        X = self._checked_input(X)
+        return self.model_.sample_y(X, n_samples, seed=random_state)
 
 class HkernClassifier(ClassifierMixin, HkernEstimator):
     """Classifiers: one-vs-rest on any labels, all classes in one fit (task "classification")."""

@@ -10,7 +10,7 @@ from .._threads import thread_budget
 from .._validation import check_seed
 from ..nystrom.api import check_rcond, nystrom_feature_map
 from ..oasis.landmarks import check_landmarks, landmark_rows
-from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
+from ._base import HkernClassifier, HkernGPRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
 __all__ = ["NystromRegressor", "NystromClassifier", "NystromTransformer"]
@@ -49,7 +49,7 @@ class _NystromParameters:
 
 
 @documented
-class NystromRegressor(_NystromParameters, HkernRegressor):
+class NystromRegressor(_NystromParameters, HkernGPRegressor):
     """Nystrom kernel ridge regression: :func:`hkern.fit_nystrom` as a scikit-learn regressor.
 
     Examples

@@ -8,7 +8,7 @@ import hkern
 from .._validation import check_int, check_seed, check_sigma, check_underflow
 from ..features.rff import check_phases, rff_features
 from ..kernels import kernel_kind, sample_spectral
-from ._base import HkernClassifier, HkernRegressor, HkernTransformer, seed_from_random_state
+from ._base import HkernClassifier, HkernGPRegressor, HkernTransformer, seed_from_random_state
 from ._docs import documented
 
 __all__ = ["RFFRegressor", "RFFClassifier", "RFFTransformer"]
@@ -35,7 +35,7 @@ class _RFFParameters:
 
 
 @documented
-class RFFRegressor(_RFFParameters, HkernRegressor):
+class RFFRegressor(_RFFParameters, HkernGPRegressor):
     """Ridge regression on random Fourier features: :func:`hkern.fit_rff` as a scikit-learn
     regressor.
 

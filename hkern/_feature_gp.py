@@ -1,0 +1,74 @@
+"""The Gaussian process of a model that is ridge regression on explicit features: Nystrom and
+random features (:class:`FeatureGaussianProcess`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _linalg
+from ._gp import GaussianProcessKRR, likelihood_needs_training_inputs
+from ._memory import check_memory
+from ._ridge import block_rows, row_blocks
+
+__all__ = ["FeatureGaussianProcess"]
+
+
+class FeatureGaussianProcess(GaussianProcessKRR):
+    """Mixin: the predictive distribution of a model that is ridge regression on features
+    phi(x) (p of them) with weights' posterior factor R, R R^T = Phi^T Phi + lam I (put it
+    before :class:`hkern._model.KernelRidgeModel` in the bases).
+
+    With unit prior weights the latent f(x) = phi(x)^T w has prior covariance phi(x)^T phi(x')
+    and posterior variance lam |R^{-1} phi(x)|^2 (the Bayesian linear model; for Nystrom
+    features the subset-of-regressors form).  ``_prior_residual`` adds the part of the prior
+    the features leave out, k(x, x) - phi(x)^T phi(x) for Nystrom (the deterministic training
+    conditional, DTC: the same mean, and a variance that returns to the prior's k(x, x) away
+    from the landmarks instead of falling to 0), and 0 for random features, whose model is the
+    Bayesian linear one.
+
+    Subclasses are constructed with ``posterior_factor`` (R) and implement
+    ``_features(X, n_threads)`` and ``_prior_residual(X, Phi, n_threads)``.  They keep only the
+    weights, not the training inputs: the likelihood of other targets is not available.
+    """
+
+    _NO_EVIDENCE_FIX = ("fit with the direct solver (solver='direct') for the likelihood, or "
+                        "compare fits by their error on held-out data")
+    _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
+
+    def _evidence_at(self, Y, max_memory):
+        raise likelihood_needs_training_inputs(self, "the weights of its features")
+
+    def _n_train(self):
+        # Refused in _evidence_at whatever the targets' length.
+        return self._evidence.n if self._evidence is not None else 0
+
+    def _posterior_blocks(self, X, n_threads, max_memory, what):
+        """(start, stop, Phi, V) over blocks of X: Phi = the block's features and
+        V = R^{-1} Phi^T, in blocks of about 32 MiB (p columns)."""
+        p = self._posterior_factor.shape[0]
+        m = X.shape[0]
+        check_memory(24 * min(m, block_rows(m, p)) * p + 8 * m, max_memory,
+                     what=f"{what} at {m} points with {p} features", fix="pass fewer points")
+        for start, stop in row_blocks(m, p):
+            Phi = self._features(X[start:stop], n_threads)
+            V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
+                                         n_threads=n_threads)
+            yield start, stop, Phi, V
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        var = np.empty(X.shape[0])
+        for start, stop, Phi, V in self._posterior_blocks(X, n_threads, max_memory,
+                                                          "the posterior variance"):
+            var[start:stop] = self._prior_residual(X[start:stop], Phi, n_threads) \
+                + self.lam * np.einsum("ij,ij->j", V, V)
+        return var
+
+    def _latent_covariance(self, X, n_threads, max_memory):
+        m, p = X.shape[0], self._posterior_factor.shape[0]
+        check_memory(8 * m * m + 24 * m * p, max_memory,
+                     what=f"the posterior covariance at {m} points", fix="pass fewer points")
+        Phi = self._features(X, n_threads)
+        V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
+                                     n_threads=n_threads)
+        cov = self._prior_residual_matrix(X, Phi, n_threads)
+        cov += self.lam * _linalg.matmul(V, V, trans_a=True, n_threads=n_threads)
+        return cov
