@@ -215,6 +215,7 @@ class MarginalLikelihood:
                         "compare fits by their error on held-out data")
     _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
 
+    @budgeted
     def log_marginal_likelihood(self, y=None, *, max_memory=None):
         """GP log marginal likelihood log p(y | hyperparameters) = log N(y - mu | 0, s2 A).
 
@@ -253,13 +254,16 @@ class MarginalLikelihood:
                                  f"no log-determinant; {self._NO_EVIDENCE_FIX}")
             return self._evidence.lml(self._evidence.signal_variance())
         n = self._n_train()
-        Y = check_rhs(y, n, "y").reshape(n, -1)
-        regression = self.encoding_.task == "regression"
-        if regression and Y.shape[1] != len(self.encoding_.offset):
+        Y = self._checked_targets(y, max_memory).reshape(n, -1)
+        if self.encoding_.task != "regression":
+            return self._evidence_at(np.ascontiguousarray(Y), max_memory).lml()
+        mean, s2 = self.encoding_.offset, self._signal_variances()
+        if len(mean) == 1:      # one fitted output: its mean and variance for every column
+            mean, s2 = np.repeat(mean, Y.shape[1]), np.repeat(s2, Y.shape[1])
+        elif Y.shape[1] != len(mean):
             raise ValueError(f"y has {Y.shape[1]} column(s) but the model was fitted on "
-                             f"{len(self.encoding_.offset)}")
-        evidence = self._evidence_at(np.ascontiguousarray(self.encoding_.centre(Y)), max_memory)
-        return evidence.lml(self._signal_variances() if regression else None)
+                             f"{len(mean)} outputs: pass one column per output (or fit one)")
+        return self._evidence_at(np.ascontiguousarray(Y - mean), max_memory).lml(s2)
 
     def _require_regression(self, call, fix):
         if self.encoding_.task != "regression":
@@ -269,6 +273,10 @@ class MarginalLikelihood:
     def _n_train(self):
         """The number of training rows (of the targets a likelihood is evaluated at)."""
         return self._evidence.n
+
+    def _checked_targets(self, y, max_memory):
+        """Targets y for ``log_marginal_likelihood(y)``, checked: float64 (n,) or (n, k)."""
+        return check_rhs(y, self._n_train(), "y")
 
     def _signal_variances(self):
         """s2_j per output column (k,), from the fit's y^T A^{-1} y."""

@@ -259,15 +259,15 @@ class KernelRidgeModel(FittedModel):
         Number of input features seen at fit time.
     encoding_ : hkern._targets.TargetEncoding
         How scores map back to ``y``'s form (class labels for classification).
-    y_mean_ : float or ndarray (k,) or None
+    y_mean_ : ndarray (k,) or None
         Regression: the constant mean of each output, the training mean of y (hkern._targets);
         the fit solved for y minus it, and predictions add it back.  None for a classifier.
-    signal_variance_ : float or ndarray (k,) or None
+    signal_variance_ : ndarray (k,) or None
         Regression: the Gaussian process's signal variance s2 of each output, in the units of
         y squared: its maximum-likelihood value (y - mu)^T A^{-1} (y - mu) / n at the fitted
         kernel and lam (hkern._gp), the scale of ``predict``'s standard deviation.  None for a
         classifier, and for the fits that are not a Gaussian process (MEKA, SLKL).
-    noise_ : float or ndarray (k,) or None
+    noise_ : ndarray (k,) or None
         Regression: the noise variance of each output, ``signal_variance_ * lam``, in the units
         of y squared (what ``include_noise=True`` adds).  None where ``signal_variance_`` is.
     n_jobs : int or None
@@ -298,11 +298,13 @@ class KernelRidgeModel(FittedModel):
         self._bandwidth = bandwidth
         self.lam = lam
         self.encoding_ = encoding
+        # Per output, an array with one entry per output (also for 1-D y, as every
+        # per-output value: doc/conventions.md).
         regression = encoding.task == "regression"
-        self.y_mean_ = encoding.per_output(encoding.offset) if regression else None
+        self.y_mean_ = encoding.offset.copy() if regression else None
         s2 = evidence.signal_variance() if evidence is not None and regression else None
-        self.signal_variance_ = None if s2 is None else encoding.per_output(s2)
-        self.noise_ = None if s2 is None else encoding.per_output(s2 * lam)
+        self.signal_variance_ = s2
+        self.noise_ = None if s2 is None else s2 * lam
         # How sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection): the
         # record of the selection this model is fitted in, None outside one.
         self.selection_ = _SELECTION.get()

@@ -75,14 +75,21 @@ def ridge_on_features(features, X, Y, lam, n_components, block_width, n_threads)
     return W, Evidence(quad, float(logdet), n), lam, factor
 
 
-def feature_gram(features, X, n_components, block_width, n_threads, Y=None):
+def feature_gram(features, X, n_components, block_width, n_threads, Y=None, rows=None):
     """(Phi^T Phi, Phi^T Y) for Phi = features(X), accumulated over row blocks of about
-    32 MiB at ``block_width`` columns (Phi^T Y None without Y)."""
+    32 MiB at ``block_width`` columns (Phi^T Y None without Y).  ``rows``: blocks of that
+    many rows instead, each block's Gram matrix added in place (no p x p temporary)."""
     gram = np.zeros((n_components, n_components))
     rhs = None if Y is None else np.zeros((n_components, Y.shape[1]))
-    for start, stop in row_blocks(X.shape[0], block_width):
+    n = X.shape[0]
+    blocks = row_blocks(n, block_width) if rows is None else \
+        ((start, min(n, start + rows)) for start in range(0, n, rows))
+    for start, stop in blocks:
         phi = features(X[start:stop])
-        gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
+        if rows is None:
+            gram += _linalg.gram(phi, trans=True, n_threads=n_threads)
+        else:
+            _linalg.gram(phi, trans=True, n_threads=n_threads, out=gram)
         if Y is not None:
             rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
     return gram, rhs

@@ -67,11 +67,6 @@ class TargetEncoding:
             scores = scores + self.offset
         return scores[:, 0] if self.squeeze else scores
 
-    def per_output(self, values):
-        """A per-output-column array (k,) in y's form: a float for 1-D targets."""
-        values = np.asarray(values, dtype=float)
-        return float(values[0]) if self.squeeze else values
-
     def centre(self, Y):
         """Targets Y (m, k) in the user's units, minus the training mean: what the scores of
         the centred fit are compared with (regression; classification: Y as it is)."""

@@ -95,28 +95,29 @@ class TestExtremeMagnitudes:
 
     @pytest.mark.parametrize("fit", ["exact", "nystrom"])
     def test_tiny_sigma_is_the_identity_kernel(self, fit, problem):
-        # K = I: alpha = y / (1 + lam); Nystrom with W = I gives K~ = the landmark indicator
-        # times 1 / (1 + jitter), and predictions k y / (k + lam) there.
+        # K = I: alpha = (y - mean) / (1 + lam); Nystrom with W = I gives K~ = the landmark
+        # indicator times 1 / (1 + jitter), and predictions mean + k (y - mean) / (k + lam)
+        # there; elsewhere (no kernel mass) the mean.
         X, y = problem
         lam = 0.1
         model = FITS[fit](X, y, sigma=1e-300, lam=lam)
-        pred = model.predict(X)
+        pred, mu = model.predict(X), y.mean()
         if fit == "exact":
-            np.testing.assert_allclose(pred, y / (1 + lam), rtol=1e-14)
+            np.testing.assert_allclose(pred - mu, (y - mu) / (1 + lam), rtol=1e-13)
         else:
             on = np.isin(np.arange(len(X)), model.landmark_indices_)
             k = 1 / (1 + model.jitter_)
-            np.testing.assert_allclose(pred[on], y[on] * k / (k + lam), rtol=1e-14)
-            np.testing.assert_array_equal(pred[~on], 0.0)
-        np.testing.assert_array_equal(model.predict(X[:5] + 0.5), 0.0)
+            np.testing.assert_allclose(pred[on] - mu, (y[on] - mu) * k / (k + lam), rtol=1e-13)
+            np.testing.assert_array_equal(pred[~on], model.y_mean_[0])
+        np.testing.assert_array_equal(model.predict(X[:5] + 0.5), model.y_mean_[0])
 
     @pytest.mark.parametrize("fit", ["exact", "nystrom"])
     def test_huge_sigma_is_the_constant_kernel(self, fit, problem):
-        # K = 1 1^T: f = 1^T (1 1^T + lam I)^{-1} y = sum(y) / (n + lam) everywhere.
+        # K = 1 1^T: f = mean + 1^T (1 1^T + lam I)^{-1} (y - mean) = the mean everywhere.
         X, y = problem
         lam = 0.1
         pred = FITS[fit](X, y, sigma=1e300, lam=lam).predict(np.vstack([X, X + 5]))
-        np.testing.assert_allclose(pred, y.sum() / (len(y) + lam), rtol=1e-10)
+        np.testing.assert_allclose(pred, y.mean(), rtol=1e-10)
 
     def test_rff_at_huge_sigma_is_constant_and_finite(self, problem):
         X, y = problem
@@ -197,5 +198,5 @@ class TestSmallDefects:
         C = dense_kernel(X, model.landmarks_, sigma=1.0)
         W = dense_kernel(model.landmarks_, model.landmarks_, sigma=1.0)
         K_nys = C @ np.linalg.solve(W + model.jitter_ * np.eye(10), C.T)
-        alpha = np.linalg.solve(K_nys + 1e-2 * np.eye(len(X)), y)
-        assert np.abs(model.predict(X) - K_nys @ alpha).max() < 1e-10 * np.abs(y).max()
+        alpha = np.linalg.solve(K_nys + 1e-2 * np.eye(len(X)), y - y.mean())
+        assert np.abs(model.predict(X) - y.mean() - K_nys @ alpha).max() < 1e-10 * np.abs(y).max()

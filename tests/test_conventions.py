@@ -214,7 +214,8 @@ import numpy as np  # noqa: E402  (this section's own imports, kept beside the s
 from problems import smooth_regression  # noqa: E402
 
 # Attributes that hold one entry (or column) per output wherever a model has them.
-PER_OUTPUT = ("dual_coef_", "coef_", "weights_", "objective_", "n_iter_", "converged_")
+PER_OUTPUT = ("dual_coef_", "coef_", "weights_", "objective_", "n_iter_", "converged_",
+              "y_mean_", "signal_variance_", "noise_")
 # (fit function, its size and options) for every fit that takes several outputs
 MULTI_OUTPUT_FITS = {
     "fit_exact": (hkern.fit_exact, {}),

@@ -10,7 +10,7 @@ from .._gp import Evidence, GaussianProcessKRR, column_quads
 from .._memory import check_memory
 from .._model import KernelRidgeModel
 from .._ridge import block_rows
-from .._threads import budget_threads, budgeted
+from .._threads import budget_threads
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
 
 __all__ = ["ExactKRR"]
@@ -89,7 +89,6 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     def _n_train(self):
         return self.X_fit_.shape[0]
 
-    @budgeted
     def _evidence_at(self, Y, max_memory):
         # log_marginal_likelihood(y): the fit's factorisation and solve again.
         n, k = Y.shape

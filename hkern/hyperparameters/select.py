@@ -298,8 +298,10 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
 FIT_SIGMA_DOC = """sigma : float, array_like of shape (d,), "auto" or "ard", default="ard"
         Kernel bandwidth (lengthscale), > 0; or one lengthscale per feature (ARD), all finite
         and > 0: the kernel is then the isotropic one with bandwidth 1 on ``X / sigma``.
-        ``"auto"`` selects one bandwidth, ``"ard"`` one lengthscale per feature (see
-        ``verbose``); the values used are the model's ``sigma_``.  The default selects, since
+        ``"auto"`` selects one bandwidth, ``"ard"`` one lengthscale per feature, kept only
+        where they beat the best single bandwidth by the selection's own criterion (then
+        ``sigma_`` is that bandwidth; see ``verbose``); the values used are the model's
+        ``sigma_``.  The default selects, since
         a fixed bandwidth is rarely the right one for a user's data (doc/hyperparameters.md:
         ``"ard"`` beat a tuned isotropic grid on four of the five shared sets); pass numbers
         for sigma and lam to fit once, without a selection."""

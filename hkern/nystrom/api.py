@@ -25,7 +25,7 @@ from ..solvers.falkon import JITTER_STEPS, solve_falkon
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .checks import check_precision
 from .model import NystromKRR
-from .posterior import falkon_posterior, nystrom_features
+from .posterior import falkon_posterior, falkon_posterior_bytes, nystrom_features
 from .sharded import fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "landmark_factor", "nystrom_feature_map", "nystrom_peak_bytes",
@@ -288,9 +288,11 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
         verbose = check_parameter("verbose", verbose)
-        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
-                                                 precision, X.dtype), n, r, landmarks,
-                                    widened=8 * n * d if X.dtype == np.float32 else 0)
+        # FALKON, then (its factors freed) the pass that gives the model its posterior
+        peak = with_selection_bytes(max(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
+                                                     precision, X.dtype),
+                                        falkon_posterior_bytes(n, r, d, X.dtype)), n, r,
+                                    landmarks, widened=8 * n * d if X.dtype == np.float32 else 0)
     else:
         # The PCG solver's arguments: a bad value is an error whatever the solver, and the
         # validation set, recorded at each PCG iteration, would do nothing here.

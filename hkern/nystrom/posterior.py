@@ -15,7 +15,7 @@ from .. import _linalg
 from .._ridge import feature_gram, ridge_factor
 from ..kernels._api import _kernel_matrix_trusted
 
-__all__ = ["falkon_posterior", "nystrom_features"]
+__all__ = ["falkon_posterior", "falkon_posterior_bytes", "nystrom_features"]
 
 
 def nystrom_features(kind, bandwidth, Z, L, n_threads):
@@ -30,17 +30,41 @@ def nystrom_features(kind, bandwidth, Z, L, n_threads):
     return features
 
 
+# The rows of a block of the pass over X: the features' block and, for a float32 X, its rows
+# widened to float64 take at most this many bytes (a float32 X is not copied whole).
+_BLOCK_BYTES = 32 * 2**20
+
+
+def _block_rows(n, r, d, widened):
+    """Rows per block of :func:`falkon_posterior`'s pass: a block's C (rows r) and, for a
+    float32 X, its widened rows (rows d) within _BLOCK_BYTES, or a sixteenth of X's float64
+    size for a float32 X (as FALKON's own passes widen it)."""
+    budget = min(_BLOCK_BYTES, n * d) if widened else _BLOCK_BYTES
+    return int(max(256, min(n, budget // (8 * (r + (d if widened else 0))))))
+
+
+def falkon_posterior_bytes(n, r, d, x_dtype=np.float64):
+    """Peak bytes of :func:`falkon_posterior`: L and the Gram matrix (8 r^2 each), K(Z, Z)'s
+    copy while L is formed, and one block of rows."""
+    widened = np.dtype(x_dtype) == np.float32
+    rows = min(n, _block_rows(n, r, d, widened))
+    return 16 * r * r + 8 * rows * (r + (d if widened else 0))
+
+
 def falkon_posterior(inputs, Z, jitter, n_threads, sum_over_ranks=None):
     """(L, R) for FALKON's model on ``inputs`` with centres Z: L L^T = K(Z, Z) + jitter I (the
     jitter FALKON's factors used, ``solver_trace_.jitter``) and R R^T = Phi^T Phi + lam I.
     ``sum_over_ranks``: on one MPI rank's shard, the sum of every rank's Gram matrix (added
-    in rank order)."""
+    in rank order).  Its memory: :func:`falkon_posterior_bytes`, after FALKON's factors are
+    freed."""
     r = Z.shape[0]
+    n, d = inputs.X.shape
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
     W.flat[:: r + 1] += jitter
     L = _linalg.cholesky(W, overwrite=True, n_threads=n_threads)
     gram, _ = feature_gram(nystrom_features(inputs.kind, inputs.bandwidth, Z, L, n_threads),
-                           inputs.X, r, r, n_threads)
+                           inputs.X, r, r, n_threads,
+                           rows=_block_rows(n, r, d, inputs.X.dtype == np.float32))
     if sum_over_ranks is not None:
         gram = np.ascontiguousarray(sum_over_ranks(gram))
     return L, ridge_factor(gram, inputs.lam, n_threads)

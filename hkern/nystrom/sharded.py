@@ -32,7 +32,7 @@ from ..solvers.falkon import solve_falkon
 from ..solvers.trace import check_stopping, check_validation, error_from_sums, validation_sums
 from .checks import check_precision
 from .model import NystromKRR
-from .posterior import falkon_posterior
+from .posterior import falkon_posterior, falkon_posterior_bytes
 
 __all__ = ["fit_nystrom_sharded"]
 
@@ -108,7 +108,8 @@ def _fit(state, fit, r, landmarks, seed, tol, max_iter, validation, verbose, max
         # kernel blocks (its own and a block's worth from the next rank), kept with their
         # shift by the centres' mean when the data are far from the origin (two copies).
         block_rows = n_local + normal_times_layout(fit.n, m)[0]
-        check_memory(falkon_bytes(n_local, m, d, inputs.Y.shape[1], n_threads) + 8 * m * d
+        check_memory(max(falkon_bytes(n_local, m, d, inputs.Y.shape[1], n_threads),
+                         falkon_posterior_bytes(n_local, m, d)) + 8 * m * d
                      + 16 * block_rows * d + inputs.scaled_bytes, max_memory,
                      what=f"fit_nystrom on rank {state.rank} of {state.size} with {n_local} "
                           f"of n={fit.n} rows, r={m}",
