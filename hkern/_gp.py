@@ -37,6 +37,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from . import _linalg
+from ._targets import exact_sums
 from ._threads import budget_threads, budgeted
 from ._validation import check_bool, check_int, check_rhs, check_seed
 
@@ -186,8 +187,10 @@ def best_ridge(eigenvalues, projections, energy, n, low, high):
 
 
 def column_quads(Y, alpha):
-    """quad[j] = Y[:, j] . alpha[:, j] for alpha = A^{-1} Y: the per-output y^T A^{-1} y."""
-    return np.einsum("ij,ij->j", Y, alpha)
+    """quad[j] = Y[:, j] . alpha[:, j] for alpha = A^{-1} Y: the per-output y^T A^{-1} y,
+    summed exactly (hkern._targets.exact_sums): the same bits for any order or split of the
+    rows, so that a fit on MPI shards has the serial signal variance and likelihood."""
+    return exact_sums(np.asarray(Y) * np.asarray(alpha)).sum()
 
 
 def likelihood_needs_training_inputs(model, kept):

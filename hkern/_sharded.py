@@ -31,7 +31,7 @@ from ._threads import resolve_n_jobs
 from ._validation import check_array, check_seed, check_sigma, check_targets
 from .kernels import kernel_kind
 
-__all__ = ["ShardedFit", "digest", "gather_rows", "mean_over_ranks", "prepare_sharded_fit",
+__all__ = ["ShardedFit", "digest", "exact_over_ranks", "gather_rows", "prepare_sharded_fit",
            "runs_on_shards", "sum_over_ranks", "total_of"]
 
 
@@ -145,8 +145,13 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
         if task == "classification":
             classes = local_classes(check_targets(y, points.shape[0], "y", numeric=False))
         else:
-            sums = exact_sums(check_targets(y, points.shape[0], "y").reshape(
-                points.shape[0], -1))
+            try:
+                checked = check_targets(y, points.shape[0], "y")
+            except ValueError:      # raised by prepare_fit below, after the checks of X
+                checked = None
+            if checked is not None:
+                sums = exact_sums(checked.reshape(points.shape[0], 1 if checked.ndim == 1
+                                                  else checked.shape[1]))
         outputs = np.shape(y)[1] if np.ndim(y) == 2 else 1
         return (points, n_threads), (points.shape, classes, outputs, arguments, largest, sums)
 
@@ -170,7 +175,7 @@ def prepare_sharded_fit(state, X, y, *, kernel, sigma, lam, task, n_jobs, max_me
     union = offset = None
     if task == "classification":
         union = local_classes(np.concatenate([c for c in classes if c is not None]))
-    else:
+    elif all(part is not None for part in sums):
         offset = total_of(sums).mean()
     points, n_threads = out[0]
     inputs = state.run(prepare_fit, points, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
@@ -189,12 +194,12 @@ def total_of(sums):
     return total
 
 
-def mean_over_ranks(state, Y_local):
-    """The mean of each column of the rows every rank holds (Y_local (n_local, k) here), the
-    same bits on every rank and as :func:`hkern._targets.exact_mean` of the concatenated rows
-    (one allgather)."""
+def exact_over_ranks(state, Y_local):
+    """The sum of each column of the rows every rank holds (Y_local (n_local, k) here), the
+    same bits on every rank and as ``exact_sums(Y).sum()`` of the concatenated rows (one
+    allgather)."""
     sums = state.agree(state.run(lambda: exact_sums(Y_local)))
-    return total_of(sums).mean()
+    return total_of(sums).sum()
 
 
 def sum_over_ranks(state, local):

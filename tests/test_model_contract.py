@@ -135,6 +135,8 @@ OTHER_OBJECTS_ASSIGNED = {
     ("hierarchical/sharded.py", "state"),       # the MPI rank state's failure slot
     ("hyperparameters/select.py", "record"),    # the selection record, completed at the end
     ("hyperparameters/iterative.py", "record"),
+    ("hyperparameters/subsample.py", "record"),
+    ("hyperparameters/search.py", "record"),
     # a selection candidate's state: its factor freed
     ("hyperparameters/exact_pcg_problem.py", "x0"),
     ("solvers/falkon.py", "other"),             # a FALKON system copied onto other rows

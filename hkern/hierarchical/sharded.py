@@ -29,7 +29,7 @@ from .._memory import check_memory
 from .._model import KernelRidgeModel, format_sigma, renamed
 from .._mpi import Agreed, RankState, every_rank_stops, get_mpi, offsets_of
 from .._parameters import check_parameter
-from .._sharded import gather_rows, prepare_sharded_fit, sum_over_ranks
+from .._sharded import exact_over_ranks, gather_rows, prepare_sharded_fit
 from .._threads import blas_threads, budget_threads, budgeted, in_budget
 from .._validation import check_array, check_bool, check_rhs
 from . import _posterior, _tree
@@ -330,7 +330,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
         regression = self.encoding_.task == "regression"
         Y = np.ascontiguousarray(self.encoding_.centre(Y))
         alpha = self._reorder.from_tree(self._solve_tree(state, self._reorder.to_tree(Y)))
-        quad = sum_over_ranks(state, lambda: np.einsum("ij,ij->j", Y, alpha))
+        quad = exact_over_ranks(state, Y * alpha)
         return Evidence(quad, self._logdet, self.n_).lml(
             self._evidence.signal_variance() if regression else None)
 
@@ -526,7 +526,8 @@ def _factorize(state, tree, inputs, offsets, r, jitter, n_threads, n_jobs):
         parts[:top] = 0.0                 # the top nodes' terms once (every rank has them)
     comm.Allreduce(get_mpi().IN_PLACE, parts, op=get_mpi().SUM)
     logdet = float(np.sum(parts))
-    quad = sum_over_ranks(state, lambda: np.einsum("ij,ij->j", tree.Y_tree, weights))
+    # y^T A^{-1} y summed exactly: the serial fit's bits (its signal variance, its std)
+    quad = exact_over_ranks(state, tree.Y_tree * weights)
     evidence = Evidence(quad, logdet, int(tree.count[0]))
     reorder = _Reorder(comm, offsets, tree.perm)
     return ShardedHierarchicalKRR(

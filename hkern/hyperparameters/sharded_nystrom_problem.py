@@ -101,7 +101,8 @@ class ShardedNystromProblem(SelectionProblem):
             scaled = X if np.ndim(sigma) == 0 else X / np.asarray(sigma)
             largest = float(np.abs(scaled).max()) if scaled.size else 0.0
             # The candidate's mean: of every rank's training rows, as the serial candidate's.
-            sums = exact_sums(y.reshape(len(train), -1)) if self.classes is None else None
+            sums = None if self.classes is not None else exact_sums(
+                y.reshape(len(train), 1 if y.ndim == 1 else y.shape[1]))
             return X, largest, sums
 
         out = state.run(local)
