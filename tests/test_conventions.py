@@ -286,8 +286,10 @@ def test_per_output_values_of_a_classifier_have_one_entry_per_class(two_outputs)
     X, Y = two_outputs
     labels = np.digitize(Y[:, 0], np.quantile(Y[:, 0], [1 / 3, 2 / 3]))     # three classes
     model = hkern.fit_slkl(X, labels, r=20, task="classification", seed=0)
-    found = [name for name in PER_OUTPUT if hasattr(model, name)]
+    found = [name for name in PER_OUTPUT if getattr(model, name, None) is not None]
     assert found == ["coef_", "weights_", "objective_", "n_iter_", "converged_"]
+    # (a classifier has no mean, signal or noise variance: they are None)
+    assert model.y_mean_ is None and model.signal_variance_ is None and model.noise_ is None
     for name in found:
         assert getattr(model, name).shape[-1] == 3, name
 
