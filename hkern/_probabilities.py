@@ -283,12 +283,11 @@ def current_calibration():
     return None if calibration is _HELD_OUT else calibration
 
 
-def _holdout_fit_arguments(arguments, model, train, n, seed):
+def _holdout_fit_arguments(arguments, model, train, n, seed, holdout_rows=None):
     """The arguments of the calibration's fit on the rows ``train`` of the user's n: the full
-    fit's sigma and lam, sizes capped below its rows, row indices renumbered, no validation
-    record or printing."""
-    from .hyperparameters.robust import holdout_arguments  # (imports the fits' modules)
-
+    fit's sigma and lam, sizes capped below its rows (``holdout_rows``: the fit's own rule, as
+    for its hold-out hyperparameter criterion), row indices renumbered, no validation record
+    or printing."""
     m = len(train)
     X = np.asarray(arguments["X"])
     y = np.asarray(arguments["y"])
@@ -298,8 +297,8 @@ def _holdout_fit_arguments(arguments, model, train, n, seed):
             a[name] = None
     if "verbose" in a:
         a["verbose"] = False
-    a.pop("__fit__")
-    a = holdout_arguments(_registered(arguments["__fit__"]), a, n, train)
+    if holdout_rows is not None:
+        a = holdout_rows(a, n, train)
     if isinstance(a.get("r"), (int, np.integer)) and a["r"] >= m:
         a["r"] = m - 1
     landmarks = a.get("landmarks")
@@ -312,25 +311,22 @@ def _holdout_fit_arguments(arguments, model, train, n, seed):
     return a
 
 
-def _registered(fit):
-    """The function under ``fit``'s decorators that registered its hold-out arguments
-    (:func:`hkern.hyperparameters.robust.register_holdout_rows`), or ``fit``."""
-    from .hyperparameters.robust import _HOLDOUT_ROWS
-
-    while fit not in _HOLDOUT_ROWS and hasattr(fit, "__wrapped__"):
-        fit = fit.__wrapped__
-    return fit
-
-
-def calibrates_probabilities(fit):
+def calibrates_probabilities(fit=None, *, holdout_rows=None):
     """Decorator of a ``fit_<method>`` with ``task``: a classification fit returns a model
     whose ``calibration_`` gives ``predict_proba`` (module docstring).
+
+    ``holdout_rows(arguments, n, rows)``: the fit's arguments on the rows ``rows`` of the
+    user's n, its sizes capped (the function the fit gives
+    :func:`hkern.hyperparameters.selects_hyperparameters` for its hold-out criterion); without
+    it an int ``r`` is capped at one less than the rows and given ``landmarks`` renumbered.
 
     Put it inside :func:`hkern._sharded.runs_on_shards` (a sharded fit's model has no
     calibration, and its ``predict_proba`` says so) and outside
     :func:`hkern.hyperparameters.selects_hyperparameters`: the held-out fit reuses the
     hyperparameters the full fit chose, without a second selection.
     """
+    if fit is None:
+        return functools.partial(calibrates_probabilities, holdout_rows=holdout_rows)
     signature = inspect.signature(fit)
 
     @functools.wraps(fit)
@@ -338,12 +334,13 @@ def calibrates_probabilities(fit):
         arguments = call_arguments(signature, args, kwargs)
         if arguments.get("task") != "classification" or _CALIBRATION.get() is not None:
             return fit(**arguments)      # regression, or a fit called inside a calibrated one
-        return _calibrated_fit(fit, arguments)
+        return _calibrated_fit(fit, arguments, holdout_rows)
     wrapper.__signature__ = signature
+    wrapper.holdout_rows = holdout_rows
     return wrapper
 
 
-def _calibrated_fit(fit, arguments):
+def _calibrated_fit(fit, arguments, holdout_rows=None):
     seed = arguments.get("seed")
     calibration = ProbabilityCalibration()
     with calibrating(calibration):
@@ -369,7 +366,7 @@ def _calibrated_fit(fit, arguments):
         if len(rows) == 0:
             continue
         train = np.flatnonzero(folds != fold)
-        a = _holdout_fit_arguments(dict(arguments, __fit__=fit), model, train, n, fold_seed)
+        a = _holdout_fit_arguments(arguments, model, train, n, fold_seed, holdout_rows)
         with calibrating(_HELD_OUT):
             part = fit(**a)
         scores.append(_aligned_scores(part, X[rows], model.classes_))

@@ -140,7 +140,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
     return result.X, result.n_iter
 
 
-@calibrates_probabilities
+@calibrates_probabilities(holdout_rows=_holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
 def fit_meka(X, y, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian",

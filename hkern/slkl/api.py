@@ -355,7 +355,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
                      n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
-@calibrates_probabilities
+@calibrates_probabilities(holdout_rows=holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
