@@ -422,6 +422,7 @@ def main(argv):
         for fit_name in fits:
             rec = run(task, fit_name)
             rec["code"] = code_version()
+            rec["command"] = command_line()
             records = [r for r in records if (r["task"], r["fit"]) != (task, fit_name)]
             records.append(rec)
             m = rec["methods"]
@@ -433,8 +434,7 @@ def main(argv):
                                    "lrcv": rec.get("sklearn_lr_cv", {"log_loss": np.nan,
                                                                       "ece": np.nan})}.items()),
                   flush=True)
-            OUT.write_text(json.dumps({"command": command_line(), "records": records},
-                                      indent=1) + "\n")
+            OUT.write_text(json.dumps({"records": records}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
