@@ -298,8 +298,9 @@ def fold_fits(fit, args, model, Xtr, codes_tr, which):
         if fold not in which:
             continue
         rows = np.flatnonzero(folds == fold)
+        # (the fits run here have no hold-out size rule of their own: MEKA and SLKL do)
         a = _holdout_fit_arguments(args, model, np.flatnonzero(folds != fold), len(codes_tr),
-                                   fold_seed, getattr(fit, "holdout_rows", None))
+                                   fold_seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out.append((rows, fit(**a)))

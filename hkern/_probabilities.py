@@ -336,7 +336,6 @@ def calibrates_probabilities(fit=None, *, holdout_rows=None):
             return fit(**arguments)      # regression, or a fit called inside a calibrated one
         return _calibrated_fit(fit, arguments, holdout_rows)
     wrapper.__signature__ = signature
-    wrapper.holdout_rows = holdout_rows
     return wrapper
 
 
