@@ -31,6 +31,7 @@ import contextvars
 import functools
 import inspect
 import time
+import warnings
 
 import numpy as np
 from scipy import optimize
@@ -366,7 +367,9 @@ def _calibrated_fit(fit, arguments, holdout_rows=None):
             continue
         train = np.flatnonzero(folds != fold)
         a = _holdout_fit_arguments(arguments, model, train, n, fold_seed, holdout_rows)
-        with calibrating(_HELD_OUT):
+        # its warnings (a ConvergenceWarning, r reduced to the rows) repeat the full fit's
+        with calibrating(_HELD_OUT), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             part = fit(**a)
         scores.append(_aligned_scores(part, X[rows], model.classes_))
         held.append(rows)
