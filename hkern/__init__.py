@@ -24,10 +24,12 @@ Public functions (numpydoc docstrings on each):
 The fitted models and results the functions return are exported too: :class:`ExactKRR`,
 :class:`NystromKRR`, :class:`RFFKRR`, :class:`HierarchicalKRR`, :class:`IndependentKRR`,
 :class:`MekaApproximation`, :class:`MekaKRR`, :class:`GriefGP`, :class:`ColumnSelection`,
-:class:`SlklModel` (construct them through the functions, not directly).
+:class:`SlklModel` (construct them through the functions, not directly), and a classifier's
+:class:`ProbabilityCalibration` (its ``calibration_``, behind ``predict_proba``).
 """
 from . import datasets
 from ._memory import MemoryLimitError
+from ._probabilities import ProbabilityCalibration
 from .exact import ExactKRR, fit_exact
 from .features import RFFKRR, fit_rff
 from .grief import GriefGP, fit_grief
@@ -47,5 +49,6 @@ __all__ = ["kernel_matrix", "kernel_diag", "kernel_matvec", "fit_hierarchical", 
            "fit_grief", "fit_slkl", "fit_slkl_unif", "fit_slkl_krrm", "datasets",
            "MemoryLimitError", "ExactKRR", "NystromKRR", "RFFKRR", "HierarchicalKRR",
            "IndependentKRR", "MekaApproximation", "MekaKRR", "GriefGP", "ColumnSelection",
-           "SlklModel", "HyperparameterSelection", "ConvergenceWarning", "SelectionWarning",
+           "SlklModel", "HyperparameterSelection", "ProbabilityCalibration",
+           "ConvergenceWarning", "SelectionWarning",
            "__version__"]

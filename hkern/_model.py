@@ -11,6 +11,7 @@ import numpy as np
 from ._gp import ProfiledRidge
 from ._memory import check_memory
 from ._parameters import check_parameter
+from ._probabilities import current_calibration, model_probabilities
 from ._targets import TargetEncoding, encode_targets
 from ._threads import budgeted
 from ._validation import (
@@ -308,6 +309,9 @@ class KernelRidgeModel(FittedModel):
         # How sigma and lam were chosen (hkern.hyperparameters.HyperparameterSelection): the
         # record of the selection this model is fitted in, None outside one.
         self.selection_ = _SELECTION.get()
+        # Classifiers: the map of their scores to class probabilities (hkern._probabilities),
+        # made by the fit like the selection record; None for regression and sharded fits.
+        self.calibration_ = current_calibration() if encoding.task == "classification" else None
 
     @property
     def classes_(self):
@@ -337,6 +341,13 @@ class KernelRidgeModel(FittedModel):
         if kwargs:
             raise TypeError(f"predict() got unexpected keyword arguments {sorted(kwargs)}")
         return self.encoding_.decode(self._checked_scores(X))
+
+    def predict_proba(self, X):
+        """Class probabilities (m, n_classes) for X (m, d), columns in the order of
+        ``classes_``, each row summing to 1: softmax(beta * scores) with the inverse
+        temperature the fit chose on held-out rows (:class:`hkern.ProbabilityCalibration`,
+        ``calibration_``).  Classification only."""
+        return model_probabilities(self, X)
 
     @property
     def nbytes(self):

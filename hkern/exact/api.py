@@ -7,6 +7,7 @@ from .._gp import Evidence, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter, choices_of
+from .._probabilities import calibrates_probabilities
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import check_array, check_solver
@@ -94,6 +95,7 @@ def _selection_problem(arguments):
                            preconditioner=preconditioner_kind(a["preconditioner"]))
 
 
+@calibrates_probabilities
 @selects_hyperparameters("likelihood", iterative=_selection_problem)
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regression", seed=None,

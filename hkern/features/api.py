@@ -7,6 +7,7 @@ import numpy as np
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
+from .._probabilities import calibrates_probabilities
 from .._ridge import block_rows, ridge_dual, ridge_on_features
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed
@@ -30,6 +31,7 @@ def rff_peak_bytes(n, d, r, n_outputs):
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 
+@calibrates_probabilities
 @selects_hyperparameters("likelihood", profiles_ridge=True)
 @budgeted
 def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",

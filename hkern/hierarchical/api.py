@@ -9,6 +9,7 @@ from .._gp import Evidence, column_quads
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
+from .._probabilities import calibrates_probabilities
 from .._sharded import runs_on_shards
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_seed
@@ -31,6 +32,7 @@ __all__ = ["fit_hierarchical", "fit_independent"]
 
 
 @runs_on_shards("fit_hierarchical", fit_hierarchical_sharded, select_hierarchical_on_shards)
+@calibrates_probabilities
 @selects_hyperparameters("likelihood")
 @budgeted
 def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
@@ -150,6 +152,7 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
                            **inputs.model_params(n_jobs), **tree)
 
 
+@calibrates_probabilities
 @selects_hyperparameters("likelihood")
 @budgeted
 def fit_independent(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",

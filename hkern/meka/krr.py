@@ -6,6 +6,7 @@ import numpy as np
 from .. import _linalg
 from .._model import KernelRidgeModel, prepare_fit
 from .._parameters import check_parameter, choices_of
+from .._probabilities import calibrates_probabilities
 from .._progress import Progress
 from .._threads import budget_threads, budgeted
 from .._validation import check_seed, check_solver
@@ -139,6 +140,7 @@ def _solve_cg(G, Y, lam, tol, max_iter):
     return result.X, result.n_iter
 
 
+@calibrates_probabilities(holdout_rows=_holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=_holdout_rows)
 @budgeted
 def fit_meka(X, y, r=RANK_DEFAULT, *, n_clusters=N_CLUSTERS_DEFAULT, kernel="gaussian",

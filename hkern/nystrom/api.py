@@ -9,6 +9,7 @@ from .._gp import Evidence, ProfiledRidge
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
+from .._probabilities import calibrates_probabilities
 from .._ridge import block_rows, ridge_on_features
 from .._sharded import runs_on_shards
 from .._targets import encode_targets
@@ -143,6 +144,7 @@ def _selection_problem(arguments):
 
 
 @runs_on_shards("fit_nystrom", fit_nystrom_sharded, select_nystrom_on_shards)
+@calibrates_probabilities
 @selects_hyperparameters("likelihood", profiles_ridge=True, iterative=_selection_problem)
 @budgeted
 def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",

@@ -23,6 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from .._probabilities import model_probabilities
 from .._threads import budget_threads, budgeted
 from ._compat import validate_data
 
@@ -226,6 +227,26 @@ class HkernClassifier(ClassifierMixin, HkernEstimator):
         if len(self.classes_) == 2:
             return (scores[:, 1] - scores[:, 0]) / 2
         return scores
+
+    def predict_proba(self, X):
+        """Class probabilities for X (n_samples, n_features), from ``model_.predict_proba``:
+        softmax(beta * scores) with the inverse temperature beta the fit chose on a held-out
+        fifth of the training rows (``model_.calibration_``).
+
+        Returns
+        -------
+        proba : ndarray (n_samples, n_classes)
+            Columns in the order of ``classes_``; each row sums to 1, and its largest entry is
+            the class ``predict`` gives.
+        """
+        X = self._checked_input(X)
+        return self.model_.predict_proba(X)
+
+    def predict_log_proba(self, X):
+        """The logarithm of :meth:`predict_proba` (n_samples, n_classes), computed from the
+        scores without rounding small probabilities to 0 first."""
+        X = self._checked_input(X)
+        return model_probabilities(self.model_, X, log=True)
 
 
 class HkernTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, HkernEstimator):

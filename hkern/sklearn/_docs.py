@@ -53,7 +53,9 @@ selection_ : hkern.HyperparameterSelection or None
 """
 _CLASSES = """\
 classes_ : ndarray (n_classes,)
-    The sorted class labels.
+    The sorted class labels, the column order of ``decision_function`` and
+    ``predict_proba`` (the scores mapped to probabilities by ``model_.calibration_``, fitted
+    on out-of-fold scores of the training rows).
 """
 
 

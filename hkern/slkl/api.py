@@ -8,6 +8,7 @@ import numpy as np
 from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit, renamed
 from .._parameters import check_parameter
+from .._probabilities import calibrates_probabilities
 from .._targets import on_target_grid
 from .._targets import target_scale as rms_scale
 from .._threads import blas_threads, budget_threads, budgeted
@@ -354,6 +355,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
                      n_iter, converged, nu, **inputs.model_params(n_jobs))
 
 
+@calibrates_probabilities(holdout_rows=holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",

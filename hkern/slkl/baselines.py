@@ -9,6 +9,7 @@ import numpy as np
 from .._memory import check_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter
+from .._probabilities import calibrates_probabilities
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_seed
 from ..exact import ExactKRR, fit_exact
@@ -44,6 +45,7 @@ def _unif_bytes(n, d, M, k):
             + 8 * (4 * M + n) * k)      # q, x, beta, weights per output; the scaled target
 
 
+@calibrates_probabilities(holdout_rows=holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
@@ -130,6 +132,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     return assemble_model(fits, inputs, S, 0.0, n_jobs)
 
 
+@calibrates_probabilities(holdout_rows=holdout_rows)
 @selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
