@@ -128,7 +128,9 @@ def page():
             + "\n\n![Coverage against nominal level](figures/uncertainty_calibration.png)\n\n"
             "The z-scores (y - mean) / std of `fit_exact` fitted to y and to 1000 y, largest "
             "difference over the test points:\n\n"
-            + markdown_table(["set", "largest difference"], units) + "\n")
+            + (markdown_table(["set", "largest difference"], units) if units else
+               "(no `fit_exact` record yet: `python experiments/uncertainty.py SETS exact`)")
+            + "\n")
     (PAGES / "uncertainty.md").write_text(text)
     plt = pyplot()
     if plt is None:
