@@ -78,7 +78,10 @@ class Evidence:
             return gaussian_lml(float(np.sum(self.quad)), self.logdet, self.n, len(self.quad))
         s2 = np.asarray(signal_variance, dtype=float)
         if not (s2 > 0).all():
-            return -math.inf        # a zero target column: no scale, a point mass at 0
+            raise ValueError("an output of y is constant (its training mean everywhere), so "
+                             "its fitted signal variance is 0 and the likelihood is a point "
+                             "mass: drop the constant column, or compare fits of it by their "
+                             "error on held-out data")
         with np.errstate(divide="ignore"):
             per_column = -0.5 * np.asarray(self.quad) / s2 - 0.5 * self.n * np.log(s2)
         return float(np.sum(per_column)) + gaussian_lml(0.0, self.logdet, self.n,

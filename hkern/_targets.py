@@ -73,7 +73,7 @@ class TargetEncoding:
         return Y if self.offset is None else Y - self.offset
 
 
-def encode_targets(y, n_samples, task="regression", classes=None, offset=None):
+def encode_targets(y, n_samples, task="regression", classes=None, offset=None, centre=True):
     """Check ``y`` and return (Y, encoding) with Y a C-contiguous float64 (n, k) matrix.
 
     For regression Y is y minus the mean of each column, ``encoding.offset``: ``offset`` when
@@ -91,7 +91,8 @@ def encode_targets(y, n_samples, task="regression", classes=None, offset=None):
         # (reshape(0, -1) is ambiguous: an empty MPI shard keeps y's number of outputs)
         Y = y.reshape(n_samples, 1 if squeeze else y.shape[1]).astype(np.float64)
         if offset is None:
-            offset = exact_mean(Y)
+            # (centre=False: a fit whose model has no mean yet, SLKL: its offset is 0)
+            offset = exact_mean(Y) if centre else np.zeros(Y.shape[1])
         offset = np.asarray(offset, dtype=np.float64).reshape(Y.shape[1])
         Y -= offset
         return np.ascontiguousarray(Y), TargetEncoding(task, None, squeeze, offset)
@@ -198,8 +199,10 @@ def exact_sums(Y):
     Y = np.asarray(Y, dtype=np.float64)
     n, k = Y.shape
     numerators = [0] * k
-    for start in range(0, n, _EXACT_ROWS):
-        block = Y[start:start + _EXACT_ROWS]
+    # Blocks of at most _EXACT_ROWS rows and about 4 MiB (the pass makes six arrays of its size).
+    rows = max(1, min(_EXACT_ROWS, (4 << 20) // (8 * max(k, 1))))
+    for start in range(0, n, rows):
+        block = Y[start:start + rows]
         mantissa, exponent = np.frexp(block)
         m = (mantissa * 2.0 ** 53).astype(np.int64)
         halves = ((m >> 27).astype(np.float64), (m & ((1 << 27) - 1)).astype(np.float64))

@@ -24,10 +24,11 @@ def rff_peak_bytes(n, d, r, n_outputs):
 
     r <= n (primal): the frequencies (r d), the Gram matrix and one block's Gram product
     (2 r^2) and one row block of features (``block_rows(n, r) * r`` doubles, about 32 MiB).
-    r > n (dual): all n x r features, the n x n Gram matrix and the frequencies.
+    r > n (dual): all n x r features, the n x n Gram matrix and the frequencies, then (the
+    n x n one freed) the r x r factor of the weights' posterior (the predictive variance).
     """
     if r > n:
-        return 8 * (n * r + n * n + r * d + 2 * (n + r) * n_outputs)
+        return 8 * (n * r + max(n * n, r * r) + r * d + 2 * (n + r) * n_outputs)
     return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
 
 

@@ -48,10 +48,11 @@ class LocalRows(SelectionRows):
         self.n, self.d = X.shape
 
     @classmethod
-    def of(cls, arguments):
-        """The checked X and encoded y of a fit's ``arguments``."""
+    def of(cls, arguments, centre=True):
+        """The checked X and encoded y of a fit's ``arguments`` (``centre=False``: y not
+        centred, for a fit whose model has no mean)."""
         X = check_array(arguments["X"], "X", keep_float32=True)   # the fits widen their rows
-        Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"])
+        Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"], centre=centre)
         return cls(X, Y)
 
     def rows(self, indices):

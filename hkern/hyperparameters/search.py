@@ -148,4 +148,5 @@ def best_of_origins(record, origins, values, index, search):
         best, _, open_ends = search(o, lam0)
         ends.append((values[index[best]], -o, best, open_ends))
     _, _, best, open_ends = max(ends, key=lambda end: end[:2])
-    return best, open_ends
+    # The points' first coordinate is the origin: the searched axes count from 1.
+    return best, {axis - 1: side for axis, side in open_ends.items()}

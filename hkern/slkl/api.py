@@ -356,7 +356,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
@@ -492,7 +492,8 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     nu = check_parameter("nu", nu)

@@ -46,7 +46,7 @@ def _unif_bytes(n, d, M, k):
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
 @budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, mu=1.0, candidates=None, verbose=False,
@@ -98,7 +98,8 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     >>> model.m0_, float(np.mean((model.predict(X) - y) ** 2)) < 0.05
     (50, True)
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     mu = check_parameter("mu", mu)
@@ -133,7 +134,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
@@ -170,7 +171,8 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     rng = check_seed(seed)
@@ -186,5 +188,6 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     # fit_exact does the work, in the thread budget of n_jobs.
     model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.bandwidth, lam=inputs.lam,
                       task=task, n_jobs=n_jobs, max_memory=max_memory)
+    # fit_exact's model of y[S]: its mean and the GP of y[S] minus it
     return CandidateKRR(model.X_fit_, model.dual_coef_, S, evidence=model._evidence,
-                        **inputs.model_params(n_jobs))
+                        **dict(inputs.model_params(n_jobs), encoding=model.encoding_))
