@@ -188,6 +188,8 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     # fit_exact does the work, in the thread budget of n_jobs.
     model = fit_exact(X[S], y_rows, kernel=inputs.kernel, sigma=inputs.bandwidth, lam=inputs.lam,
                       task=task, n_jobs=n_jobs, max_memory=max_memory)
-    # fit_exact's model of y[S]: its mean and the GP of y[S] minus it
+    # Regression: fit_exact's model of y[S], its mean and the GP of y[S] minus it.  (A
+    # classifier keeps the labels of all of y: the candidates may miss a class.)
+    encoding = model.encoding_ if inputs.encoding.task == "regression" else inputs.encoding
     return CandidateKRR(model.X_fit_, model.dual_coef_, S, evidence=model._evidence,
-                        **dict(inputs.model_params(n_jobs), encoding=model.encoding_))
+                        **dict(inputs.model_params(n_jobs), encoding=encoding))
