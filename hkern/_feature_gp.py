@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _linalg
-from ._gp import GaussianProcessKRR, likelihood_needs_training_inputs
+from ._gp import GaussianProcessKRR, MarginalLikelihood
 from ._memory import check_memory
 from ._ridge import block_rows, row_blocks
 
@@ -30,12 +30,11 @@ class FeatureGaussianProcess(GaussianProcessKRR):
     weights, not the training inputs: the likelihood of other targets is not available.
     """
 
-    _NO_EVIDENCE_FIX = ("fit with the direct solver (solver='direct') for the likelihood, or "
-                        "compare fits by their error on held-out data")
-    _LABELS_FIX = "fit real-valued targets (e.g. the +-1 encoding of the labels) as a regression"
-
-    def _evidence_at(self, Y, max_memory):
-        raise likelihood_needs_training_inputs(self, "the weights of its features")
+    # The likelihood's fixes and refusal of other targets are the feature models' own
+    # (MarginalLikelihood's), not those of the models that keep their training inputs.
+    _NO_EVIDENCE_FIX = MarginalLikelihood._NO_EVIDENCE_FIX
+    _LABELS_FIX = MarginalLikelihood._LABELS_FIX
+    _evidence_at = MarginalLikelihood._evidence_at
 
     def _n_train(self):
         # Refused in _evidence_at whatever the targets' length.
