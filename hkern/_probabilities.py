@@ -85,13 +85,13 @@ class ProbabilityCalibration:
     softness_ : float or None
         The softness eps of h (None: h(s) = s, temperature scaling).
     beta_ : float
-        The inverse temperature, 0 <= beta_ <= 50.
+        The inverse temperature, ``0 <= beta_ <= 50``.
     n_calibration_ : int
-        The held-out rows softness_ and beta_ were fitted on: every training row below 10 000
-        rows (five folds), a fifth of them from there (0: none could be held out; then
-        beta_ = 1, softness_ None).
+        The held-out rows ``softness_`` and ``beta_`` were fitted on: every training row below
+        10 000 rows (five folds), a fifth of them from there (0: none could be held out; then
+        ``beta_ = 1``, ``softness_`` None).
     log_loss_ : float or None
-        The mean negative log-likelihood of those rows' labels at softness_ and beta_.
+        The mean negative log-likelihood of those rows' labels at ``softness_`` and ``beta_``.
     seconds_ : float
         The time the held-out fits and the choice took (on top of the fit itself).
 

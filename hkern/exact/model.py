@@ -47,7 +47,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
 
     Examples
     --------
-    Returned by :func:`fit_exact`; predictions are k(x, X) alpha:
+    Returned by :func:`fit_exact`; predictions are the training mean plus k(x, X) alpha:
 
     >>> import numpy as np
     >>> import hkern
@@ -55,7 +55,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     >>> X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
     >>> model = hkern.fit_exact(X, y, sigma=1.0, lam=1e-2)
     >>> K = hkern.kernel_matrix(X[:5], X, sigma=1.0)
-    >>> bool(np.allclose(model.predict(X[:5]), K @ model.dual_coef_[:, 0]))
+    >>> bool(np.allclose(model.predict(X[:5]), model.y_mean_[0] + K @ model.dual_coef_[:, 0]))
     True
 
     The posterior standard deviation, and the evidence of the training targets:

@@ -19,7 +19,8 @@ class RFFKRR(FeatureGaussianProcess, KernelRidgeModel):
 
     Also the posterior mean of the Bayesian linear model f(x) = z(x)^T w, w ~ N(0, s2 I),
     observed with noise variance s2 lam: ``predict(X, return_std=True)`` gives its standard
-    deviation, sqrt(s2 lam |R^{-1} z(x)|^2), R R^T = Z^T Z + lam I (Z the training features).
+    deviation, ``sqrt(s2 lam |R^{-1} z(x)|^2)``, ``R R^T = Z^T Z + lam I`` (Z the training
+    features).
     Its prior is the random-feature kernel z(x)^T z(x'), which approximates the kernel.
 
     Attributes

@@ -19,8 +19,8 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
     Also the posterior mean of the Nystrom Gaussian process: the prior kernel
     phi(x)^T phi(x') = k(x, Z) (K(Z, Z) + jitter I)^{-1} k(Z, x') observed with noise
     variance lam.  ``predict(X, return_std=True)`` gives its deterministic-training-conditional
-    (DTC) standard deviation, sqrt(s2 (k(x, x) - phi(x)^T phi(x) + lam |R^{-1} phi(x)|^2)),
-    R R^T = Phi^T Phi + lam I: the subset-of-regressors variance (the second term, the
+    (DTC) standard deviation, ``sqrt(s2 (k(x, x) - phi(x)^T phi(x) + lam |R^{-1} phi(x)|^2))``,
+    ``R R^T = Phi^T Phi + lam I``: the subset-of-regressors variance (the second term, the
     uncertainty of the weights) plus the part of the prior variance the landmarks do not
     capture, which keeps the variance at the prior's far from the landmarks, where the subset
     of regressors would fall to 0 and claim certainty.  The mean is the same in both forms.
@@ -44,7 +44,7 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
 
     Examples
     --------
-    Returned by :func:`fit_nystrom`; predictions are k(x, Z) beta:
+    Returned by :func:`fit_nystrom`; predictions are the training mean plus k(x, Z) beta:
 
     >>> import numpy as np
     >>> import hkern
@@ -54,7 +54,7 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
     >>> model.landmarks_.shape
     (50, 3)
     >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
-    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
+    >>> bool(np.allclose(model.predict(X[:5]), model.y_mean_[0] + K @ model.coef_[:, 0]))
     True
     """
 
