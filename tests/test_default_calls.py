@@ -64,7 +64,7 @@ def test_the_default_call_selects_and_beats_the_fixed_bandwidth(name, data):
 def test_targets_of_zeros_fit_at_fixed_values_with_a_warning(name, data):
     fit, size, _ = FITS[name]
     X = data[0][:120]
-    with pytest.warns(UserWarning, match="y is all zeros, so there is nothing to select"):
+    with pytest.warns(UserWarning, match="y is constant, so there is nothing to select"):
         model = fit(X, np.zeros(len(X)), seed=0, **size)
     assert model.selection_ is None
     assert np.array_equal(model.predict(data[2][:20]), np.zeros(20))
@@ -76,7 +76,7 @@ def test_targets_of_zeros_fit_at_fixed_values_with_a_warning(name, data):
 def test_a_column_of_zeros_among_others_is_refused_by_name(data):
     X, y = data[0][:100], data[1][:100]
     Y = np.column_stack([y, np.zeros(100)])
-    with pytest.raises(ValueError, match=r"y\[:, 1\] is all zeros: .* pass numbers for sigma"):
+    with pytest.raises(ValueError, match=r"y\[:, 1\] is constant: .* pass numbers for sigma"):
         hkern.fit_exact(X, Y)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -28,7 +28,7 @@ and refines it on all the data.  Three kinds of data broke it:
   on elevators, where the trends help, the bound costs 3% (0.377 against 0.365), and ARD stays
   ahead of one bandwidth (0.382).  pol (0.169 to 0.164) and kin40k (0.298) do not suffer.
 
-and, for the targets, :func:`check_targets_vary`: y of zeros has no scale to profile, so every
+and, for the targets, :func:`check_targets_vary`: a constant y has no scale to profile, so every
 candidate's likelihood was -inf and the search failed with ``KeyError: 'point'``.  For the
 hold-out criterion, :func:`holdout_arguments` lets a fit adapt the arguments that count rows to
 the part of the data its hold-out fits see.
@@ -201,22 +201,25 @@ def repeated_candidate(candidates, sigma, lam):
 
 
 class ZeroTargets(ValueError):
-    """Every regression target is zero: there is nothing to select by.  The selecting fits
-    catch it and fit at :data:`ZERO_TARGET_VALUES` with a warning (the model predicts 0, the
-    right answer, whatever the kernel), since a default call must not fail on valid data."""
+    """Every regression target is constant (zero once the fit's mean is subtracted): there is
+    nothing to select by.  The selecting fits catch it and fit at :data:`ZERO_TARGET_VALUES`
+    with a warning (the model predicts the constant, the right answer, whatever the kernel),
+    since a default call must not fail on valid data."""
 
 
-# (sigma, lam) for targets of zeros, where any value gives the same predictions (zeros).
+# (sigma, lam) for constant targets, where any value gives the same predictions (the constant).
 ZERO_TARGET_VALUES = (1.0, 1e-2)
 
 
 def check_targets_vary(Y, task):
-    """Refuse regression targets with a column of zeros, which no kernel explains better than
-    another: :class:`ZeroTargets` when every column is zero, a ValueError when some are.
+    """Refuse regression targets with a constant column, which no kernel explains better than
+    another: :class:`ZeroTargets` when every column is, a ValueError when some are.
 
-    The likelihood criterion profiles y's scale out, and zeros have none (every candidate's
-    value is -inf); the hold-out criterion would choose among equal errors of 0.  Constant
-    nonzero targets and a single nonzero value are selected as any others.
+    Y is what the selection fits: y minus its mean (:mod:`hkern._targets`), so a constant
+    column is a column of zeros; the fits without a mean (SLKL) pass y itself, whose zeros are
+    refused alike.  The likelihood criterion profiles y's scale out, and zeros have none (every
+    candidate's value is -inf); the hold-out criterion would choose among equal errors of 0.
+    A single differing value is selected as any other targets.
 
     Parameters
     ----------
@@ -231,9 +234,10 @@ def check_targets_vary(Y, task):
     if not zero.any():
         return
     which, there = ("y is", "") if zero.all() else (f"y[:, {int(np.argmax(zero))}] is", " there")
-    message = (f"{which} all zeros: sigma='auto'/'ard' and lam='auto' choose the kernel and "
-               "ridge that best explain y, and every choice explains zeros equally well; pass "
-               f"numbers for sigma and lam (the model then predicts 0{there}), or check y")
+    message = (f"{which} constant: sigma='auto'/'ard' and lam='auto' choose the kernel and "
+               "ridge that best explain y's variation, and every choice explains a constant "
+               "equally well; pass numbers for sigma and lam (the model then predicts the "
+               f"constant{there}), or check y")
     raise ZeroTargets(message) if zero.all() else ValueError(message)
 
 

@@ -448,15 +448,15 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
 
 def zero_target_arguments(label, arguments, sigma_mode, lam_mode):
     """The fit's arguments at :data:`ZERO_TARGET_VALUES` for what was to be selected, with a
-    warning: targets of zeros give no criterion to select by, and every value predicts 0.
-    (The serial fit and, on every rank alike, the sharded ones.)"""
+    warning: constant targets give no criterion to select by, and every value predicts the
+    constant.  (The serial fit and, on every rank alike, the sharded ones.)"""
     sigma, lam = ZERO_TARGET_VALUES
     arguments = dict(arguments, sigma=sigma if sigma_mode != "given" else arguments["sigma"],
                      lam=lam if lam_mode != "given" else arguments["lam"])
-    warn_user(f"y is all zeros, so there is nothing to select sigma and lam by (every value "
-              f"explains zeros equally well): {label} fits at "
+    warn_user(f"y is constant, so there is nothing to select sigma and lam by (every value "
+              f"explains a constant equally well): {label} fits at "
               f"sigma={format_sigma(arguments['sigma'])}, lam={arguments['lam']:.3g}, and "
-              "predicts 0", UserWarning)
+              "predicts the constant", UserWarning)
     return arguments
 
 
