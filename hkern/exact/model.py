@@ -7,11 +7,12 @@ import numpy as np
 
 from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
-from .._memory import check_memory
+from .._memory import check_memory, resolve_max_memory
 from .._model import KernelRidgeModel
 from .._ridge import block_rows
 from .._threads import budget_threads
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+from . import variance as _conditional
 
 __all__ = ["ExactKRR"]
 
@@ -32,7 +33,11 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     sqrt(k(x, x) - k(x, X) (K + lam I)^{-1} k(X, x)), and ``log_marginal_likelihood()`` is
     log N(y | 0, K + lam I) of the training targets.  The model keeps only X and alpha: the
     standard deviation and ``log_marginal_likelihood(y)`` factorise K + lam I again (the fit's
-    cost: O(n^3) time and 8 n^2 bytes per call), so pass all test points in one call.
+    cost: O(n^3) time and 8 n^2 bytes per call), so pass all test points in one call.  A PCG
+    fit's standard deviation does so only where that is the cheaper way and fits in memory;
+    elsewhere it is the std of f(x) given the training targets nearest x and global summaries
+    of them all, never below the exact one and with no n x n matrix
+    (:mod:`hkern.exact.variance`).
 
     Attributes
     ----------
@@ -112,12 +117,18 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         return cov
 
     def _latent_variance(self, X, n_threads, max_memory):
-        """k(x, x) - |L^{-1} k(X_fit, x)|^2, in blocks of test points of about 32 MiB."""
+        """The posterior variance at X: from the n x n factor, or, for a PCG fit where that
+        costs more or does not fit, given the nearest training targets and global summaries
+        of them all (:mod:`hkern.exact.variance`, no n x n matrix)."""
         n, m = self.X_fit_.shape[0], X.shape[0]
+        var = kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth)
+        if self.n_iter_ is not None and self._conditions(n, m, max_memory):
+            return _conditional.conditional_variance(
+                self._kind, self._bandwidth, self.X_fit_, self.lam, X, var,
+                n_threads=n_threads, max_memory=max_memory)
         step = min(m, block_rows(m, n))
         factor = self._factor(16 * n * step + 8 * m, f"the posterior variance at {m} points",
                               "fit on a subsample", max_memory, n_threads)
-        var = kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth)
         for start in range(0, m, max(step, 1)):
             stop = min(m, start + step)
             V = _linalg.solve_triangular(
@@ -127,3 +138,14 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
             var[start:stop] -= np.einsum("ij,ij->j", V, V)
             del V     # before the next block's kernel matrix and its copy (the 16 n step bytes)
         return var
+
+    @staticmethod
+    def _conditions(n, m, max_memory):
+        """Whether the PCG model's variance conditions (hkern.exact.variance) rather than
+        factorises: when n is above its neighbours and the factor (n^3 / 3 + n^2 m flops)
+        costs more or its 8 n^2 bytes exceed the memory limit."""
+        if n <= _conditional.NEIGHBOURS:
+            return False
+        factor_flops = n ** 3 / 3.0 + float(n) * n * m
+        return (_conditional.conditional_flops(n, m) < factor_flops
+                or 8 * n * n + 16 * n * min(m, block_rows(m, n)) > resolve_max_memory(max_memory))
