@@ -53,7 +53,7 @@ def accuracy(name):
     exact = direct._latent_variance(Xs, THREADS, None)
     cholesky_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    conditional = variance.conditional_variance(direct._kind, direct._bandwidth, direct.X_fit_,
+    conditional = variance.conditional_variance(direct.kernel, direct._bandwidth, direct.X_fit_,
                                                 direct.lam, Xs, np.ones(len(Xs)),
                                                 n_threads=THREADS, max_memory=None)
     conditional_seconds = time.perf_counter() - t0

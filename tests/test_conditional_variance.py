@@ -30,7 +30,7 @@ def small(monkeypatch):
 
 def conditional(model, Xq, n_threads=2):
     Xs = model._check_X(Xq)
-    return variance.conditional_variance(model._kind, model._bandwidth, model.X_fit_,
+    return variance.conditional_variance(model.kernel, model._bandwidth, model.X_fit_,
                                          model.lam, Xs, np.ones(len(Xs)),
                                          n_threads=n_threads, max_memory=None)
 
@@ -58,7 +58,7 @@ def test_it_is_gaussian_conditioning_on_the_neighbours_and_the_summaries(small):
     sigma = 0.4
     model = hkern.fit_exact(X, y, sigma=sigma, lam=LAM, solver="pcg", seed=0)
     got = conditional(model, Xq)
-    summaries = variance._Summaries(model._kind, model._bandwidth, X, LAM, 40, 2)
+    summaries = variance._Summaries(model.kernel, model._bandwidth, X, LAM, 40, 2)
     np.testing.assert_allclose(summaries.Q.T @ summaries.Q, np.eye(40), atol=1e-12)
     A = dense_kernel(X, X, sigma=sigma) + LAM * np.eye(len(X))
     groups = variance._groups(Xq / sigma, 7)
@@ -130,6 +130,6 @@ def test_memory_is_checked_before_anything_is_allocated():
     model = hkern.fit_exact(X, y, sigma=0.4, lam=LAM, solver="pcg", seed=0)
     need = variance.variance_bytes(len(X), len(Xq))
     with pytest.raises(MemoryError, match="posterior variance at 60 points of a PCG fit"):
-        variance.conditional_variance(model._kind, model._bandwidth, model.X_fit_, LAM,
+        variance.conditional_variance(model.kernel, model._bandwidth, model.X_fit_, LAM,
                                       model._check_X(Xq), np.ones(60), n_threads=1,
                                       max_memory=need - 1)

@@ -36,7 +36,7 @@ class ExactPCGStd(SlowFit):
 
     def _conditional(self):
         m = self.model
-        return variance.conditional_variance(m._kind, m._bandwidth, m.X_fit_, m.lam, self.Xt,
+        return variance.conditional_variance(m.kernel, m._bandwidth, m.X_fit_, m.lam, self.Xt,
                                              np.ones(len(self.Xt)), n_threads=2,
                                              max_memory=None)
 

@@ -124,7 +124,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         var = kernel_diag(X, kernel=self.kernel, sigma=self._bandwidth)
         if self.n_iter_ is not None and self._conditions(n, m, max_memory):
             return _conditional.conditional_variance(
-                self._kind, self._bandwidth, self.X_fit_, self.lam, X, var,
+                self.kernel, self._bandwidth, self.X_fit_, self.lam, X, var,
                 n_threads=n_threads, max_memory=max_memory)
         step = min(m, block_rows(m, n))
         factor = self._factor(16 * n * step + 8 * m, f"the posterior variance at {m} points",

@@ -11,7 +11,7 @@ data is a variance all the same, never negative, and never below the exact one. 
 * the targets y_N of the ``NEIGHBOURS`` training rows of largest kernel value to a group of
   about ``GROUP`` nearby test points (their near field), and
 * ``SUMMARIES`` global statistics Q^T y, Q an orthonormal basis of the kernel columns at
-  farthest-point landmarks of the training rows (the far field),
+  block-RPCholesky pivots of the training rows (the far field),
 
 which is exact Gaussian conditioning on (y_N, Q^T y):
 var(x) = k(x, x) - b^T S^{-1} b with S = [E_N Q]^T (K + lam I) [E_N Q] and b = [E_N Q]^T k.
@@ -25,7 +25,9 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import check_memory
+from ..kernels import kernel_kind
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
+from ..oasis.api import nystrom_factor
 
 __all__ = ["GROUP", "NEIGHBOURS", "SUMMARIES", "conditional_variance", "conditional_flops",
            "variance_bytes"]
@@ -34,7 +36,7 @@ __all__ = ["GROUP", "NEIGHBOURS", "SUMMARIES", "conditional_variance", "conditio
 # against the Cholesky variance (experiments/pcg_std.py, doc/design.md): the latent std's median
 # / largest relative error was 5.3% / 16% for the 2048 nearest rows of each point alone, 2.6% /
 # 8.9% for 4096 rows per group of 20; with these values 1.7% / 5.6% (1.2% / 3.0% in groups of
-# 20, at 3x the cost).
+# 20, at 3x the cost), and 1.2% / 4.2% at all 4 000 test points (results/pcg_std.json).
 NEIGHBOURS = 4096
 SUMMARIES = 1024
 GROUP = 50
@@ -61,14 +63,14 @@ def _sizes(n):
     return s, (0 if s == n else min(SUMMARIES, n - s))
 
 
-def conditional_variance(kind, bandwidth, X, lam, X_test, prior, *, n_threads, max_memory):
+def conditional_variance(kernel, bandwidth, X, lam, X_test, prior, *, n_threads, max_memory):
     """The posterior variance of f at ``X_test`` given the nearest training targets and
     global summaries of them all (module docstring): at least the exact variance, equal to it
     when n <= ``NEIGHBOURS``.
 
     Parameters
     ----------
-    kind, bandwidth : the model's kernel kind and bandwidth (scalar or per feature).
+    kernel, bandwidth : the model's kernel name and bandwidth (scalar or per feature).
     X : ndarray (n, d)
         Training inputs.
     lam : float
@@ -95,7 +97,8 @@ def conditional_variance(kind, bandwidth, X, lam, X_test, prior, *, n_threads, m
     var = prior
     if m == 0:
         return var
-    summaries = _Summaries(kind, bandwidth, X, lam, p, n_threads) if p else None
+    summaries = _Summaries(kernel, bandwidth, X, lam, p, n_threads) if p else None
+    kind = kernel_kind(kernel)[1]
     scale = np.asarray(bandwidth, dtype=np.float64)
     for group in _groups(np.asarray(X_test, dtype=np.float64) / scale, GROUP):
         K_tx = np.asarray(_kernel_matrix_trusted(kind, bandwidth, X_test[group], X, n_threads),
@@ -106,29 +109,32 @@ def conditional_variance(kind, bandwidth, X, lam, X_test, prior, *, n_threads, m
 
 
 class _Summaries:
-    """Q (n, q) with orthonormal columns (q <= p) spanning K(X, Z) at p farthest-point
-    landmarks Z, and (K + lam I) Q, Q^T (K + lam I) Q."""
+    """Q (n, q) with orthonormal columns (q <= p) spanning the kernel columns at p pivots of
+    block RPCholesky (the PCG fit's preconditioner's selection, at a fixed seed: the variance
+    is a function of the model alone), and (K + lam I) Q, Q^T (K + lam I) Q."""
 
     # Gram eigenvalues below this fraction of the largest are dropped: their directions are
-    # rounding (the kernel columns are nearly collinear for wide kernels), and conditioning on
-    # fewer statistics is still exact conditioning, on less.
+    # rounding, and conditioning on fewer statistics is still exact conditioning, on less.
     RELATIVE_FLOOR = 1e-10
+    SEED = 0
 
-    def __init__(self, kind, bandwidth, X, lam, p, n_threads):
-        scaled = np.asarray(X, dtype=np.float64) / np.asarray(bandwidth, dtype=np.float64)
-        landmarks = X[_farthest_points(scaled, p)]
-        W = np.asarray(_kernel_matrix_trusted(kind, bandwidth, X, landmarks, n_threads),
-                       dtype=np.float64)
-        # An orthonormal basis keeps Q^T A Q's eigenvalues at lam and above.  From W^T W's
-        # eigenpairs, Q = W V w^{-1/2}: tiled GEMMs and one p x p eigh on one thread (the same
-        # bits for any n_jobs), 1.7 s at n = 36 000, p = 1024 against 11 s for a Householder QR.
-        w, V = _linalg.eigh(_linalg.gram(W, trans=True, n_threads=n_threads), n_threads=1)
+    def __init__(self, kernel, bandwidth, X, lam, p, n_threads):
+        Xq = X if X.dtype == np.float64 else np.asarray(X, dtype=np.float64)
+        # F F^T ~ K with F spanning K(X, pivots); the pivots follow the kernel's residual, so
+        # they cover where the data are (farthest points chase outliers: on elevators their
+        # std erred by 11% at the median against 1.2% on kin40k).
+        F = nystrom_factor(Xq, p, method="block_rpcholesky", kernel=kernel, sigma=bandwidth,
+                           seed=self.SEED, n_jobs=n_threads, max_memory=None)
+        # An orthonormal basis keeps Q^T A Q's eigenvalues at lam and above.  From F^T F's
+        # eigenpairs, Q = F V w^{-1/2}: tiled GEMMs and one p x p eigh on one thread (the same
+        # bits for any n_jobs), where LAPACK's Householder QR took 11 s at n = 36 000, p = 1024.
+        w, V = _linalg.eigh(_linalg.gram(F, trans=True, n_threads=n_threads), n_threads=1)
         keep = w > self.RELATIVE_FLOOR * max(float(w[-1]), np.finfo(float).tiny)
         V = np.ascontiguousarray(V[:, keep] / np.sqrt(w[keep]))
-        self.Q = _linalg.matmul(W, V, n_threads=n_threads)
-        del W
-        Xq = X if X.dtype == np.float64 else np.asarray(X, dtype=np.float64)
-        self.AQ = _kernel_matvec_trusted(kind, bandwidth, Xq, Xq, self.Q, n_threads)
+        self.Q = _linalg.matmul(F, V, n_threads=n_threads)
+        del F
+        self.AQ = _kernel_matvec_trusted(kernel_kind(kernel)[1], bandwidth, Xq, Xq, self.Q,
+                                         n_threads)
         self.AQ += lam * self.Q
         self.G = _linalg.matmul(self.Q, self.AQ, trans_a=True, n_threads=n_threads)
         self.G = 0.5 * (self.G + self.G.T)
@@ -188,18 +194,3 @@ def _groups(scaled, size):
         cut = (leaves // 2) * size
         pending += [order[cut:], order[:cut]]
     return groups
-
-
-def _farthest_points(scaled, p):
-    """p rows by farthest-point sampling from the row nearest the mean: well spread landmarks,
-    with no random draw (the variance is a function of the model alone)."""
-    first = int(np.argmin(np.einsum("ij,ij->i", scaled - scaled.mean(axis=0),
-                                    scaled - scaled.mean(axis=0))))
-    chosen = np.empty(p, dtype=np.intp)
-    chosen[0] = first
-    gap = np.einsum("ij,ij->i", scaled - scaled[first], scaled - scaled[first])
-    for i in range(1, p):
-        chosen[i] = int(np.argmax(gap))
-        diff = scaled - scaled[chosen[i]]
-        np.minimum(gap, np.einsum("ij,ij->i", diff, diff), out=gap)
-    return chosen
