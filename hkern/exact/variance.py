@@ -32,11 +32,11 @@ from ..oasis.api import nystrom_factor
 __all__ = ["GROUP", "NEIGHBOURS", "SUMMARIES", "conditional_variance", "conditional_flops",
            "variance_bytes"]
 
-# Measured on kin40k's first 10 000 rows (its selected ARD kernel, lam 7.1e-3), 800 test points,
-# against the Cholesky variance (experiments/pcg_std.py, doc/design.md): the latent std's median
-# / largest relative error was 5.3% / 16% for the 2048 nearest rows of each point alone, 2.6% /
-# 8.9% for 4096 rows per group of 20; with these values 1.7% / 5.6% (1.2% / 3.0% in groups of
-# 20, at 3x the cost), and 1.2% / 4.2% at all 4 000 test points (results/pcg_std.json).
+# Measured at 10 000 rows of kin40k (its selected ARD kernel, lam 7.1e-3) against the Cholesky
+# variance (doc/design.md): the latent std's median / largest relative error was 5.3% / 16% for
+# the 2048 nearest rows of each test point alone, 2.6% / 8.9% for 4096 rows per group of 20,
+# and with these values 1.25% / 4.2% at its 4 000 test points (elevators 0.015% / 0.09%, pol
+# 0.022% / 1.5%; results/pcg_std.json).
 NEIGHBOURS = 4096
 SUMMARIES = 1024
 GROUP = 50
