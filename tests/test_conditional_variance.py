@@ -89,7 +89,7 @@ def test_it_bounds_the_exact_variance_and_the_summaries_tighten_it(small, monkey
 
 
 def test_pcg_model_conditions_where_the_factor_costs_more_or_does_not_fit(small):
-    X, y, Xq = data()
+    X, y, Xq = data(n=1200)
     pcg = hkern.fit_exact(X, y, sigma=0.4, lam=LAM, solver="pcg", seed=0)
     direct = hkern.fit_exact(X, y, sigma=0.4, lam=LAM, solver="direct")
     n = len(X)
@@ -98,6 +98,7 @@ def test_pcg_model_conditions_where_the_factor_costs_more_or_does_not_fit(small)
         cheaper = variance.conditional_flops(n, m) < n ** 3 / 3 + n * n * m
         assert pcg._conditions(n, m, None) == cheaper
         assert pcg._conditions(n, m, 8 * n * n)                   # ... or the one that fits
+    assert variance.variance_bytes(n, len(Xq)) < 8 * n * n
     _, std = pcg.predict(Xq, return_std=True, max_memory=8 * n * n)
     _, exact = direct.predict(Xq, return_std=True)
     np.testing.assert_allclose(std, np.sqrt(pcg.signal_variance_[0] * conditional(pcg, Xq)),
@@ -105,10 +106,12 @@ def test_pcg_model_conditions_where_the_factor_costs_more_or_does_not_fit(small)
     assert np.all(std >= exact * (1 - 1e-9))
     with pytest.raises(MemoryError, match="n x n kernel matrix"):
         direct.predict(Xq, return_std=True, max_memory=8 * n * n)
-    # in the units of y: 1000 y gives 1000 times the std
-    scaled = hkern.fit_exact(X, 1000 * y, sigma=0.4, lam=LAM, solver="pcg", seed=0)
-    _, std_scaled = scaled.predict(Xq, return_std=True, max_memory=8 * n * n)
-    np.testing.assert_allclose(std_scaled, 1000 * std, rtol=1e-6)
+    # in the units of y: 1000 y gives 1000 times the std (both solved to rounding, so that
+    # the signal variances from their answers agree beyond the default tol)
+    fits = [hkern.fit_exact(X, c * y, sigma=0.4, lam=LAM, solver="pcg", seed=0, tol=1e-12)
+            for c in (1.0, 1000.0)]
+    one, thousand = (fit.predict(Xq, return_std=True, max_memory=8 * n * n)[1] for fit in fits)
+    np.testing.assert_allclose(thousand, 1000 * one, rtol=1e-9)
 
 
 def test_the_default_sizes_condition_at_kin40k_and_factorise_at_ten_thousand_rows():

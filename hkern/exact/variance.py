@@ -28,6 +28,7 @@ from .._memory import check_memory
 from ..kernels import kernel_kind
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted
 from ..oasis.api import nystrom_factor
+from ..oasis.block_rpcholesky import BLOCK
 
 __all__ = ["GROUP", "NEIGHBOURS", "SUMMARIES", "conditional_variance", "conditional_flops",
            "variance_bytes"]
@@ -46,7 +47,9 @@ def variance_bytes(n, m):
     """Peak bytes of :func:`conditional_variance` for n training rows and m test points."""
     s, p = _sizes(n)
     g = min(GROUP, max(m, 1))
-    return 8 * (2 * n * p + (s + p) ** 2 + 3 * g * (n + s + p) + m)
+    # Q and (K + lam I) Q (RPCholesky's factor and Q before), one group's S and its kernel
+    # rows, RPCholesky's blocks.
+    return 8 * (2 * n * p + (s + p) ** 2 + 3 * g * (n + s + p) + m + 3 * n * BLOCK + p * p)
 
 
 def conditional_flops(n, m):
@@ -92,7 +95,8 @@ def conditional_variance(kernel, bandwidth, X, lam, X_test, prior, *, n_threads,
     check_memory(variance_bytes(n, m), max_memory,
                  what=f"the posterior variance at {m} points of a PCG fit on {n} rows "
                       f"({min(NEIGHBOURS, n)} neighbours and {_sizes(n)[1]} summaries)",
-                 fix="pass fewer test points per call")
+                 fix="fit on a subsample (the need hardly depends on the number of test "
+                     "points)")
     s, p = _sizes(n)
     var = prior
     if m == 0:
