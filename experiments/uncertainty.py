@@ -141,14 +141,18 @@ def page():
         ax.plot([0, 1], [0, 1], color="0.7", lw=1)
         for r in records:
             if r["set"] == s:
+                # one colour per fit on every panel (the legend is drawn once)
                 ax.plot(LEVELS, [r["coverage"][str(v)] for v in LEVELS], marker="o", ms=3,
-                        label=r["fit"])
+                        label=r["fit"], color=f"C{FITS.index(r['fit'])}")
         ax.set_title(s, fontsize=9)
         ax.set_xlabel("nominal level", fontsize=8)
         ax.set_xlim(0.45, 1.0)
         ax.set_ylim(0.45, 1.0)
     np.atleast_1d(axes)[0].set_ylabel("coverage", fontsize=8)
-    np.atleast_1d(axes)[-1].legend(fontsize=7)
+    handles = {line.get_label(): line for ax in np.atleast_1d(axes) for line in ax.get_lines()
+               if line.get_label() in FITS}
+    np.atleast_1d(axes)[-1].legend([handles[f] for f in FITS if f in handles],
+                                   [f for f in FITS if f in handles], fontsize=7)
     fig.tight_layout()
     fig.savefig(FIGURES / "uncertainty_calibration.png", dpi=110)
 
