@@ -17,8 +17,8 @@ One place for:
   :func:`banner`, :func:`code_version`, :func:`pyplot` (matplotlib is optional).
 
 It is also the one place the scripts take hkern's private helpers from (``blas_threads``,
-``resolve_n_jobs``, ``peak_memory``, ``available_memory``): a rename inside hkern touches this
-file only.  The asv
+``resolve_n_jobs``, ``peak_memory``, ``available_memory``, :func:`nystrom_features_of`): a
+rename inside hkern touches this file only.  The asv
 suite (asv_bench/benchmarks/) does not import it: asv runs its benchmarks in their own
 processes, from their own folder.
 """
@@ -44,7 +44,7 @@ __all__ = ["ROOT", "RESULTS", "PAGES", "FIGURES", "available_memory", "blas_thre
            "resolve_n_jobs", "load_split", "load_standardized", "mse", "rmse", "relative_error",
            "best_time",
            "timed_fit", "validation_split", "tune", "markdown_table", "machine_note",
-           "command_line", "banner", "code_version", "pyplot"]
+           "command_line", "banner", "code_version", "pyplot", "nystrom_features_of"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"            # raw records the scripts keep (.json, .jsonl)
@@ -226,3 +226,9 @@ def pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def nystrom_features_of(model, X):
+    """phi(X) = L^{-1} k(Z, X) of a fitted Nystrom model (its private features, for a variance
+    form hkern does not offer)."""
+    return model._features(model._check_X(X), resolve_n_jobs(None))

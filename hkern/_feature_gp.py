@@ -18,16 +18,13 @@ class FeatureGaussianProcess(GaussianProcessKRR):
     before :class:`hkern._model.KernelRidgeModel` in the bases).
 
     With unit prior weights the latent f(x) = phi(x)^T w has prior covariance phi(x)^T phi(x')
-    and posterior variance lam |R^{-1} phi(x)|^2 (the Bayesian linear model; for Nystrom
-    features the subset-of-regressors form).  ``_prior_residual`` adds the part of the prior
-    the features leave out, k(x, x) - phi(x)^T phi(x) for Nystrom (the deterministic training
-    conditional, DTC: the same mean, and a variance that returns to the prior's k(x, x) away
-    from the landmarks instead of falling to 0), and 0 for random features, whose model is the
-    Bayesian linear one.
+    and posterior variance lam |R^{-1} phi(x)|^2: the Bayesian linear model that the fit is,
+    whose amplitude the profiled likelihood estimates (for Nystrom features the
+    subset-of-regressors form; why not the DTC form: :class:`hkern.NystromKRR`).
 
     Subclasses are constructed with ``posterior_factor`` (R) and implement
-    ``_features(X, n_threads)`` and ``_prior_residual(X, Phi, n_threads)``.  They keep only the
-    weights, not the training inputs: the likelihood of other targets is not available.
+    ``_features(X, n_threads)``.  They keep only the weights, not the training inputs: the
+    likelihood of other targets is not available.
     """
 
     # The likelihood's fixes and refusal of other targets are the feature models' own
@@ -41,8 +38,8 @@ class FeatureGaussianProcess(GaussianProcessKRR):
         return self._evidence.n if self._evidence is not None else 0
 
     def _posterior_blocks(self, X, n_threads, max_memory, what):
-        """(start, stop, Phi, V) over blocks of X: Phi = the block's features and
-        V = R^{-1} Phi^T, in blocks of about 32 MiB (p columns)."""
+        """(start, stop, V) over blocks of X: V = R^{-1} Phi^T for the block's features Phi,
+        in blocks of about 32 MiB (p columns)."""
         p = self._posterior_factor.shape[0]
         m = X.shape[0]
         check_memory(24 * min(m, block_rows(m, p)) * p + 8 * m, max_memory,
@@ -51,14 +48,13 @@ class FeatureGaussianProcess(GaussianProcessKRR):
             Phi = self._features(X[start:stop], n_threads)
             V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
                                          n_threads=n_threads)
-            yield start, stop, Phi, V
+            yield start, stop, V
 
     def _latent_variance(self, X, n_threads, max_memory):
         var = np.empty(X.shape[0])
-        for start, stop, Phi, V in self._posterior_blocks(X, n_threads, max_memory,
+        for start, stop, V in self._posterior_blocks(X, n_threads, max_memory,
                                                           "the posterior variance"):
-            var[start:stop] = self._prior_residual(X[start:stop], Phi, n_threads) \
-                + self.lam * np.einsum("ij,ij->j", V, V)
+            var[start:stop] = self.lam * np.einsum("ij,ij->j", V, V)
         return var
 
     def _latent_covariance(self, X, n_threads, max_memory):
@@ -68,6 +64,4 @@ class FeatureGaussianProcess(GaussianProcessKRR):
         Phi = self._features(X, n_threads)
         V = _linalg.solve_triangular(self._posterior_factor, Phi.T, lower=True,
                                      n_threads=n_threads)
-        cov = self._prior_residual_matrix(X, Phi, n_threads)
-        cov += self.lam * _linalg.matmul(V, V, trans_a=True, n_threads=n_threads)
-        return cov
+        return self.lam * _linalg.matmul(V, V, trans_a=True, n_threads=n_threads)

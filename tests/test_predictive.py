@@ -62,15 +62,14 @@ def test_every_regression_fit_keeps_the_training_mean():
 # The feature models' variance
 # --------------------------------------------------------------------------------------------
 def _nystrom_oracle(model, X, sigma):
-    """(A, phi(Xq) -> (Phi_q, prior residual)) of the Nystrom GP the model is."""
+    """(Phi, Xq -> Phi_q): the features of the Nystrom GP the model is."""
     Z = model.landmarks_
     W = dense_kernel(Z, Z, sigma=sigma) + model.jitter_ * np.eye(len(Z))
     L = np.linalg.cholesky(W)
     Phi = np.linalg.solve(L, dense_kernel(Z, X, sigma=sigma)).T
 
     def features(Xq):
-        P = np.linalg.solve(L, dense_kernel(Z, Xq, sigma=sigma)).T
-        return P, 1.0 - np.einsum("ij,ij->i", P, P)
+        return np.linalg.solve(L, dense_kernel(Z, Xq, sigma=sigma)).T
     return Phi, features
 
 
@@ -80,7 +79,7 @@ def _rff_oracle(model, X):
     def phi(Xn):
         return np.sqrt(2.0 / r) * np.cos(Xn @ model.frequencies_.T + model.offsets_)
 
-    return phi(X), lambda Xq: (phi(Xq), np.zeros(len(Xq)))
+    return phi(X), phi
 
 
 FEATURE_FITS = {
@@ -102,23 +101,28 @@ def test_feature_models_std_is_their_gaussian_process_posterior(name, k):
         _nystrom_oracle(model, X, 0.7)
     A = Phi @ Phi.T + LAM * np.eye(len(X))
     mu, alpha, s2 = dense_fitted_gp(A, y)
-    Pq, residual = features(Xq)
+    Pq = features(Xq)
     # the mean: mu + phi(x)^T Phi^T A^{-1} (y - mu)
     mean, std = model.predict(Xq, return_std=True)
     tol = 1e-8 if name == "falkon" else 1e-10
     assert np.abs(mean.reshape(len(Xq), k) - (mu + Pq @ Phi.T @ alpha)).max() < tol * 10
     assert np.allclose(model.signal_variance_, s2[0] if k == 1 else s2, rtol=tol, atol=0)
-    # DTC / Bayesian linear: prior residual + lam phi^T (Phi^T Phi + lam I)^{-1} phi
-    G = Phi.T @ Phi + LAM * np.eye(Phi.shape[1])
-    var = residual + LAM * np.einsum("ij,ji->i", Pq, np.linalg.solve(G, Pq.T))
+    # the GP with prior kernel phi(x)^T phi(x'), from its definition: the prior variance
+    # minus what the training targets explain (the Bayesian linear model; for Nystrom
+    # features the subset of regressors)
+    Kq = Pq @ Phi.T
+    var = np.einsum("ij,ij->i", Pq, Pq) - np.einsum("ij,ji->i", Kq, np.linalg.solve(A, Kq.T))
     assert std.shape == ((len(Xq),) if k == 1 else (len(Xq), k))
     assert np.abs(std.reshape(len(Xq), k) ** 2 / s2 - var[:, None]).max() < tol
     _, std_y = model.predict(Xq, return_std=True, include_noise=True)
     assert np.abs(std_y.reshape(len(Xq), k) ** 2 / s2 - var[:, None] - LAM).max() < tol
     if name in ("nystrom", "falkon"):
-        # far from the landmarks the DTC variance returns to the prior's, not to 0
-        far = model.predict(np.full((1, 3), 50.0), return_std=True)[1]
-        assert np.allclose(np.reshape(far, -1) ** 2, s2, rtol=1e-12, atol=0)
+        # far from the landmarks phi(x) = 0: the latent variance is 0, a new target's the
+        # noise's, s2 lam
+        far = np.full((1, 3), 50.0)
+        assert np.all(model.predict(far, return_std=True)[1] == 0.0)
+        noise = model.predict(far, return_std=True, include_noise=True)[1]
+        assert np.allclose(np.reshape(noise, -1) ** 2, s2 * LAM, rtol=1e-12, atol=0)
 
 
 # --------------------------------------------------------------------------------------------

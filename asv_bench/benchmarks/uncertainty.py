@@ -6,7 +6,7 @@
   Cholesky variance of the same model; ``peakmem_`` shows no 8 n^2 bytes.  The whole-set
   numbers (36 000 rows, 4 000 test points, against the default fit's time) come from
   experiments/pcg_std.py.
-* ``FalkonStd``: ``fit_nystrom(solver="pcg")``'s DTC std at kin40k's 4 000 test points
+* ``FalkonStd``: ``fit_nystrom(solver="pcg")``'s std at kin40k's 4 000 test points
   (2 048 centres, sigma 2, lam 1e-3, as ``solvers.NystromPCG``).
 * ``HierarchicalStd``: ``fit_hierarchical``'s std at the 4 000 test points (r = 256).
 """

@@ -65,8 +65,3 @@ class RFFKRR(FeatureGaussianProcess, KernelRidgeModel):
         check_phases(X, self.frequencies_)
         return rff_features(X, self.frequencies_, self.offsets_, n_threads)
 
-    def _prior_residual(self, X, Phi, n_threads):
-        return np.zeros(X.shape[0])      # the prior is the features' own kernel
-
-    def _prior_residual_matrix(self, X, Phi, n_threads):
-        return np.zeros((X.shape[0], X.shape[0]))
