@@ -397,8 +397,7 @@ def prepare_sigma(X, sigma, max_memory=None, largest=None, widen=True):
 
 
 def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_ridge=False,
-                classes=None, min_samples=1, largest=None, keep_float32=False, offset=None,
-                centre=True):
+                classes=None, min_samples=1, largest=None, keep_float32=False, offset=None):
     """Validate the arguments every kernel ridge fit shares; returns a :class:`FitInputs`.
 
     ``profiles_ridge``: the fit accepts a :class:`hkern._gp.ProfiledRidge` for ``lam`` (it
@@ -422,7 +421,7 @@ def prepare_fit(X, y, *, kernel, sigma, lam, task, max_memory=None, profiles_rid
     """
     X = check_array(X, "X", min_samples=min_samples, keep_float32=True)
     single = X if X.dtype == np.float32 else None
-    Y, encoding = encode_targets(y, X.shape[0], task, classes, offset, centre)
+    Y, encoding = encode_targets(y, X.shape[0], task, classes, offset)
     name, kind = kernel_kind(kernel)
     X, sigma, bandwidth, lengthscales = prepare_sigma(X, sigma, max_memory, largest,
                                                       widen=not keep_float32)

@@ -73,7 +73,7 @@ class TargetEncoding:
         return Y if self.offset is None else Y - self.offset
 
 
-def encode_targets(y, n_samples, task="regression", classes=None, offset=None, centre=True):
+def encode_targets(y, n_samples, task="regression", classes=None, offset=None):
     """Check ``y`` and return (Y, encoding) with Y a C-contiguous float64 (n, k) matrix.
 
     For regression Y is y minus the mean of each column, ``encoding.offset``: ``offset`` when
@@ -91,8 +91,7 @@ def encode_targets(y, n_samples, task="regression", classes=None, offset=None, c
         # (reshape(0, -1) is ambiguous: an empty MPI shard keeps y's number of outputs)
         Y = y.reshape(n_samples, 1 if squeeze else y.shape[1]).astype(np.float64)
         if offset is None:
-            # (centre=False: a fit whose model has no mean yet, SLKL: its offset is 0)
-            offset = exact_mean(Y) if centre else np.zeros(Y.shape[1])
+            offset = exact_mean(Y)
         offset = np.asarray(offset, dtype=np.float64).reshape(Y.shape[1])
         Y -= offset
         return np.ascontiguousarray(Y), TargetEncoding(task, None, squeeze, offset)

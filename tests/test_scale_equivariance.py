@@ -223,14 +223,7 @@ def affine_references():
     return {}
 
 
-# SLKL fits y as it is (its l1 penalty is relative to mean(y^2), its descent runs on y / rms(y)):
-# its model has no constant mean yet, so an offset moves its fit.  Known, not yet done.
-SLKL_NO_MEAN = pytest.mark.xfail(strict=True, reason="SLKL's model has no constant mean yet")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=SLKL_NO_MEAN)
-                                  if n.startswith("slkl") and n != "slkl_krrm"  # (KRR: a mean)
-                                  else n for n in sorted(FITS)])
+@pytest.mark.parametrize("name", sorted(FITS))
 @pytest.mark.parametrize("a,b", AFFINE)
 def test_fits_in_affine_y(name, a, b, data, affine_references):
     X, y, X_new = data

@@ -22,14 +22,14 @@ EPS = np.finfo(float).eps
 
 
 def check_against_reference(model, X, y, Xt, lam, sigma=1.0, factor=10.0):
-    """Predictions on Xt equal the dense reference at the learned weights to
-    factor * eps * kappa * max|y| (the accuracy of the n x n reference itself); returns the
-    tolerance."""
+    """Predictions on Xt equal the dense reference at the learned weights (the mean of y plus
+    the learned kernel's KRR of y minus it) to factor * eps * kappa * max|y| (the accuracy of
+    the n x n reference itself); returns the tolerance."""
     mu, S = model.weights_[:, 0], model.candidates_
     active = mu > 0
     C = dense_kernel(X, X[S[active]], sigma=sigma)
-    beta, kappa = slkl_beta(C, mu[active], y, lam)
-    ref = dense_kernel(Xt, X[S[active]], sigma=sigma) @ beta
+    beta, kappa = slkl_beta(C, mu[active], y - y.mean(), lam)
+    ref = y.mean() + dense_kernel(Xt, X[S[active]], sigma=sigma) @ beta
     tol = factor * EPS * kappa * np.abs(y).max()
     err = np.abs(model.predict(Xt) - ref).max()
     assert err <= tol, (err, tol, kappa)
@@ -66,12 +66,12 @@ def test_reproducer_predicts_in_ordinary_units(ordinary_units, precompute):
                                    (1e-4, 5e3), (1e-6, 1e4)])
 def test_prediction_equals_reference_over_target_scales(nu, c):
     """The issue's sweep (lam = 1, nu in [1e-6, 1] in units of y^2, y scale 20..1e4) at
-    n = 300: large weights.  fit_slkl's nu is relative to mean(y^2) since issue 31, so the
-    sweep's penalties are passed as nu / mean(y^2)."""
+    n = 300: large weights.  fit_slkl's nu is relative to mean(y^2) of the centred targets,
+    so the sweep's penalties are passed as nu / mean((y - mean(y))^2)."""
     rng = np.random.default_rng(int(c))
     X = rng.normal(size=(300, 3))
     y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
-    model = hkern.fit_slkl(X, y, r=100, nu=nu / np.mean(y ** 2), sigma=1.0, seed=1, lam=1.0)
+    model = hkern.fit_slkl(X, y, r=100, nu=nu / np.var(y), sigma=1.0, seed=1, lam=1.0)
     tol = check_against_reference(model, X, y, X, lam=1.0)
     # The comparison is meaningful: far below the old 3..8870 x std(y).  At (1e-6, 1e4) the
     # weights reach 1e10 and the reference's own accuracy is about 1% of std(y) (0.72% and 1.03%
@@ -112,13 +112,13 @@ def test_kkt_at_learned_weights_in_ordinary_units(c):
     X = rng.normal(size=(300, 3))
     y = c * (np.sin(X[:, 0]) + 0.1 * rng.normal(size=300))
     nu, kkt_tol = 1e-2, 1e-8 * c * c
-    ms = np.mean(y ** 2)
+    ms = np.var(y)                                   # the centred targets' mean square
     model = hkern.fit_slkl(X, y, r=80, nu=nu / ms, seed=0, tol=None, kkt_tol=kkt_tol / ms,
                            max_iter=300_000, sigma=1.0, lam=1.0)
     assert model.converged_.tolist() == [True]
     mu = model.weights_[:, 0]
     C = dense_kernel(X, X[model.candidates_], sigma=1.0)
-    a, _, _, _ = slkl_dense(C, mu, y, 1.0, nu)
+    a, _, _, _ = slkl_dense(C, mu, y - model.y_mean_, 1.0, nu)
     g = a ** 2 - nu
     active = mu > 0
     assert np.abs(g[active]).max() <= 2 * kkt_tol          # core vs dense a: rounding
@@ -129,9 +129,9 @@ def test_kkt_at_learned_weights_in_ordinary_units(c):
 def test_identity_kernel_has_the_closed_form(c, nu):
     """sigma = 1e-300 makes K = I and the columns unit vectors e_m, so F separates: with the
     penalty nu' = nu mean(y^2) the optimum is mu_m = lam (|y_m| / sqrt(lam nu') - 1)_+ and
-    f(x_m) = mu_m y_m / (lam + mu_m).  With large weights (nu' about 1e-2 against y of size c)
-    the general a and b of an active coordinate cancelled to noise (a non-finite step for
-    c = 1e32)."""
+    f(x_m) = mean + mu_m y_m / (lam + mu_m), y centred by its mean.  With large weights (nu'
+    about 1e-2 against y of size c) the general a and b of an active coordinate cancelled to
+    noise (a non-finite step for c = 1e32)."""
     rng = np.random.default_rng(16)
     X = rng.normal(size=(40, 2))
     y = c * rng.normal(size=40)
@@ -139,13 +139,15 @@ def test_identity_kernel_has_the_closed_form(c, nu):
     model = hkern.fit_slkl(X, y, r=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
                            tol=None, kkt_tol=1e-12, max_iter=100_000)
     S = model.candidates_
-    # The descent's target is y / rms(y) on a grid of 2^-30 (the same bits for c * y); the
-    # weights are the optimum for it, the predictions those of y at these weights.
+    # The descent's target is the centred y / rms on a grid of 2^-30 (the same bits for
+    # c * y); the weights are the optimum for it, the predictions those of y at these weights.
+    mean = model.y_mean_
+    y = y - mean
     y_s = on_target_grid(y, target_scale(y))
     mu = lam * np.maximum(np.abs(y_s[S]) / np.sqrt(lam * nu * np.mean(y_s ** 2)) - 1.0, 0.0)
     assert np.allclose(model.weights_[:, 0], mu, rtol=1e-12, atol=0)
-    pred = model.predict(X[S])
-    assert np.allclose(pred, mu * y[S] / (lam + mu), rtol=1e-12, atol=1e-300)
+    pred = model.predict(X[S]) - mean
+    assert np.allclose(pred, mu * y[S] / (lam + mu), rtol=1e-10, atol=1e-12 * abs(mean))
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +190,7 @@ def test_scale_converged_objective_invariant(scale_problem):
         mu = model.weights_[:, 0]
         C = dense_kernel(X, X[model.candidates_], sigma=1.0)
         K_tilde = (C * mu) @ C.T
+        y = y - model.y_mean_                         # the centred targets the model fits
         fit = y @ np.linalg.solve(np.eye(len(y)) + K_tilde, y) / (y @ y)
         # objective_ ends on F rebuilt from its definition: it matches the dense F
         F = fit * (y @ y) + model.nu_ * np.mean(y ** 2) * mu.sum()
@@ -236,8 +239,8 @@ def test_targets_near_the_bound(scale_problem):
     with pytest.raises(ValueError, match="nu=1e-301 is too small"):
         hkern.fit_slkl(X, big, r=50, nu=1e-301, seed=0, sigma=1.0, lam=1.0)
     model = hkern.fit_slkl(X, big, r=50, nu=1e290, seed=0, sigma=1.0, lam=1.0)
-    # the penalty dominates: every weight is 0 (the exact optimum)
-    assert model.m0_ == 0 and np.all(model.predict(X) == 0)
+    # the penalty dominates: every weight is 0 (the exact optimum), the model is the mean
+    assert model.m0_ == 0 and np.all(model.predict(X) == model.y_mean_)
 
 
 # ------------------------------------------------------------- defect 2: NaN in the core
@@ -491,8 +494,8 @@ def test_extreme_magnitudes(extreme_data, kernel, case, x_scale, sigma):
         pred = model.predict(X)
         assert np.all(np.isfinite(pred))
         active = mu > 0
-        beta, kappa = slkl_beta(K_all[:, active], mu[active], y, lam)
-        ref = K_all[:, active] @ beta
+        beta, kappa = slkl_beta(K_all[:, active], mu[active], y - y.mean(), lam)
+        ref = y.mean() + K_all[:, active] @ beta
         assert np.abs(pred - ref).max() <= 100 * EPS * kappa * max(1.0, np.abs(y).max())
     Kss = reference_kernel(X0[S], X0[S], kernel, case)
     # (KRR on the candidates is fit_exact's model: their mean plus the GP of y[S] - mean)

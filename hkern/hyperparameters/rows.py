@@ -48,11 +48,10 @@ class LocalRows(SelectionRows):
         self.n, self.d = X.shape
 
     @classmethod
-    def of(cls, arguments, centre=True):
-        """The checked X and encoded y of a fit's ``arguments`` (``centre=False``: y not
-        centred, for a fit whose model has no mean)."""
+    def of(cls, arguments):
+        """The checked X and encoded (centred) y of a fit's ``arguments``."""
         X = check_array(arguments["X"], "X", keep_float32=True)   # the fits widen their rows
-        Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"], centre=centre)
+        Y, _ = encode_targets(arguments["y"], X.shape[0], arguments["task"])
         return cls(X, Y)
 
     def rows(self, indices):

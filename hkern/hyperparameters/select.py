@@ -154,7 +154,7 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     say = Progress(fit.__name__, verbose)
     a = dict(arguments)
     if data is None:
-        data = LocalRows.of(a, centre=fit not in _UNCENTRED)
+        data = LocalRows.of(a)
     n, d = data.n, data.d
     data.check_targets(a["task"])
     name, kind = kernel_kind(a["kernel"])
@@ -376,12 +376,8 @@ def check_criterion(criterion, default, label):
     return criterion
 
 
-# The fits whose model has no constant mean (SLKL): their selection sees y as it is.
-_UNCENTRED = set()
-
-
 def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
-                            holdout_rows=None, centred=True):
+                            holdout_rows=None):
     """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"``, ``lam="auto"`` and a
     ``criterion`` keyword (added to the signature before ``verbose``).
 
@@ -413,8 +409,6 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
                             "selects_hyperparameters needs")
 
         register_holdout_rows(fit, holdout_rows)
-        if not centred:
-            _UNCENTRED.add(fit)
         if fit.__doc__:
             fit.__doc__ = fit.__doc__.replace("{sigma}", FIT_SIGMA_DOC).replace(
                 "{verbose}", _criterion_doc(criterion, iterative is not None) + "\n    "

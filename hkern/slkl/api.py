@@ -356,7 +356,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
@@ -469,7 +469,9 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     :math:`F_{c y, \nu}(\mu) = c^2 F_{y, \nu/c^2}(\mu)`; the penalty :math:`\nu\,\overline{y^2}`
     scales with y, so fitting c y selects the same landmarks and weights and predicts c times
     as much, for any c (issue 31; an absolute nu kept no landmark at all for y of size 1e-12).
-    y is not centred or standardised.  Internally the descent runs on y / rms(y) rounded to a
+    y is centred by its training mean (``y_mean_``, the model's constant mean, as in every
+    fit), and nu is relative to the centred targets' mean square.  Internally the descent
+    runs on the centred y / rms rounded to a
     grid of 2^-30, the same bits for c y, so that c y takes the same steps for any c (its
     stopping rule is relative, and from other bits it stopped elsewhere: 1.8e-3 apart at lam
     1e-2); the coefficients are then solved for y itself at the weights found.  This keeps
@@ -492,8 +494,9 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     >>> model.m0_ < 100 and float(np.mean((model.predict(X) - y) ** 2)) < 1e-3
     True
     """
-    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
+    # y is centred, as for every fit (a constant mean plus the model): the l1 penalty is
+    # relative to the centred targets' mean square, their variance
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     nu = check_parameter("nu", nu)

@@ -46,7 +46,7 @@ def _unif_bytes(n, d, M, k):
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 @budgeted
 def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, mu=1.0, candidates=None, verbose=False,
@@ -98,8 +98,9 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     >>> model.m0_, float(np.mean((model.predict(X) - y) ** 2)) < 0.05
     (50, True)
     """
-    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
+    # y is centred, as for every fit (a constant mean plus the model): the l1 penalty is
+    # relative to the centred targets' mean square, their variance
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     mu = check_parameter("mu", mu)
@@ -134,7 +135,7 @@ def fit_slkl_unif(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows, centred=False)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
 def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
                   seed=None, n_jobs=None, candidates=None, verbose=False, max_memory=None):
     """The paper's "KRRM" baseline: exact KRR trained on the M candidate points only.
@@ -171,8 +172,7 @@ def fit_slkl_krrm(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", ta
     >>> model.X_fit_.shape, float(np.mean((model.predict(X) - y) ** 2)) < 0.01
     ((100, 2), True)
     """
-    # SLKL's model has no mean yet (its l1 penalty is relative to mean(y^2)): centre=False
-    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task, centre=False,
+    inputs = prepare_fit(X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
                          max_memory=max_memory)
     X, Y = inputs.X, inputs.Y
     rng = check_seed(seed)
