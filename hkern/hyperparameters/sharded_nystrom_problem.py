@@ -122,6 +122,9 @@ class ShardedNystromProblem(SelectionProblem):
                  f"r={len(Z)}", fix="choose a smaller r or use more ranks"))
         state.agree()
         offsets = offsets_of(counts)
+        # every rank's y^T y: FALKON scales the targets by its root as the serial fit does
+        energy = total_of(state.agree(state.run(
+            lambda: exact_sums(inputs.Y * inputs.Y)))).sum()
         try:
             with warnings.catch_warnings():
                 # A candidate stopped at max_iter is still ranked by its error; the final fit
@@ -137,7 +140,7 @@ class ShardedNystromProblem(SelectionProblem):
                                                                 normal_times),
                     return_beta=True, error=self.losing_stopper(inputs, mine, Z, best_mse,
                                                                 n_threads),
-                    n_total=int(offsets[-1]), normal_times=normal_times)
+                    n_total=int(offsets[-1]), normal_times=normal_times, energy=energy)
         except LosingCandidate as losing:
             return losing.mse, None
         return (self.held_out_mse(inputs, mine, Z, coef, n_threads),

@@ -311,16 +311,19 @@ def _restart(apply_a, B, B_user, unit, apply_m, tol, left, callback, result, tru
 _GRID_BELOW_TOL = 2.0 ** -12
 
 
-def unit_columns(B, tol):
+def unit_columns(B, tol, norms=None, n=None):
     """(norms, B / norms on the grid): the columns of B scaled to unit norm (a zero column
     stays zero, its norm taken as 1), and rounded to a power-of-two grid of spacing at most
-    2 tol / 4096 / sqrt(n) (so at most tol / 4096 of the norm per column in all)."""
-    n = B.shape[0]
-    largest = np.max(np.abs(B), axis=0) if n else np.zeros(B.shape[1])
-    largest = np.where(largest > 0, largest, 1.0)
-    scaled = B / largest                            # (no overflow in the norms at 1e200)
-    unit = largest * np.sqrt(_column_dots(scaled, scaled))
-    unit = np.where(unit > 0, unit, 1.0)
+    2 tol / 4096 / sqrt(n) (so at most tol / 4096 of the norm per column in all).  On one MPI
+    rank's rows: ``norms`` the columns' norms over every rank's rows and ``n`` their number
+    (so that every rank scales and rounds alike)."""
+    if norms is None:
+        n = B.shape[0]
+        largest = np.max(np.abs(B), axis=0) if n else np.zeros(B.shape[1])
+        largest = np.where(largest > 0, largest, 1.0)
+        scaled = B / largest                        # (no overflow in the norms at 1e200)
+        norms = largest * np.sqrt(_column_dots(scaled, scaled))
+    unit = np.where(norms > 0, norms, 1.0)
     B_exact = B / unit
     spacing = 2.0 ** np.floor(np.log2(2.0 * float(np.min(tol)) * _GRID_BELOW_TOL
                                       / np.sqrt(max(n, 1))))

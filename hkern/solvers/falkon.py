@@ -197,7 +197,9 @@ class FalkonSystem:
             self.X32 = _in_float32(X)
             self.Z32 = Z.astype(np.float32)
         self._normal_times = normal_times or self._serial_normal_times
+        self.sharded = normal_times is not None
         n, m = (X.shape[0] if n_total is None else n_total), Z.shape[0]
+        self.n_total = n
         P = _kernel_matrix_trusted(kind, bandwidth, *((self.Z32,) * 2 if self.mixed else (Z, Z)),
                                    n_threads)
         w_diag = P.diagonal().copy()
@@ -249,6 +251,7 @@ class FalkonSystem:
         if self.mixed:      # the float32 passes read the new rows too, not the old ones
             other.X32 = _in_float32(X)
         other._normal_times = normal_times or other._serial_normal_times
+        other.sharded = normal_times is not None
         return other
 
     def _solve_t(self, V, trans):
@@ -431,7 +434,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=x0, **run)
+            beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=x0, energy=energy, **run)
         except MixedPrecisionStall as stall:
             if not auto:
                 raise
@@ -486,7 +489,7 @@ def _system_for(inputs, Z, precision, tol, n_threads, sharded):
 
 
 def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre_seconds,
-            x0=None):
+            x0=None, energy=None):
     """CG on ``system`` with an iterative fit's progress and record: (beta, trace, n_iter,
     the right-hand side).
 
@@ -494,8 +497,16 @@ def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre
     (:func:`hkern.solvers.cg.unit_columns`), and the answer scaled back: c * Y then gives the
     right-hand side the same bits.  Its triangular solves with FALKON's factors magnify the
     rounding of c * Y (1e-16) by the conditioning of K(Z, Z): to 5e-8 of the right-hand side
-    with 10 centres on a line, and c * y predicted 1% apart after the same 4 iterations."""
-    unit, Y = unit_columns(Y, tol)
+    with 10 centres on a line, and c * y predicted 1% apart after the same 4 iterations.
+    The norms are the square roots of ``energy`` (every rank's y_j^T y_j on a shard; None:
+    Y's own, summed exactly, so that a shard scales as the serial fit does, to the bit);
+    on a shard without it Y is solved for as it is."""
+    if system.sharded and energy is None:
+        unit = np.ones(Y.shape[1])
+    else:
+        if energy is None:
+            energy = exact_sums(Y * Y).sum()
+        unit, Y = unit_columns(Y, tol, norms=np.sqrt(energy), n=system.n_total)
     rhs = system.rhs(Y)
     try:
         beta, trace, n_iter = traced_pcg(
@@ -521,7 +532,8 @@ def _in_double(inputs, Z, alpha, first, n_threads, sharded, return_beta, run, la
     system = FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, inputs.lam, n_threads,
                           **sharded)
     run = dict(run, pre_seconds=time.perf_counter() - t0)
-    beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=system.beta_of(alpha), **run)
+    beta, trace, n_iter, rhs = _traced(system, inputs.Y, x0=system.beta_of(alpha),
+                                       energy=energy, **run)
     if first is not None:
         trace, n_iter = joined_trace(first[0], trace, label), first[1] + n_iter
     else:
