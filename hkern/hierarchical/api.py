@@ -16,7 +16,7 @@ from .._validation import check_seed
 from ..hyperparameters import selects_hyperparameters
 from ..hyperparameters.sharded import select_hierarchical_on_shards
 from . import _blocks
-from .factor import build_tree, factorize_hck
+from .factor import build_tree, factorize_hck, refined_solve
 from .models import HierarchicalKRR, IndependentKRR
 from .plan import (
     check_tree_args,
@@ -142,9 +142,9 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
                  fix=fix_for_fit(leaf_size))
     op, tree = factorize_hck(X, r, leaf_size, partition, rng, inputs.kind, inputs.bandwidth,
                              inputs.lam, jitter, n_threads)
+    Y_tree = np.ascontiguousarray(Y[tree["perm"]])
+    weights = refined_solve(op, Y_tree, inputs.lam, n_threads)
     with blas_threads(1):
-        Y_tree = np.ascontiguousarray(Y[tree["perm"]])
-        weights = op.solve(Y_tree, n_threads)
         pred_vectors, pred_offsets = op.prediction_vectors(weights, n_threads)
     evidence = Evidence(column_quads(Y_tree, weights), op.logdet_value, n)
     return HierarchicalKRR(operator=op, weights=weights, pred_vectors=pred_vectors,

@@ -11,6 +11,7 @@ from .._model import KernelRidgeModel, renamed
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import check_int, check_seed, check_targets
 from . import _blocks, _posterior, _tree
+from .factor import refined_solve
 
 __all__ = ["HierarchicalKRR", "IndependentKRR"]
 
@@ -159,19 +160,23 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
     def _apply(self, B, inverse, n_threads):
         """A B or A^{-1} B for a checked B in training order (no memory check)."""
         Bt, vector = self._to_tree(B)
-        with blas_threads(1):
-            out = self._op.solve(Bt, n_threads) if inverse else self._op.matvec(Bt, n_threads)
+        if inverse:     # refined as the fit's own solve (hkern.hierarchical.factor)
+            out = refined_solve(self._op, Bt, self.lam, n_threads, label="solve")
+        else:
+            with blas_threads(1):
+                out = self._op.matvec(Bt, n_threads)
         return self._from_tree(out, vector)
 
     def _operator_bytes(self, k, inverse):
         """Peak bytes of solve (inverse) or matvec of a float64 B with k columns (8-byte
         numbers): its tree-ordered copy, the core's output and its per-node vectors c, g / d
         and scratch (5 k sum r_p at most), solve's n k leaf scratch or matvec's leaf block per
-        thread; then the output in training order beside the first two."""
+        thread; then the output in training order beside the first two (solve: and its
+        refinement's residual, iterate and best iterate)."""
         n = len(self.perm_)
         ranks = int(np.sum(np.asarray(self._op.factors()["rank"])))
         if inverse:
-            core = 3 * n * k + 4 * k * ranks
+            core = 6 * n * k + 4 * k * ranks
         else:
             core = 2 * n * k + 5 * k * ranks + budget_threads() * self._op.leaf_max ** 2
         return 8 * max(core, 3 * n * k)

@@ -83,8 +83,10 @@ def hck_fit_bytes(n, d, k, r, depth, n_threads):
     factors L, Sigma~ (2 sq), W, W~ (2 w), U (u) and the leaf Cholesky factors (b).  On top, the
     largest of: the factorisation's per-thread workspace (hck._hck.work_alloc: 2(r d + r) + 3 r^2
     + leaf_max r + 2 (levels + 1) r^2) and the 2^(split+1) r^2 Theta blocks of the top levels;
-    the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p); the
-    prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
+    the solve for the weights (its input copy, output and scratch: 3 n k + 4 k sum r_p) and
+    its refinement (factor.refined_solve: the residual, iterate and best iterate, 3 n k, and
+    the matvec's per-node vectors and one leaf block per thread, 5 k sum r_p + leaf_max^2);
+    the prediction vectors (weights n k + 5 k sum r_p).  The tree-building phase before them.
     """
     s = tree_sizes(n, r, depth)
     rm, split = s["r_max"], min(depth, 3)
@@ -92,7 +94,8 @@ def hck_fit_bytes(n, d, k, r, depth, n_threads):
     workspace = 2 * (rm * d + rm) + 3 * rm * rm + s["leaf_max"] * rm
     factorize = (min(n_threads, 1 << split) * (workspace + 2 * (depth - split + 1) * rm * rm)
                  + (2 << split) * rm * rm)
-    solve = 3 * n * k + 4 * k * s["ranks"]
+    solve = 6 * n * k + 5 * k * s["ranks"] \
+        + min(n_threads, 1 << depth) * s["leaf_max"] * s["leaf_max"]
     prediction = n * k + 5 * k * s["ranks"]
     return max(8 * (base + max(factorize, solve, prediction)), tree_phase_bytes(n, d))
 

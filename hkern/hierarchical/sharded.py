@@ -34,6 +34,7 @@ from .._threads import blas_threads, budget_threads, budgeted, in_budget
 from .._validation import check_array, check_bool, check_rhs
 from . import _posterior, _tree
 from ._hck import HCKOperator
+from .factor import refined_solve
 from .plan import check_tree_args, default_jitter, hck_fit_bytes, tree_depth
 from .sharded_tree import build_sharded_tree, rank_levels, subtree_owner
 
@@ -361,7 +362,7 @@ class ShardedHierarchicalKRR(KernelRidgeModel):
             return self._reorder.from_tree(self._weights_tree)
 
     def _solve_tree(self, state, Bt):
-        return _solve(state, self._op, Bt, budget_threads())
+        return _refined(state, self._op, Bt, self.lam, budget_threads(), "solve")
 
     def _matvec_tree(self, state, Bt):
         return _matvec(state, self._op, Bt, budget_threads())
@@ -403,6 +404,16 @@ def _solve(state, op, Bt, n_threads):
         op.solve_levels_up(Bt, Y, c, g, sv, c_off, g_off, L - 1, 0, n_threads)
         op.solve_levels_down(Y, g, g_off, 1, J, n_threads)
     return Y
+
+
+def _refined(state, op, Bt, lam, n_threads, label):
+    """A^{-1} B refined as the serial fit's (:func:`hkern.hierarchical.factor.refined_solve`),
+    the residual norms summed over the ranks (a collective)."""
+    return refined_solve(
+        op, Bt, lam, n_threads, label, solve=lambda V: _solve(state, op, V, n_threads),
+        matvec=lambda V: _matvec(state, op, V, n_threads),
+        sum_over_ranks=lambda v: state.comm.allreduce(np.ascontiguousarray(v),
+                                                      op=get_mpi().SUM))
 
 
 def _up_and_siblings(state, op, Bt, n_threads):
@@ -518,7 +529,7 @@ def _factorize(state, tree, inputs, offsets, r, jitter, n_threads, n_jobs):
             op = _operator(tree, lm_off, lm, inputs, jitter, n_threads, part)
         except ValueError as exc:
             raise Agreed(exc) from None
-    weights = _solve(state, op, tree.Y_tree, n_threads)
+    weights = _refined(state, op, tree.Y_tree, inputs.lam, n_threads, "fit_hierarchical")
     dv, c_off = _up_and_siblings(state, op, weights, n_threads)
     # log det A: every node's term, in heap order, summed as the serial fit sums them.
     parts = op.factors()["logdet_parts"].copy()

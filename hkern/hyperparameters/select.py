@@ -245,12 +245,12 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         try:
             model = fit_at(sigma, request, None if holdout is None else holdout.train)
         except (np.linalg.LinAlgError, ValueError) as exc:
-            # The first fit reports bad arguments as it would alone.  Under the hold-out
-            # criterion a solver that fails at one candidate (MEKA's CG short of its tol at
-            # the subsample's small lam) only loses it: the chosen values are refitted, and
-            # fail there again with the solver's message if every candidate failed.
-            if not record.candidates and (holdout is None or not isinstance(
-                    exc, np.linalg.LinAlgError)):
+            # The first fit reports bad arguments as it would alone.  A solver that fails at
+            # one candidate (MEKA's CG short of its tol at the subsample's small lam, HCK's
+            # solve at a lam its landmark blocks cannot resolve) only loses it: the chosen
+            # values are refitted, and fail there again with the solver's message if every
+            # candidate failed.
+            if not record.candidates and not isinstance(exc, np.linalg.LinAlgError):
                 raise
             value, model = -math.inf, None
         else:
