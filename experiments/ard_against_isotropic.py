@@ -7,7 +7,7 @@ its own criterion) and the same call with sigma="auto", on the first rows of eac
 Split 0, X and y standardised with training statistics, test RMSE on the whole test split,
 seed 0.  Per set and fit: both test RMSEs, their ratio, which search the "ard" selection kept
 (per-feature or one bandwidth) and the seconds of both calls.  Records in
-``results/ard_against_isotropic.json``.
+``results/ard_against_isotropic.json``, merged by (set, fit) with the records already there.
 """
 from __future__ import annotations
 
@@ -52,7 +52,12 @@ def main():
                                 kept="one bandwidth" if np.ndim(ard.sigma_) == 0
                                 else "per feature", ard_seconds=ard_s, isotropic_seconds=iso_s))
             print(json.dumps(records[-1]), flush=True)
-    (RESULTS / "ard_against_isotropic.json").write_text(json.dumps(
+    # merged with the record's other (set, fit) pairs, which a run of fewer sets keeps
+    path = RESULTS / "ard_against_isotropic.json"
+    kept = json.loads(path.read_text())["records"] if path.exists() else []
+    done = {(r["set"], r["fit"]) for r in records}
+    records = [r for r in kept if (r["set"], r["fit"]) not in done] + records
+    path.write_text(json.dumps(
         {"command": "python experiments/ard_against_isotropic.py " + " ".join(
             f"--n {args.n}".split() + args.sets), "hkern": hkern.__version__,
          "records": records}, indent=1))
