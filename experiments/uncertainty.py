@@ -3,7 +3,7 @@ default call, on the shared sets in the units their targets come in, the coverag
 intervals at several nominal levels, the test NLL and RMSE, beside scikit-learn's
 ``GaussianProcessRegressor`` on a 2 000-row subset.
 
-    HKERN_DATA=../shared/data/uci python experiments/uncertainty.py [sets] [fits]
+    HKERN_DATA=../shared/data/uci python experiments/uncertainty.py [sets] [fits] [--no-units]
     python experiments/uncertainty.py --page      # the page and plot from the record
 
 sets: default kin40k,pol,elevators,protein,keggundirected,concrete,energy (the five of the
@@ -20,8 +20,8 @@ Split 0; X standardised with training statistics, y as the set gives it.  Each r
 fit's and the standard deviation's seconds, test RMSE, mean NLL of the Gaussian predictive
 density of a new target (``include_noise=True``), and the coverage of the central intervals
 at ``LEVELS``.  With ``exact`` the fit is repeated on 1000 y, and the largest difference of
-the z-scores (y - mean) / std of the two is recorded (the units law).  Records are merged
-into ``results/uncertainty.json`` by (set, fit); ``--page`` renders
+the z-scores (y - mean) / std of the two is recorded (the units law; ``--no-units`` skips
+it).  Records are merged into ``results/uncertainty.json`` by (set, fit); ``--page`` renders
 ``doc/results/uncertainty.md`` and ``doc/results/figures/uncertainty_calibration.png`` from it.
 """
 import json
@@ -40,6 +40,7 @@ FITS = ["exact", "falkon", "hck", "sklearn"]
 LEVELS = [0.5, 0.8, 0.9, 0.95, 0.99]
 SKLEARN_ROWS = 2000
 RECORD = RESULTS / "uncertainty.json"
+UNITS = True            # fit_exact again on 1000 y (--no-units: not, for the largest sets)
 
 
 def scores(mean, std, y):
@@ -90,7 +91,7 @@ def measure(set_name, fit_name):
                           signal_variance=float(model.signal_variance_[0]),
                           solver=("pcg" if getattr(model, "solver_trace_", None) is not None
                                   else "direct"))
-            if fit_name == "exact":
+            if fit_name == "exact" and UNITS:
                 scaled = fit_hkern(fit_name, X, 1000.0 * y)
                 mean_c, std_c = scaled.predict(Xt, return_std=True, include_noise=True)
                 record["z_difference_1000y"] = float(np.max(np.abs(
@@ -158,11 +159,14 @@ def page():
 
 
 def main():
+    global UNITS
     if sys.argv[1:] == ["--page"]:
         page()
         return
-    sets = sys.argv[1].split(",") if len(sys.argv) > 1 else SETS
-    fits = sys.argv[2].split(",") if len(sys.argv) > 2 else FITS
+    UNITS = "--no-units" not in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--no-units"]
+    sets = args[0].split(",") if len(args) > 0 else SETS
+    fits = args[1].split(",") if len(args) > 1 else FITS
     records = []
     for set_name in sets:
         for fit_name in fits:
