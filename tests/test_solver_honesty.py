@@ -254,7 +254,7 @@ def test_classification_validation_labels_are_checked(fit):
 def test_scaled_right_hand_sides_run_the_same_recursion():
     """Issue 52: CG's loss of orthogonality magnifies the rounding of c * b (c = 1000 is not a
     power of two) to 0.15% of the residual after 85 iterations, and fit_exact's z-scores for y
-    and 1000 y differed by 6e-3 on pol.  block_pcg solves for b / ||b|| on a grid of tol / 4096
+    and 1000 y differed by 6e-3 on pol.  block_pcg solves for b / ||b|| on a grid of 2^-20 tol
     (and a warm start on one too), so c * b takes the same steps: the same iteration counts
     and c times the solution to rounding (without the grid, on this system: 204-207
     iterations against 205-208, and solutions 1e-8 to 7e-8 apart)."""

@@ -302,19 +302,22 @@ def _restart(apply_a, B, B_user, unit, apply_m, tol, left, callback, result, tru
 
 
 # The grid of the unit right-hand sides, relative to tol: a column's rounding error is at most
-# tol / 4096 of its norm, so it moves no residual that tol judges.  Rounding c * b / ||c * b||
-# lands on the same grid points as b / ||b|| (the two differ by rounding, 1e-16, against a grid
-# of about 1e-10 for tol 1e-3), and the recursion then repeats the same bits: without the grid,
-# CG's loss of orthogonality magnified that rounding to 0.15% of the residual after 85
-# iterations (pol, n = 3 000, y and 1000 y), and the predictive z-scores of fit_exact differed
-# by 6e-3 (issue 52).
-_GRID_BELOW_TOL = 2.0 ** -12
+# 2^-21 tol (5e-7 tol) of its norm, so it moves no residual that tol judges, nor the answer of
+# a system CG solves exactly (MEKA's full-rank K = I: 1e-9 of y; at 2^-13 tol, 1.4e-7).
+# Rounding c * b / ||c * b|| lands on the same grid points as b / ||b|| unless an entry is
+# within their rounding difference (1e-16 of the entry) of a grid boundary: about 2e-10 / tol
+# of the entries, 1% of keggundirected's 57 248 at tol 1e-3.  The recursion then repeats the
+# same bits: without the grid, CG's loss of orthogonality magnified that rounding to 0.15% of
+# the residual after 85 iterations (pol, n = 3 000, y and 1000 y), and the predictive z-scores
+# of fit_exact differed by 6e-3 (issue 52).
+_GRID_BELOW_TOL = 2.0 ** -20
 
 
 def unit_columns(B, tol, norms=None, n=None):
     """(norms, B / norms on the grid): the columns of B scaled to unit norm (a zero column
     stays zero, its norm taken as 1), and rounded to a power-of-two grid of spacing at most
-    2 tol / 4096 / sqrt(n) (so at most tol / 4096 of the norm per column in all).  On one MPI
+    2 tol _GRID_BELOW_TOL / sqrt(n) (at most tol _GRID_BELOW_TOL of the norm per column in
+    all).  On one MPI
     rank's rows: ``norms`` the columns' norms over every rank's rows and ``n`` their number
     (so that every rank scales and rounds alike)."""
     if norms is None:
@@ -332,8 +335,8 @@ def unit_columns(B, tol, norms=None, n=None):
     return unit, np.round(B_exact / spacing) * spacing
 
 
-# A warm start is rounded too, to a power-of-two grid of tol / 4096 of its largest entry (any
-# start is as valid as another, and one at the solution moves by far less than tol).
+# A warm start is rounded too, to a power-of-two grid of tol _GRID_BELOW_TOL of its largest
+# entry (any start is as valid as another, and one at the solution moves by far less than tol).
 def _on_grid(X0, tol):
     """X0 rounded to a power-of-two grid of tol * _GRID_BELOW_TOL of its largest entry."""
     largest = float(np.max(np.abs(X0))) if X0.size else 0.0

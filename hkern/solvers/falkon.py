@@ -519,9 +519,8 @@ def _traced(system, Y, *, landmarks, tol, max_iter, verbose, error, started, pre
             x0=None if x0 is None else x0 / unit,
             exact_a=system.exact if system.mixed else None, precision=system.precision,
             replace_below=MIXED_REPLACE_BELOW if system.mixed else None)
-    except MixedPrecisionStall as stall:
-        stall.X = stall.X * unit            # the iterate in the targets' units
-        raise
+    except MixedPrecisionStall as stall:    # its iterate in the targets' units
+        raise MixedPrecisionStall(str(stall), stall.X * unit, stall.iterations) from None
     return beta * unit, trace, n_iter, rhs * unit
 
 
