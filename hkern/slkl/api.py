@@ -68,7 +68,8 @@ class SlklModel(KernelRidgeModel):
         Per output, whether the stopping rule (and the KKT test when requested) ended the
         descent, rather than max_iter.
     nu_ : float
-        The l1 penalty, relative to mean(y^2) (per output: the penalty is nu mean(y_j^2)).
+        The l1 penalty, relative to mean(y^2) of the centred targets (per output: the penalty
+        is nu mean(y_j^2)); y is centred by its training mean, the model's constant mean.
 
     Examples
     --------
@@ -81,7 +82,7 @@ class SlklModel(KernelRidgeModel):
     >>> y = np.sinc(np.linalg.norm(X, axis=1) / np.pi)
     >>> model = hkern.fit_slkl(X, y, r=60, nu=1e-3, sigma=1.0, seed=0)
     >>> K = hkern.kernel_matrix(X[:5], model.landmarks_, sigma=1.0)
-    >>> bool(np.allclose(model.predict(X[:5]), K @ model.coef_[:, 0]))
+    >>> bool(np.allclose(model.predict(X[:5]), model.y_mean_[0] + K @ model.coef_[:, 0]))
     True
     >>> model.weights_.shape, model.n_iter_.shape, model.objective_.shape[1]
     ((60, 1), (1,), 1)
