@@ -306,10 +306,10 @@ def _restart(apply_a, B, B_user, unit, apply_m, tol, left, callback, result, tru
 # a system CG solves exactly (MEKA's full-rank K = I: 1e-9 of y; at 2^-13 tol, 1.4e-7).
 # Rounding c * b / ||c * b|| lands on the same grid points as b / ||b|| unless an entry is
 # within their rounding difference (1e-16 of the entry) of a grid boundary: about 2e-10 / tol
-# of the entries, 1% of keggundirected's 57 248 at tol 1e-3.  The recursion then repeats the
-# same bits: without the grid, CG's loss of orthogonality magnified that rounding to 0.15% of
-# the residual after 85 iterations (pol, n = 3 000, y and 1000 y), and the predictive z-scores
-# of fit_exact differed by 6e-3 (issue 52).
+# of the entries (tol 1e-3: one of keggundirected's 57 248 rows with probability 1%).  The
+# recursion then repeats the same bits: without the grid, CG's loss of orthogonality magnified
+# that rounding to 0.15% of the residual after 85 iterations (pol, n = 3 000, y and 1000 y),
+# and the predictive z-scores of fit_exact differed by 6e-3 (issue 52).
 _GRID_BELOW_TOL = 2.0 ** -20
 
 
