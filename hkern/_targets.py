@@ -147,9 +147,21 @@ def scaled_squares(Y, largest):
     return float(np.sum(np.square(np.asarray(Y) / largest))) if np.size(Y) else 0.0
 
 
+def on_grid(values, spacing):
+    """``values`` rounded to the nearest multiple of ``spacing``, a power of two: numbers that
+    agree on every bit a grid that coarse keeps round to the same numbers (the targets of a
+    selection, CG's right-hand sides and warm starts; the caller chooses the spacing)."""
+    return np.round(values / spacing) * spacing
+
+
+def power_of_two_at_most(bound):
+    """The largest power of two <= ``bound`` (> 0), the spacing of a grid finer than bound."""
+    return 2.0 ** np.floor(np.log2(bound))
+
+
 def on_target_grid(Y, scale):
     """Y / scale rounded to TARGET_GRID: the targets a selection's criteria see."""
-    return np.round(np.asarray(Y, dtype=float) / scale / TARGET_GRID) * TARGET_GRID
+    return on_grid(np.asarray(Y, dtype=float) / scale, TARGET_GRID)
 
 
 # Exact sums.  A float64 x is m 2^(e - 53) with m = frexp's mantissa times 2^53, an integer

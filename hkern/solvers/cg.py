@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._targets import on_grid, power_of_two_at_most
+
 __all__ = ["CGResult", "ConvergenceWarning", "block_pcg", "lanczos_tridiagonal", "unit_columns"]
 
 
@@ -328,11 +330,11 @@ def unit_columns(B, tol, norms=None, n=None):
         norms = largest * np.sqrt(_column_dots(scaled, scaled))
     unit = np.where(norms > 0, norms, 1.0)
     B_exact = B / unit
-    spacing = 2.0 ** np.floor(np.log2(2.0 * float(np.min(tol)) * _GRID_BELOW_TOL
-                                      / np.sqrt(max(n, 1))))
+    spacing = power_of_two_at_most(2.0 * float(np.min(tol)) * _GRID_BELOW_TOL
+                                   / np.sqrt(max(n, 1)))
     if not np.isfinite(spacing) or spacing < 1e-15 / np.sqrt(max(n, 1)):
         return unit, B_exact                        # a tol too small for a grid to matter
-    return unit, np.round(B_exact / spacing) * spacing
+    return unit, on_grid(B_exact, spacing)
 
 
 # A warm start is rounded too, to a power-of-two grid of tol _GRID_BELOW_TOL of its largest
@@ -342,10 +344,10 @@ def _on_grid(X0, tol):
     largest = float(np.max(np.abs(X0))) if X0.size else 0.0
     if not np.isfinite(largest) or largest == 0.0:
         return X0
-    spacing = 2.0 ** np.floor(np.log2(largest * float(np.min(tol)) * _GRID_BELOW_TOL))
+    spacing = power_of_two_at_most(largest * float(np.min(tol)) * _GRID_BELOW_TOL)
     if spacing < 1e-15 * largest:
         return X0                                   # a tol too small for a grid to matter
-    return np.round(X0 / spacing) * spacing
+    return on_grid(X0, spacing)
 
 
 def _true_residual(apply_a, B, X, scale):
