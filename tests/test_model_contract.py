@@ -137,6 +137,7 @@ OTHER_OBJECTS_ASSIGNED = {
     ("hyperparameters/iterative.py", "record"),
     ("hyperparameters/subsample.py", "record"),
     ("hyperparameters/search.py", "record"),
+    ("hyperparameters/leave_one_out.py", "record"),
     # a selection candidate's state: its factor freed
     ("hyperparameters/exact_pcg_problem.py", "x0"),
     ("solvers/falkon.py", "other"),             # a FALKON system copied onto other rows

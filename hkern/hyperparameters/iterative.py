@@ -44,6 +44,7 @@ from .._progress import Progress
 from .._validation import check_sigma
 from ..kernels import kernel_kind
 from .edges import warn_at_edges
+from .leave_one_out import per_feature_check
 from .record import Candidate, HyperparameterSelection
 from .robust import clip_lengthscales, repeated_candidate
 from .rows import LocalRows
@@ -213,7 +214,8 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
         record, origins, values, index, lambda o, lam0: coordinate_search(
             evaluate, (o, 0.0, math.log(lam0)), plan, max_moves=FULL_MAX_MOVES,
             min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
-            min_vertex_move=VERTEX_MIN_MOVE))
+            min_vertex_move=VERTEX_MIN_MOVE),
+        per_feature_check(record, say, data, name, seed, a["max_memory"]))
     record.best = index[chosen_point]
     chosen = record.candidates[record.best]
     if not math.isfinite(chosen.value):

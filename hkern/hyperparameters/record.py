@@ -76,6 +76,13 @@ class HyperparameterSelection:
         the search over one bandwidth that the per-feature search is compared with, by the
         same criterion; the better end point is chosen, so ``sigma_`` is a float when the
         isotropic one won.  -1 otherwise.
+    leave_one_out : tuple of two floats or None
+        When the per-feature end won by the criterion: the mean squared leave-one-out error
+        of the exact kernel ridge at the per-feature and at the isotropic end, on
+        ``leave_one_out_rows`` random rows (targets scaled to rms 1); the per-feature end is
+        kept only if its error is not larger (:mod:`hkern.hyperparameters.leave_one_out`).
+    leave_one_out_rows : int
+    leave_one_out_seconds : float
     """
 
     sigma_mode: str
@@ -92,6 +99,9 @@ class HyperparameterSelection:
     refit_seconds: float = 0.0
     lam_profiled: bool = False
     isotropic_from: int = -1
+    leave_one_out: object = None
+    leave_one_out_rows: int = 0
+    leave_one_out_seconds: float = 0.0
 
     @property
     def sigma(self):
@@ -126,6 +136,12 @@ class HyperparameterSelection:
             mark = "*" if i == self.best else " "
             lines.append(f"{mark} sigma={format_sigma(c.sigma)} lam={c.lam:.3g} "
                          f"value={c.value:.6g} ({c.seconds:.2f} s)")
+        if self.leave_one_out is not None:
+            ard, iso = self.leave_one_out
+            lines.append(f"leave-one-out on {self.leave_one_out_rows} rows: per feature "
+                         f"{ard:.6g}, one bandwidth {iso:.6g} (kept: "
+                         f"{'per feature' if ard <= iso else 'one bandwidth'}; "
+                         f"{self.leave_one_out_seconds:.1f} s)")
         lines.append(f"total {self.seconds:.1f} s: subsample {self.subsample_seconds:.1f} s, "
                      f"{self.n_evaluations} evaluations {self.search_seconds:.1f} s, refit "
                      f"{self.refit_seconds:.1f} s")

@@ -11,6 +11,8 @@ is 5 to 10 evaluations.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["best_of_origins", "coordinate_search"]
@@ -136,17 +138,22 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
     return best, values[best], open_ends
 
 
-def best_of_origins(record, origins, values, index, search):
+def best_of_origins(record, origins, values, index, search, keep_per_feature=None):
     """(best point, its open ends): ``search(origin, lam0)`` (a coordinate search from each
     origin, returning (best, value, open_ends)) from every origin in turn, the better end
     point by the criterion kept (the first, per-feature one on a tie).  With two origins the
-    record notes where the isotropic candidates start (``isotropic_from``)."""
+    record notes where the isotropic candidates start (``isotropic_from``), and when the
+    per-feature end wins, ``keep_per_feature(per_feature, isotropic)`` (two Candidates) may
+    still give the isotropic end the choice by returning False (:mod:`.leave_one_out`)."""
     ends = []
     for o, (_, lam0, _) in enumerate(origins):
         if o == 1:
             record.isotropic_from = len(record.candidates)
         best, _, open_ends = search(o, lam0)
         ends.append((values[index[best]], -o, best, open_ends))
-    _, _, best, open_ends = max(ends, key=lambda end: end[:2])
+    _, o, best, open_ends = max(ends, key=lambda end: end[:2])
+    if len(ends) == 2 and o == 0 and keep_per_feature is not None and math.isfinite(ends[1][0]) \
+            and not keep_per_feature(*(record.candidates[index[end[2]]] for end in ends)):
+        _, _, best, open_ends = ends[1]
     # The points' first coordinate is the origin: the searched axes count from 1.
     return best, {axis - 1: side for axis, side in open_ends.items()}

@@ -62,6 +62,7 @@ from .._validation import check_bool, check_seed, check_sigma, warn_user
 from ..kernels import kernel_kind
 from .edges import warn_at_edges
 from .iterative import select_iterative
+from .leave_one_out import per_feature_check
 from .record import Candidate, HyperparameterSelection
 from .robust import (
     ZERO_TARGET_VALUES,
@@ -278,7 +279,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         plan.append((2, _LAM_STEP))
     best, open_ends = best_of_origins(
         record, origins, values, index, lambda o, lam0: coordinate_search(
-            evaluate, (o, 0.0) if profiled else (o, 0.0, math.log(lam0)), plan))
+            evaluate, (o, 0.0) if profiled else (o, 0.0, math.log(lam0)), plan),
+        per_feature_check(record, say, data, name, seed, a["max_memory"]))
     record.best = index[best]
     chosen = record.candidates[record.best]
     warn_at_edges(say.label, open_ends, chosen, criterion,
@@ -299,12 +301,12 @@ FIT_SIGMA_DOC = """sigma : float, array_like of shape (d,), "auto" or "ard", def
         Kernel bandwidth (lengthscale), > 0; or one lengthscale per feature (ARD), all finite
         and > 0: the kernel is then the isotropic one with bandwidth 1 on ``X / sigma``.
         ``"auto"`` selects one bandwidth, ``"ard"`` one lengthscale per feature, kept only
-        where they beat the best single bandwidth by the selection's own criterion (then
-        ``sigma_`` is that bandwidth; see ``verbose``); the values used are the model's
-        ``sigma_``.  The default selects, since
-        a fixed bandwidth is rarely the right one for a user's data (doc/hyperparameters.md:
-        ``"ard"`` beat a tuned isotropic grid on four of the five shared sets); pass numbers
-        for sigma and lam to fit once, without a selection."""
+        where they beat the best single bandwidth by the selection's own criterion and by the
+        leave-one-out error of exact kernel ridge on up to 2000 rows (else ``sigma_`` is that
+        bandwidth; see ``verbose``); the values used are the model's ``sigma_``.  The
+        default selects, since a fixed bandwidth is rarely the right one for a user's data
+        (doc/hyperparameters.md: ``"ard"`` beat a tuned isotropic grid on four of the five
+        shared sets); pass numbers for sigma and lam to fit once, without a selection."""
 
 VERBOSE_DOC = """verbose : bool, default=False
         Print one line per step of a hyperparameter selection (``sigma="auto"`` or ``"ard"``,
