@@ -246,9 +246,13 @@ def test_fits_in_affine_y(name, a, b, data, affine_references):
     assert np.allclose(model.y_mean_, a * y.mean() + b, rtol=1e-14, atol=0)
 
 
-# SLKL's hold-out selection compares candidates that are each a coordinate descent, whose
-# steps follow its targets' last bits: y + 1e8 std(y) rounds y at 1e-8 of its scale and chose
-# lam 6.1e-4 against 5.6e-4 (predictions 1.3% of their scale apart).  Known, not yet fixed.
+# SLKL's hold-out selection compares candidates that are each a stochastic descent stopped on a
+# relative decrease of F, whose stopping step follows the targets' last bits: y + 1e8 std(y)
+# rounds y at 1e-8 of its scale, and candidates at the same (sigma, lam) then score hold-out
+# errors up to 1.5% apart; the search lands on lam 2.8e-5 against 5.3e-7, predictions 0.61% of
+# their scale apart (fit_slkl's own spread: seed 1 against seed 0 moves them 2.0%).  Descents run
+# to kkt_tol=1e-7 agree to 0.2% and still predict 3.7e-4 apart, since the hold-out error is flat
+# in lam below 1e-5 (all measured on this module's data).  Known, not fixed.
 SLKL_OFFSET = pytest.mark.xfail(strict=True, reason="SLKL's selection follows the rounding of "
                                 "y + b: a discontinuous descent per candidate")
 
