@@ -14,6 +14,7 @@ import sys
 import warnings
 
 import numpy as np
+from scipy import sparse
 
 from ._parameters import Boolean, Integer, Options, Real, check_parameter
 
@@ -77,6 +78,13 @@ def _check_values(arr, name, fix):
 
 
 def _as_float_array(value, name, dtype=np.float64):
+    if sparse.issparse(value):
+        n, d = value.shape
+        raise ValueError(
+            f"{name} is a scipy.sparse matrix (shape {value.shape}, {value.nnz} stored entries); "
+            "hkern's kernels read dense rows: pass "
+            f"{name}.toarray() (a dense copy of {8 * n * d / 2**30:.3g} GiB), or reduce the "
+            "features to a few hundred dense ones first (sklearn.decomposition.TruncatedSVD)")
     if np.iscomplexobj(value):
         raise ValueError(f"{name} has a complex dtype; hkern needs real numbers")
     try:

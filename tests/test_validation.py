@@ -83,6 +83,16 @@ class TestEveryFitRejects:
         with pytest.raises(ValueError, match="X has a complex dtype"):
             fit(X + 1j, y)
 
+    def test_sparse_X_names_the_dense_copy(self, fit, data):
+        from scipy import sparse
+        X, y = data
+        message = (r"X is a scipy.sparse matrix \(shape \(20, 3\), 60 stored entries\)"
+                   r".*X.toarray\(\)")
+        with pytest.raises(ValueError, match=message):
+            fit(sparse.csr_matrix(X), y)
+        with pytest.raises(ValueError, match=message):
+            fit(X, y).predict(sparse.csc_matrix(X))
+
     def test_string_X(self, fit, data):
         _, y = data
         with pytest.raises(ValueError, match="X must be an array of real numbers"):
@@ -280,3 +290,20 @@ class TestNJobs:
     def test_rejected(self, bad):
         with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
             resolve_n_jobs(bad)
+
+
+@pytest.mark.parametrize("call", [
+    lambda X, y: hkern.fit_hierarchical(X, y, r=4, sigma=1.0, lam=0.1, seed=0),
+    lambda X, y: hkern.fit_meka(X, y, 4, n_clusters=2, sigma=1.0, lam=0.1, seed=0),
+    lambda X, y: hkern.fit_slkl(X, y, r=4, sigma=1.0, lam=0.1, seed=0),
+    lambda X, y: hkern.fit_grief(X, y, r=4, grid_size=3, seed=0, max_iter=1),
+    lambda X, y: hkern.select_columns(X, 4, sigma=1.0, seed=0),
+    lambda X, y: hkern.kernel_matrix(X, sigma=1.0),
+], ids=["hierarchical", "meka", "slkl", "grief", "select_columns", "kernel_matrix"])
+def test_sparse_X_everywhere(call, rng):
+    """scipy.sparse X: a clear error naming the dense copy, not NumPy's "setting an array
+    element with a sequence"."""
+    from scipy import sparse
+    X = sparse.random(30, 3, density=0.5, random_state=0, format="csr")
+    with pytest.raises(ValueError, match=r"X is a scipy.sparse matrix .*X.toarray\(\)"):
+        call(X, rng.normal(size=30))
