@@ -37,6 +37,7 @@ import numpy as np
 from .. import _linalg
 from .._memory import check_memory, resolve_max_memory
 from .._parameters import COLUMN_SELECTORS
+from .._progress import listening, report
 from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
@@ -174,10 +175,10 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     # Mixed precision: the float64 operator for the starts' and the final residuals.
     exact_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=False,
                            n_threads=n_threads) if mixed and recheck else None
-    if verbose:
-        print(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} in "
-              f"{pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}"
-              f"{' in single precision' if mixed else ''}", flush=True)
+    if listening(verbose):
+        report(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} "
+               f"in {pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}"
+               f"{' in single precision' if mixed else ''}", verbose)
     try:
         return traced_pcg(
             apply_a, Y, apply_m=apply_m, tol=tol, max_iter=max_iter, x0=x0,

@@ -50,6 +50,7 @@ import numpy as np
 
 from .. import _linalg
 from .._memory import resolve_max_memory
+from .._progress import listening, report
 from .._targets import exact_sums
 from .._validation import warn_user
 from ..kernels._api import (
@@ -422,10 +423,10 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     if built:
         system = _system_for(inputs, Z, precision, tol, n_threads, sharded)
     pre_seconds = time.perf_counter() - t0
-    if verbose:
-        print(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres "
-              f"{'in' if built else 'reused,'} {pre_seconds:.1f} s (jitter {system.jitter:.1e}"
-              f"{', single precision' if system.mixed else ''})", flush=True)
+    if listening(verbose):
+        report(f"[fit_nystrom pcg] preconditioner of {Z.shape[0]} centres "
+               f"{'in' if built else 'reused,'} {pre_seconds:.1f} s (jitter {system.jitter:.1e}"
+               f"{', single precision' if system.mixed else ''})", verbose)
     error = error if sharded or error is not None \
         else validation_error(validation, inputs, Z, n_threads)
     run = dict(landmarks=landmarks, tol=tol, max_iter=max_iter, verbose=verbose, error=error,

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._model import prepare_fit
 from .._parameters import check_parameter, choices_of
+from .._progress import listening, report
 from .._targets import encode_targets
 from .._validation import (
     check_array,
@@ -203,9 +204,9 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
     that window is above MIXED_DIVERGED times its best).
     ``recheck``: block_pcg's (False only where the solution is judged otherwise, as a
     selection's candidates are)."""
-    errors, best, history = [], [], []
+    errors, best, history, times = [], [], [], []
 
-    def report(iteration, X, residuals):
+    def on_iteration(iteration, X, residuals):
         history.append(float(residuals.max()))
         best.append(min(history[-1], best[-1] if best else np.inf))
         window = max(MIXED_STALL_WINDOW, iteration // 2)    # slow but steady is not stalled
@@ -227,13 +228,16 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
                     "goes on in it)", X.copy(), iteration)
         if error is not None:
             errors.append(error(coef(X)))
-        if verbose:
+        times.append(time.perf_counter())
+        if listening(verbose):
             line = f"[{label}] iteration {iteration:4d}  residual {residuals.max():.3e}"
-            if error is not None:
+            if error is not None and np.isfinite(errors[-1]):   # (nan: not measured now)
                 line += f"  validation {errors[-1]:.6g}"
-            print(line + f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+            left = seconds_left(history, times, tol, max_iter - iteration)
+            report(line + f"  ({times[-1] - started:.1f} s{left})", verbose)
 
-    result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter, callback=report,
+    result = block_pcg(apply_a, B, apply_m=apply_m, tol=tol, max_iter=max_iter,
+                       callback=on_iteration,
                        exact_a=exact_a, recheck=recheck, replace_below=replace_below,
                        **({} if x0 is None else {"x0": x0}))
     if not result.converged.all():
@@ -252,6 +256,23 @@ def traced_pcg(apply_a, B, *, apply_m, tol, max_iter, error, coef, label, verbos
                         converged=bool(result.converged.all()),
                         true_residual=result.true_residual, precision=precision, **details)
     return result.X, trace, int(result.n_iter.max()) if B.shape[1] else 0
+
+
+# The estimate of time left reads the residual's rate of decrease over the last iterations.
+_RATE_WINDOW = 10
+
+
+def seconds_left(residuals, times, tol, iterations_left):
+    """``", about N s left"``: the time until the largest residual reaches tol at the rate it
+    fell over the last _RATE_WINDOW iterations (at most ``iterations_left`` more), or ``""``
+    before there is a rate to read (fewer than two iterations, or no decrease)."""
+    w = min(_RATE_WINDOW, len(residuals) - 1)
+    if w < 1 or residuals[-1] <= tol or residuals[-1 - w] <= residuals[-1] \
+            or residuals[-1] <= 0:
+        return ""
+    rate = (np.log(residuals[-1 - w]) - np.log(residuals[-1])) / w
+    iterations = min(np.log(residuals[-1] / tol) / rate, max(iterations_left, 0))
+    return f", about {iterations * (times[-1] - times[-1 - w]) / w:.0f} s left"
 
 
 def _why_not_converged(result, max_iter):
