@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -10,6 +11,7 @@ import numpy as np
 from . import __version__
 from ._memory import peak_memory
 from ._model import format_sigma
+from ._progress import live_status
 from ._threads import resolve_n_jobs
 from ._validation import check_int, check_positive
 from .datasets import BUNDLED, load_uci, standardize
@@ -69,12 +71,19 @@ def _n_jobs(text):
     return None if text.lower() == "none" else int(text)
 
 
+def _program_name():
+    """``hkern`` when run as the installed command, else ``python -m hkern`` (argparse's own
+    default would say ``__main__.py``)."""
+    return "hkern" if os.path.basename(sys.argv[0] or "") == "hkern" else "python -m hkern"
+
+
 def _parser():
     p = argparse.ArgumentParser(
-        prog="python -m hkern",
+        prog=_program_name(),
         description="Fit hkern's kernel ridge methods on one data set and print test RMSE, fit and "
                     "predict time and peak memory side by side.  Inputs and targets are "
                     "standardised with training statistics; RMSE is in standardised units.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--data", default=BUNDLED,
                    help=f"UCI data set name (default {BUNDLED}, bundled); others need --data-dir "
                         "or $HKERN_DATA")
@@ -166,13 +175,16 @@ def main(argv=None):
             fit = lambda: fit_rff(Xf, yf, r=r, seed=args.seed, **common)  # noqa: E731
         _progress(t0, f"{method}: fitting on {len(yf)} points ...")
         try:
-            with peak_memory() as mem:
+            # The fit's own progress (selection candidates, CG iterations with the time left)
+            # on one live line of standard error while it runs.
+            with live_status() as status, peak_memory() as mem:
                 start = time.perf_counter()
                 model = fit()
                 fit_s = time.perf_counter() - start
                 start = time.perf_counter()
                 pred = model.predict(X_test)
                 predict_s = time.perf_counter() - start
+                status.clear()
         except (ValueError, MemoryError, np.linalg.LinAlgError) as exc:
             _progress(t0, f"{method}: skipped ({exc})")
             skipped.append(method)
@@ -206,6 +218,8 @@ def main(argv=None):
         if rmse < best:
             best = rmse
             print(f"  {fit_s:9.2f} s  test RMSE {rmse:.4f}  {method} (r={r}, n_fit={nfit})")
+    print(f"\ntotal {time.perf_counter() - t0:.1f} s on {resolve_n_jobs(args.n_jobs)} "
+          "threads, data loading included")
     if skipped:
         print(f"error: {len(skipped)} of {len(methods)} method(s) skipped ({', '.join(skipped)}); "
               "see the messages above", file=sys.stderr)

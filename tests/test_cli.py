@@ -1,5 +1,6 @@
 """The main job, ``python -m hkern``."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,8 +69,9 @@ def test_the_iterative_solvers_and_the_frontier(capsys, tmp_path):
     assert list(rows) == ["pcg", "falkon", "nystrom"]
     assert rows["pcg"][2] == "630" and rows["falkon"][1] == "64"     # every training row
     assert out.count("; selected sigma=") == 3
-    frontier = out.split("error against time")[1].strip().splitlines()[1:]
+    frontier = out.split("error against time")[1].split("\n\n")[0].strip().splitlines()[1:]
     times = [float(line.split()[0]) for line in frontier]
+    assert re.search(r"\ntotal \d+\.\d s on \d+ threads, data loading included\n", out)
     errors = [float(line.split()[4]) for line in frontier]
     assert frontier and times == sorted(times) and errors == sorted(errors, reverse=True)
     assert "pcg: exact KRR on every training row" in out
@@ -91,6 +93,14 @@ def test_module_entry_point_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "hkern", "--help"], capture_output=True,
                             text=True, check=True, cwd=tmp_path)
     assert "Fit hkern's kernel ridge methods" in result.stdout
+    assert result.stdout.startswith("usage: python -m hkern ")
+
+
+def test_version(tmp_path):
+    import hkern
+    result = subprocess.run([sys.executable, "-m", "hkern", "--version"], capture_output=True,
+                            text=True, check=True, cwd=tmp_path)
+    assert result.stdout == f"python -m hkern {hkern.__version__}\n"
 
 
 def test_console_script_runs(tmp_path):
@@ -99,7 +109,7 @@ def test_console_script_runs(tmp_path):
         pytest.skip("the 'hkern' console script is not installed in this environment")
     result = subprocess.run([script, "--help"], capture_output=True, text=True, check=True,
                             cwd=tmp_path)
-    assert "usage: python -m hkern" in result.stdout
+    assert result.stdout.startswith("usage: hkern ")      # the name it was run by
 
 
 @pytest.mark.parametrize("argv, message", [
