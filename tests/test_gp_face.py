@@ -376,3 +376,50 @@ model = {fit}
 ])
 def test_estimates_match_peak_rss(fit, n, m, call):
     assert_estimate_close(SETUP.format(n=n, m=m, fit=fit), call)
+
+
+# --------------------------------------------------------------------------------------------
+# HCK's std where the structured posterior loses positive definiteness
+# --------------------------------------------------------------------------------------------
+def _smooth_hck_at_tiny_lam():
+    """sigma 5 on inputs in [-1, 1]^3 at lam 1e-7 (depth 2): the structured form's Schur
+    complements C_i are indefinite to working precision (energy's default fit did this), A is
+    not."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(300, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
+    Xq = np.vstack([rng.uniform(-1.2, 1.2, size=(30, 3)), X[:10]])
+    model = hkern.fit_hierarchical(X, y, r=64, sigma=5.0, lam=1e-7, seed=1, n_jobs=1)
+    X_tree, _, lms = reconstruct(X, 64, 1, None)
+    kern = make_kern("gaussian", 5.0)
+    A = matrix_to_original(hck_system(X_tree, model.depth_, lms, kern, 1e-7, model.jitter_),
+                           model.perm_)
+    rows = khier_cross(X_tree, model.depth_, lms, kern, model.jitter_, Xq - model.centre_,
+                       route(model, Xq))
+    Kq = np.empty_like(rows)
+    Kq[:, model.perm_] = rows
+    return model, y, Xq, A, Kq
+
+
+def test_hck_std_where_the_structured_form_fails_is_the_dense_one():
+    from hkern.hierarchical import _posterior
+    model, y, Xq, A, Kq = _smooth_hck_at_tiny_lam()
+    with pytest.raises(ValueError, match="not positive definite to working precision"):
+        _posterior.posterior_factors(model._op)
+    var_ref = dense_variance(A, Kq)
+    s2 = dense_fitted_gp(A, y)[2]
+    _, std = model.predict(Xq, return_std=True)
+    assert var_ref.min() > 1e-10
+    assert np.abs(std ** 2 / s2 - var_ref).max() < 1e-10 * var_ref.max() + 1e-12
+    model.n_jobs = 2
+    assert np.array_equal(model.predict(Xq, return_std=True)[1], std)   # any n_jobs
+
+
+def test_hck_std_beyond_the_dense_fallback_names_both_limits(monkeypatch):
+    from hkern.hierarchical import models
+    model, _, Xq, _, _ = _smooth_hck_at_tiny_lam()
+    monkeypatch.setattr(models, "DENSE_VARIANCE_ROWS", 100)
+    with pytest.raises(ValueError, match=r"not positive definite to working precision .*refit "
+                       r"with a larger lam; the dense computation that would replace it at "
+                       r"n=300 is limited to n <= 100"):
+        model.predict(Xq, return_std=True)

@@ -3,6 +3,7 @@ them): predictions, the Gaussian-process methods and kernel PCA."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from .. import _linalg
 from .._gp import Evidence, GaussianProcessKRR, column_quads
@@ -31,6 +32,11 @@ PCA_DENSE_FRACTION = 0.125
 PCA_WORK_PER_THREAD = 1 << 22
 # Columns of the identity per matvec when the dense kernel PCA forms C K_hier C.
 PCA_BLOCK = 256
+# The posterior variance from the dense matrices (HierarchicalKRR._dense_variance), where the
+# structured form loses positive definiteness: up to this many training rows (n^3 / 3 flops,
+# about 10 s at 10 000 on two cores), test points this many at a time.
+DENSE_VARIANCE_ROWS = 10000
+DENSE_VARIANCE_BLOCK = 1024
 
 
 class _TreeModel(KernelRidgeModel):
@@ -278,10 +284,64 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
                      f"{X.shape[0]} points", fix="fit with a smaller r or pass fewer points")
 
         def evaluate(Xg, leaf_start):
-            LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
+            try:
+                LC, phi, t_off = _posterior.posterior_factors(self._op, n_threads)
+            except ValueError as exc:
+                return self._dense_variance(Xg, leaf_start, n_threads, max_memory, exc)
             return _posterior.posterior_variance(self._op, Xg, leaf_start, LC, phi, t_off,
                                                  n_threads)
         return self._by_leaf(X, n_threads, evaluate)
+
+    def _dense_variance_bytes(self, m):
+        """Peak bytes of :meth:`_dense_variance` at m test points: A and its Cholesky factor,
+        a block of identity columns through matvec or the prediction vectors, and a block of
+        DENSE_VARIANCE_BLOCK test points' cross-kernel rows with their solves."""
+        n = len(self.perm_)
+        block = min(PCA_BLOCK, n)
+        chunk = min(m, DENSE_VARIANCE_BLOCK)
+        return 8 * (2 * n * n + 3 * n * chunk) + self._operator_bytes(block, False) \
+            + 8 * 4 * n * block
+
+    def _dense_variance(self, Xg, leaf_start, n_threads, max_memory, failure):
+        """The latent variance from the dense matrices, where the structured form of
+        hkern/hierarchical/_posterior.pyx lost positive definiteness (``failure``): on smooth
+        kernels at lam near the rounding of the kernel values (energy's default fit: sigma 7.8
+        on standardised inputs, lam 1.2e-7), the Schur complements C_i it forms by subtraction
+        are indefinite to working precision, while A = K_hier' + (lam - lam') I itself is
+        positive definite.  A's columns come from the fit's matvec, k_hier(x, X) from its
+        predictions with identity weights, var = k(x, x) - k_x^T A^{-1} k_x by LAPACK's
+        Cholesky with one step of refinement.  O(n^2 r + n^3 / 3): only for n up to
+        DENSE_VARIANCE_ROWS, within ``max_memory``; else ``failure`` is raised, saying so."""
+        op, n, m = self._op, len(self.perm_), Xg.shape[0]
+        need = self._dense_variance_bytes(m)
+        if n > DENSE_VARIANCE_ROWS or need > resolve_max_memory(max_memory):
+            raise ValueError(f"{failure}; the dense computation that would replace it at "
+                             f"n={n} is limited to n <= {DENSE_VARIANCE_ROWS} and "
+                             f"{need / 2**30:.3g} GiB within max_memory") from None
+        A = np.empty((n, n))
+        block = min(PCA_BLOCK, n)
+        for lo in range(0, n, block):              # A's columns, in tree order
+            E = np.zeros((n, min(block, n - lo)))
+            E[np.arange(lo, lo + E.shape[1]), np.arange(E.shape[1])] = 1.0
+            A[:, lo:lo + E.shape[1]] = op.matvec(E, n_threads)
+        A = 0.5 * (A + A.T)
+        factor = scipy.linalg.cho_factor(A, lower=True)
+        variance = np.empty(m)
+        kxx = 1.0                                  # k(x, x) of every hkern kernel
+        for lo in range(0, m, DENSE_VARIANCE_BLOCK):
+            hi = min(lo + DENSE_VARIANCE_BLOCK, m)
+            starts = np.clip(leaf_start - lo, 0, hi - lo)
+            Kq = np.empty((hi - lo, n))            # k_hier(x, X), columns in tree order
+            for c in range(0, n, block):
+                W = np.zeros((n, min(block, n - c)))
+                W[np.arange(c, c + W.shape[1]), np.arange(W.shape[1])] = 1.0
+                dv, c_off = op.prediction_vectors(W, n_threads)
+                Kq[:, c:c + W.shape[1]] = op.predict(np.ascontiguousarray(Xg[lo:hi]), starts,
+                                                     W, dv, c_off, n_threads)
+            V = scipy.linalg.cho_solve(factor, Kq.T)
+            V += scipy.linalg.cho_solve(factor, Kq.T - A @ V)      # one refinement step
+            variance[lo:hi] = kxx - np.einsum("ij,ji->i", Kq, V)
+        return variance
 
     @budgeted
     def kernel_pca(self, n_components=2, seed=0):
