@@ -1,4 +1,4 @@
-"""The README's Layout block names every source file of the package, and only files that exist.
+"""CONTRIBUTING.md's Layout block names every source file of the package, and only files that exist.
 
 In the block, a line starting at ``hkern/`` (or a name ending in ``/`` after it) opens a
 folder; the lines indented under it belong to it.  Source files are the ``.py``, ``.pyx``,
@@ -13,7 +13,7 @@ SOURCE = re.compile(r"\b(\w+)\.(pyx/\.pxd|py|pyx|pxd|h)\b")
 
 
 def _layout_block():
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "CONTRIBUTING.md").read_text()
     section = text.split("## Layout", 1)[1]
     return section.split("```", 2)[1]
 
