@@ -2,7 +2,6 @@
 factorisation or by preconditioned conjugate gradients (:mod:`hkern.solvers.exact_pcg`)."""
 from __future__ import annotations
 
-from .. import _linalg
 from .._gp import Evidence, column_quads
 from .._memory import check_memory, resolve_max_memory
 from .._model import prepare_fit
@@ -16,7 +15,7 @@ from ..hyperparameters.exact_pcg_problem import ExactPCGProblem
 from ..solvers.exact_pcg import default_rank, solve_pcg
 from ..solvers.preconditioners import preconditioner_kind
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
-from .model import ExactKRR, _system_factor
+from .model import ExactKRR, _system_factor, unit_solve
 
 __all__ = ["fit_exact", "SOLVERS"]
 
@@ -229,10 +228,10 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     n_threads = budget_threads()
     factor = _system_factor(inputs.kind, inputs.bandwidth, inputs.lam, X, n_threads)
-    alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-    evidence = Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n)
+    alpha_unit, norms, evidence = unit_solve(factor, Y, n_threads)
     del factor
-    return ExactKRR(X, alpha, evidence=evidence, **inputs.model_params(n_jobs))
+    return ExactKRR(X, alpha_unit, coef_scale=norms, evidence=evidence,
+                    **inputs.model_params(n_jobs))
 
 
 def _fit_pcg(inputs, *, n_jobs, preconditioner, r, tol, max_iter, seed, validation, verbose,

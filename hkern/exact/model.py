@@ -12,6 +12,7 @@ from .._model import KernelRidgeModel
 from .._ridge import block_rows
 from .._threads import budget_threads
 from ..kernels._api import _kernel_matrix_trusted, _kernel_matvec_trusted, kernel_diag
+from ..solvers.cg import unit_columns
 from . import variance as _conditional
 
 __all__ = ["ExactKRR"]
@@ -23,6 +24,24 @@ def _system_factor(kind, sigma, lam, X, n_threads):
     K = _kernel_matrix_trusted(kind, sigma, X, X, n_threads)
     K.flat[:: n + 1] += lam
     return _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
+
+
+# The direct solve's targets go on CG's grid (hkern.solvers.cg.unit_columns) as for a tol of
+# 2^-15: a spacing of 2^-34 / sqrt(n) on unit-norm columns, at most 2^-35 of each column's norm.
+DIRECT_GRID_TOL = 2.0 ** -15
+
+
+def unit_solve(factor, Y, n_threads):
+    """(alpha_unit, norms, Evidence): A^{-1} of Y's columns scaled to unit norm on a fine grid
+    (A = L L^T, ``factor`` from :func:`_system_factor`), their norms, and the evidence of Y.
+    c * y then solves the same bits: at small lam the solve's rounding, amplified by A's
+    condition, is what c * y changes otherwise (energy, lam 1.1e-7: z-scores of y and 1000 y
+    1.1e-7 apart); the grid moves the targets by at most 2^-35 of their norm per column."""
+    norms, Y_unit = unit_columns(Y, DIRECT_GRID_TOL)
+    alpha_unit = _linalg.cho_solve(factor, Y_unit, n_threads=n_threads)
+    evidence = Evidence(column_quads(Y_unit, alpha_unit) * norms ** 2,
+                        _linalg.cholesky_logdet(factor), Y.shape[0])
+    return alpha_unit, norms, evidence
 
 
 class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
@@ -72,16 +91,26 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
     True
     """
 
-    def __init__(self, X, alpha, n_iter=None, solver_trace=None, **kw):
+    def __init__(self, X, alpha, n_iter=None, solver_trace=None, coef_scale=None, **kw):
         super().__init__(**kw)
         self.X_fit_ = X
-        self.dual_coef_ = alpha
+        # With coef_scale (fit_exact's direct solve), alpha is the solution for unit-norm
+        # targets and each output's scores are k(x, X) alpha times its scale: c * y then
+        # predicts c times the same bits.  At small lam, |alpha| is |y| / lam and k(x, X) alpha
+        # cancels to 1e-9 of it, so a product with the scaled alpha rounded c * y's last bits
+        # into 1e-9 of the predictions (energy, lam 1.1e-7).
+        self._unit_coef = None if coef_scale is None else alpha
+        self._coef_scale = coef_scale
+        self.dual_coef_ = alpha if coef_scale is None else alpha * coef_scale
         self.n_iter_ = n_iter
         self.solver_trace_ = solver_trace
 
     def _scores(self, X):
-        return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, self.dual_coef_,
-                                      budget_threads())
+        unit = getattr(self, "_unit_coef", None)        # (absent from older pickles)
+        coef = self.dual_coef_ if unit is None else unit
+        scores = _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.X_fit_, coef,
+                                        budget_threads())
+        return scores if unit is None else scores * self._coef_scale
 
     def _factor(self, extra_bytes, what, fix, max_memory, n_threads):
         """The Cholesky factor of K + lam I, again, after checking that it and ``extra_bytes``
@@ -100,8 +129,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         n_threads = budget_threads()
         factor = self._factor(16 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
                               "fit on a subsample", max_memory, n_threads)
-        alpha = _linalg.cho_solve(factor, Y, n_threads=n_threads)
-        return Evidence(column_quads(Y, alpha), _linalg.cholesky_logdet(factor), n)
+        return unit_solve(factor, Y, n_threads)[2]
 
     def _latent_covariance(self, X, n_threads, max_memory):
         """K(X, X) - V^T V, V = L^{-1} K(X_fit, X): m x m, for a modest number of points."""
