@@ -29,6 +29,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "myst_parser",
+    "sphinx_design",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -58,8 +59,15 @@ import numpy as np
 import hkern
 """
 
-html_theme = "alabaster"
+# The PyData theme, as NumPy, SciPy, pandas and scikit-learn use: the landing page's cards
+# (sphinx-design) and a navigation bar of the four toctree captions.
+html_theme = "pydata_sphinx_theme"
 html_title = f"hkern {release}"
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+}
 
 # The benchmark history page (benchmark_history.md) links to asv's own site, published here
 # from the fixed record set asv_bench/records (asv.records.conf.json) and copied to the output

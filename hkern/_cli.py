@@ -99,7 +99,7 @@ def _parser():
     p.add_argument("--hck-r", type=_whole("--hck-r", 1),
                    default=256,
                    help="landmarks per node of hck, and the leaf size of hck and independent "
-                        "(default 256; hck holds about 5 n r numbers, nystrom n r)")
+                        "(default 256; hck holds about 5 n r numbers)")
     p.add_argument("--kernel", type=_checked(str, lambda v: kernel_kind(v)[0]),
                    default="gaussian", help="kernel name (default gaussian)")
     p.add_argument("--sigma", type=_choice_or_positive("--sigma", ("auto", "ard")),
