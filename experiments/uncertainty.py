@@ -34,6 +34,7 @@ from common import FIGURES, PAGES, RESULTS, load_split, machine_note, markdown_t
 from scipy.stats import norm
 
 import hkern
+from hkern.plotting import plot_calibration
 
 SETS = ["kin40k", "pol", "elevators", "protein", "keggundirected", "concrete", "energy"]
 FITS = ["exact", "falkon", "hck", "sklearn"]
@@ -138,22 +139,16 @@ def page():
         return
     sets = [s for s in SETS if any(r["set"] == s for r in records)]
     fig, axes = plt.subplots(1, len(sets), figsize=(2.6 * len(sets), 2.9), sharey=True)
-    for ax, s in zip(np.atleast_1d(axes), sets):
-        ax.plot([0, 1], [0, 1], color="0.7", lw=1)
-        for r in records:
-            if r["set"] == s:
-                # one colour per fit on every panel (the legend is drawn once)
-                ax.plot(LEVELS, [r["coverage"][str(v)] for v in LEVELS], marker="o", ms=3,
-                        label=r["fit"], color=f"C{FITS.index(r['fit'])}")
-        ax.set_title(s, fontsize=9)
-        ax.set_xlabel("nominal level", fontsize=8)
+    colors = {f: f"C{i}" for i, f in enumerate(FITS)}      # one colour per fit on every panel
+    for k, (ax, s) in enumerate(zip(np.atleast_1d(axes), sets)):
+        coverage = {r["fit"]: [r["coverage"][str(v)] for v in LEVELS]
+                    for f in FITS for r in records if r["set"] == s and r["fit"] == f}
+        plot_calibration(LEVELS, coverage, ax=ax, title=s, colors=colors,
+                         legend=k == len(sets) - 1)
         ax.set_xlim(0.45, 1.0)
         ax.set_ylim(0.45, 1.0)
-    np.atleast_1d(axes)[0].set_ylabel("coverage", fontsize=8)
-    handles = {line.get_label(): line for ax in np.atleast_1d(axes) for line in ax.get_lines()
-               if line.get_label() in FITS}
-    np.atleast_1d(axes)[-1].legend([handles[f] for f in FITS if f in handles],
-                                   [f for f in FITS if f in handles], fontsize=7)
+        if k:
+            ax.set_ylabel("")
     fig.tight_layout()
     fig.savefig(FIGURES / "uncertainty_calibration.png", dpi=110)
 

@@ -84,6 +84,9 @@ def _parser():
                     "predict time and peak memory side by side.  Inputs and targets are "
                     "standardised with training statistics; RMSE is in standardised units.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="also write the error-against-time frontier to FILE (.png, .pdf, .svg; "
+                        "needs matplotlib: pip install 'hkern[plot]')")
     p.add_argument("--data", default=BUNDLED,
                    help=f"UCI data set name (default {BUNDLED}, bundled); others need --data-dir "
                         "or $HKERN_DATA")
@@ -129,6 +132,15 @@ def _progress(t0, message):
 def main(argv=None):
     """Entry point of ``python -m hkern``; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.plot:       # before the fits: a missing matplotlib or folder fails in a second
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("error: --plot needs matplotlib: pip install 'hkern[plot]'", file=sys.stderr)
+            return 2
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+            print(f"error: --plot {args.plot}: its folder does not exist", file=sys.stderr)
+            return 2
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -218,6 +230,8 @@ def main(argv=None):
         if rmse < best:
             best = rmse
             print(f"  {fit_s:9.2f} s  test RMSE {rmse:.4f}  {method} (r={r}, n_fit={nfit})")
+    if args.plot and rows:
+        _write_plot(args.plot, rows, args.data)
     print(f"\ntotal {time.perf_counter() - t0:.1f} s on {resolve_n_jobs(args.n_jobs)} "
           "threads, data loading included")
     if skipped:
@@ -225,6 +239,19 @@ def main(argv=None):
               "see the messages above", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_plot(path, rows, data):
+    """The frontier of the table's rows to ``path`` (hkern.plotting), with the Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from .plotting import plot_frontier
+    ax = plot_frontier([(method, fit_s, rmse) for method, _, _, rmse, fit_s, *_ in rows],
+                       title=f"{data}: test RMSE against fit time", ylabel="test RMSE "
+                       "(standardised y)")
+    ax.figure.tight_layout()
+    ax.figure.savefig(path, dpi=120)
+    print(f"\nwrote the frontier to {path}")
 
 
 def run():

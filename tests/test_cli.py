@@ -144,3 +144,17 @@ def test_every_method_skipped_is_a_failure(capsys):
 
 def test_n_jobs_none_is_accepted(capsys):
     assert main(["--methods", "rff", "--r", "8", "--n-jobs", "None"]) == 0
+
+
+def test_plot_writes_the_frontier(capsys, tmp_path):
+    small_set(tmp_path)
+    out_file = tmp_path / "frontier.png"
+    assert main(["--data", "small", "--data-dir", str(tmp_path), "--methods", "rff,nystrom",
+                 "--r", "32", "--sigma", "1", "--lam", "0.1", "--plot", str(out_file)]) == 0
+    assert out_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote the frontier to {out_file}" in capsys.readouterr().out
+
+
+def test_plot_to_a_missing_folder_fails_before_the_fits(capsys, tmp_path):
+    assert main(["--plot", str(tmp_path / "no" / "f.png")]) == 2
+    assert "its folder does not exist" in capsys.readouterr().err

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1] / "hkern"
 # * sklearn: the scikit-learn estimators wrap the public functions (``hkern.fit_exact`` ...);
 #   the package root does not import them.
 LAYERS = [
-    ("foundation", "kernels", "datasets"),
+    ("foundation", "kernels", "datasets", "plotting"),   # plotting: drawings, none of hkern
     ("oasis",),
     ("solvers",),
     ("hyperparameters",),
