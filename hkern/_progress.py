@@ -43,7 +43,8 @@ class _VerboseConsole(logging.Handler):
             self.handleError(record)
 
 
-LOGGER.addHandler(_VerboseConsole())
+_CONSOLE = _VerboseConsole()
+LOGGER.addHandler(_CONSOLE)
 
 
 def listening(verbose):
@@ -55,11 +56,18 @@ def listening(verbose):
 def report(text, verbose):
     """One progress line: an INFO record of the ``hkern`` logger, shown on standard output
     when ``verbose``.  A verbose call's line is made even where the logger's level is above
-    INFO (the default WARNING), since ``verbose`` asked for it."""
+    INFO (the default WARNING), since ``verbose`` asked for it; it then goes to the console
+    handler alone, not to handlers of the root logger that did not ask for INFO (with
+    ``logging.basicConfig()`` at its default level each line would show twice)."""
+    enabled = LOGGER.isEnabledFor(logging.INFO)
     if verbose:
-        LOGGER.handle(LOGGER.makeRecord(LOGGER.name, logging.INFO, "hkern", 0, text, None,
-                                        None, extra={_VERBOSE: True}))
-    elif LOGGER.isEnabledFor(logging.INFO):
+        record = LOGGER.makeRecord(LOGGER.name, logging.INFO, "hkern", 0, text, None, None,
+                                   extra={_VERBOSE: True})
+        if enabled:
+            LOGGER.handle(record)
+        else:
+            _CONSOLE.handle(record)
+    elif enabled:
         LOGGER.info(text)
 
 

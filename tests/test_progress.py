@@ -85,3 +85,18 @@ def test_live_status_rewrites_one_line_on_a_terminal():
         status.clear()
     text = stream.getvalue()
     assert "\n" not in text and text.count("\r") == 4 and text.endswith(" \r")
+
+
+def test_verbose_lines_are_not_doubled_by_a_default_logging_configuration(data, capsys):
+    """logging.basicConfig() at its default level (WARNING) has a root handler of level
+    NOTSET: a verbose line reaches the console once, not the root handler too."""
+    X, y = data
+    root = logging.getLogger()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root.addHandler(handler)
+    try:
+        hkern.fit_exact(X, y, solver="pcg", sigma=1.0, lam=1e-2, seed=0, verbose=True)
+    finally:
+        root.removeHandler(handler)
+    assert capsys.readouterr().out and stream.getvalue() == ""
