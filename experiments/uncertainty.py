@@ -120,7 +120,11 @@ def page():
                             "test NLL", "test RMSE", "fit s", "std s"], rows)
     units = [[r["set"], f"{r['z_difference_1000y']:.1e}"] for r in records
              if "z_difference_1000y" in r]
-    text = (f"# Calibration of the predictive distributions\n\n{machine_note(data['command'])}"
+    # Each record names the run that made it; those written before records carried their
+    # command (the scikit-learn rows) came from runs of the same script with the fit "sklearn".
+    commands = sorted({r.get("command", "python experiments/uncertainty.py <sets> sklearn "
+                                        "(an earlier run)") for r in records})
+    text = (f"# Calibration of the predictive distributions\n\n{machine_note('; '.join(commands))}"
             "\n\nEvery fit's default call on split 0 of each set, X standardised, y in its own "
             "units; the standard deviation of a new target (`include_noise=True`); "
             "scikit-learn's `GaussianProcessRegressor` (ARD RBF + WhiteKernel, `normalize_y`) "
@@ -166,6 +170,7 @@ def main():
     for set_name in sets:
         for fit_name in fits:
             rec = measure(set_name, fit_name)
+            rec["command"] = "python experiments/uncertainty.py " + " ".join(sys.argv[1:])
             print(json.dumps(rec), flush=True)
             records.append(rec)
             RECORD.write_text(json.dumps({"command": "python experiments/uncertainty.py "
