@@ -423,3 +423,20 @@ def test_hck_std_beyond_the_dense_fallback_names_both_limits(monkeypatch):
                        r"with a larger lam; the dense computation that would replace it at "
                        r"n=300 is limited to n <= 100"):
         model.predict(Xq, return_std=True)
+
+
+def test_falkon_makes_its_posterior_when_its_std_is_first_asked_for():
+    """The pass over the training rows (2 n r^2 flops) is more than FALKON's whole fit: the
+    model makes it on first use, keeps it, and a pickled model makes the same."""
+    import pickle
+    X, Y, Xq = data(300, 7)
+    model = hkern.fit_nystrom(X, Y[:, 0], 60, solver="pcg", sigma=0.7, lam=LAM, seed=0,
+                              tol=1e-10)
+    assert model._factors is None and model._deferred is not None
+    copy = pickle.loads(pickle.dumps(model))
+    _, std = model.predict(Xq, return_std=True)
+    assert model._factors is not None and model._deferred is None      # X released
+    assert np.array_equal(model.predict(Xq, return_std=True)[1], std)
+    assert np.array_equal(copy.predict(Xq, return_std=True)[1], std)
+    direct = hkern.fit_nystrom(X, Y[:, 0], 60, sigma=0.7, lam=LAM, seed=0)   # the same GP
+    assert np.allclose(direct.predict(Xq, return_std=True)[1], std, rtol=1e-8)

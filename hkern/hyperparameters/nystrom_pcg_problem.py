@@ -38,9 +38,10 @@ class NystromPCGProblem(SelectionProblem):
 
     Built by the fit (``hkern.nystrom.api._selection_problem``) from its checked arguments,
     with ``model``, the model class of the final fit (:class:`hkern.nystrom.NystromKRR`, called
-    as the fit calls it), and ``posterior``, the fit's
-    :func:`hkern.nystrom.posterior.falkon_posterior`, which this package, below the fits, does
-    not import."""
+    as the fit calls it), and ``posterior(inputs, Z, jitter, n_threads)``, the fit's: the
+    model's posterior arguments (serially a :class:`hkern.nystrom.posterior.DeferredPosterior`,
+    made when the std is first asked for), which this package, below the fits, does not
+    import."""
 
     label = "fit_nystrom(solver='pcg')"
     keeps_float32 = True
@@ -144,8 +145,8 @@ class NystromPCGProblem(SelectionProblem):
         indices, Z, coef, trace, n_iter, quad, _ = self._solve(
             inputs, sigma, self.tol, x0, validation=validation,
             verbose=check_parameter("verbose", self.a["verbose"]))
-        L, R = self.posterior(inputs, Z, trace.jitter, budget_threads())
+        posterior = self.posterior(inputs, Z, trace.jitter, budget_threads())
         return self.model(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          jitter=trace.jitter, landmark_factor=L, posterior_factor=R,
+                          jitter=trace.jitter, **posterior,
                           evidence=Evidence(quad, None, inputs.X.shape[0]),
                           **inputs.model_params(self.a["n_jobs"]))

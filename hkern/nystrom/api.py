@@ -26,7 +26,7 @@ from ..solvers.falkon import JITTER_STEPS, solve_falkon
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .checks import check_precision
 from .model import NystromKRR
-from .posterior import falkon_posterior, falkon_posterior_bytes, nystrom_features
+from .posterior import DeferredPosterior, nystrom_features
 from .sharded import fit_nystrom_sharded
 
 __all__ = ["fit_nystrom", "landmark_factor", "nystrom_feature_map", "nystrom_peak_bytes",
@@ -140,7 +140,12 @@ def _selection_problem(arguments):
     tol, max_iter = check_stopping(a["tol"], a["max_iter"])
     check_early_validation(a, X, encoding)
     return NystromPCGProblem(a, X, encoding, landmarks, r, tol, max_iter, model=NystromKRR,
-                             posterior=falkon_posterior)
+                             posterior=_deferred_posterior)
+
+
+def _deferred_posterior(inputs, Z, jitter, n_threads):
+    """The serial FALKON model's posterior arguments: made on first use."""
+    return {"posterior": DeferredPosterior(inputs, Z, jitter)}
 
 
 @runs_on_shards("fit_nystrom", fit_nystrom_sharded, select_nystrom_on_shards)
@@ -290,10 +295,9 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         tol, max_iter = check_stopping(tol, max_iter)
         validation = check_validation(validation, inputs)
         verbose = check_parameter("verbose", verbose)
-        # FALKON, then (its factors freed) the pass that gives the model its posterior
-        peak = with_selection_bytes(max(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
-                                                     precision, X.dtype),
-                                        falkon_posterior_bytes(n, r, d, X.dtype)), n, r,
+        # FALKON (its model makes its posterior when its std is first asked for)
+        peak = with_selection_bytes(falkon_bytes(n, r, d, Y.shape[1], budget_threads(),
+                                                 precision, X.dtype), n, r,
                                     landmarks, widened=8 * n * d if X.dtype == np.float32 else 0)
     else:
         # The PCG solver's arguments: a bad value is an error whatever the solver, and the
@@ -315,9 +319,8 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         coef, trace, n_iter, quad = solve_falkon(
             inputs, Z, landmarks=landmarks, tol=tol, max_iter=max_iter, validation=validation,
             verbose=verbose, n_threads=n_threads, precision=precision)
-        L, R = falkon_posterior(inputs, Z, trace.jitter, n_threads)
         return NystromKRR(Z, indices, coef, Z.shape[0], n_iter=n_iter, solver_trace=trace,
-                          jitter=trace.jitter, landmark_factor=L, posterior_factor=R,
+                          jitter=trace.jitter, posterior=DeferredPosterior(inputs, Z, trace.jitter),
                           evidence=Evidence(quad, None, n), **inputs.model_params(n_jobs))
     W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
     L, jitter = landmark_factor(W, rcond, n_threads)

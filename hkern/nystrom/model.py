@@ -3,6 +3,7 @@ returns (by its direct solver, FALKON, or FALKON on MPI shards)."""
 from __future__ import annotations
 
 from .._feature_gp import FeatureGaussianProcess
+from .._memory import check_memory
 from .._model import KernelRidgeModel
 from .._threads import budget_threads
 from ..kernels._api import _kernel_matvec_trusted
@@ -60,11 +61,13 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
     """
 
     def __init__(self, landmarks, indices, coef, rank, n_iter=None, solver_trace=None,
-                 jitter=0.0, landmark_factor=None, posterior_factor=None, **kw):
+                 jitter=0.0, landmark_factor=None, posterior_factor=None, posterior=None, **kw):
         super().__init__(**kw)
-        # L (L L^T = K(Z, Z) + jitter I) and R (R R^T = Phi^T Phi + lam I): the posterior.
-        self._landmark_factor = landmark_factor
-        self._posterior_factor = posterior_factor
+        # L (L L^T = K(Z, Z) + jitter I) and R (R R^T = Phi^T Phi + lam I): the posterior,
+        # given, or made on first use by ``posterior`` (hkern.nystrom.posterior.
+        # DeferredPosterior: FALKON's pass over the training rows costs more than its fit).
+        self._factors = None if landmark_factor is None else (landmark_factor, posterior_factor)
+        self._deferred = posterior
         self.landmarks_ = landmarks
         self.landmark_indices_ = indices
         self.coef_ = coef
@@ -76,6 +79,34 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
     def _scores(self, X):
         return _kernel_matvec_trusted(self._kind, self._bandwidth, X, self.landmarks_, self.coef_,
                                       budget_threads())
+
+    def _posterior(self, n_threads, max_memory):
+        """(L, R), made first where they are deferred (within ``max_memory``)."""
+        if getattr(self, "_factors", None) is None and "_landmark_factor" in self.__dict__:
+            return self.__dict__["_landmark_factor"], self.__dict__["_posterior_factor"]
+        if self._factors is None:
+            check_memory(self._deferred.nbytes(), max_memory,
+                         what=f"FALKON's posterior factors (one pass over the training rows, "
+                         f"r={self.rank_})", fix="fit with fewer centres")
+            self._factors = self._deferred.factors(n_threads)
+            self._deferred = None
+        return self._factors
+
+    @property
+    def _landmark_factor(self):
+        return self._posterior(budget_threads(), None)[0]
+
+    @property
+    def _posterior_factor(self):
+        return self._posterior(budget_threads(), None)[1]
+
+    def _latent_variance(self, X, n_threads, max_memory):
+        self._posterior(n_threads, max_memory)
+        return super()._latent_variance(X, n_threads, max_memory)
+
+    def _latent_covariance(self, X, n_threads, max_memory):
+        self._posterior(n_threads, max_memory)
+        return super()._latent_covariance(X, n_threads, max_memory)
 
     def _features(self, X, n_threads):
         return nystrom_features(self._kind, self._bandwidth, self.landmarks_,

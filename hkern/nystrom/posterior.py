@@ -3,9 +3,11 @@ features phi(x) = L^{-1} k(Z, x), L L^T = K(Z, Z) + jitter I, and the factor R o
 Phi^T Phi + lam I (:class:`hkern._gp.FeatureGaussianProcess`).
 
 The direct solver has both from its solve; FALKON solves without forming Phi^T Phi, so
-:func:`falkon_posterior` accumulates it once after the solve: 2 n r^2 flops (the triangular
-solve and the Gram matrix of every row block of C = K(X, Z)) and 2 r^2 numbers, about what
-FALKON's preconditioner costs (its factors take 2 r^2 and r^3 flops).
+:func:`falkon_posterior` accumulates it in one pass over the training rows: 2 n r^2 flops (the
+triangular solve and the Gram matrix of every row block of C = K(X, Z)) and 2 r^2 numbers.
+That is far more than FALKON's fit (its preconditioner is O(r^3), each iteration O(n r): on
+kin40k with 8192 centres the pass took 120 of a 156 s fit, the solve about 4 s), so a serial
+FALKON model makes it when its std is first asked for (:class:`DeferredPosterior`).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from .. import _linalg
 from .._ridge import feature_gram, ridge_factor
 from ..kernels._api import _kernel_matrix_trusted
 
-__all__ = ["falkon_posterior", "falkon_posterior_bytes", "nystrom_features"]
+__all__ = ["DeferredPosterior", "falkon_posterior", "falkon_posterior_bytes",
+           "nystrom_features"]
 
 
 def nystrom_features(kind, bandwidth, Z, L, n_threads):
@@ -57,14 +60,52 @@ def falkon_posterior(inputs, Z, jitter, n_threads, sum_over_ranks=None):
     ``sum_over_ranks``: on one MPI rank's shard, the sum of every rank's Gram matrix (added
     in rank order).  Its memory: :func:`falkon_posterior_bytes`, after FALKON's factors are
     freed."""
+    return _factors(inputs.X, inputs.kind, inputs.bandwidth, inputs.lam, Z, jitter, n_threads,
+                    sum_over_ranks)
+
+
+def _factors(X, kind, bandwidth, lam, Z, jitter, n_threads, sum_over_ranks=None):
     r = Z.shape[0]
-    n, d = inputs.X.shape
-    W = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Z, Z, n_threads)
+    n, d = X.shape
+    W = _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
     W.flat[:: r + 1] += jitter
     L = _linalg.cholesky(W, overwrite=True, n_threads=n_threads)
-    gram, _ = feature_gram(nystrom_features(inputs.kind, inputs.bandwidth, Z, L, n_threads),
-                           inputs.X, r, r, n_threads,
-                           rows=_block_rows(n, r, d, inputs.X.dtype == np.float32))
+    gram, _ = feature_gram(nystrom_features(kind, bandwidth, Z, L, n_threads), X, r, r,
+                           n_threads, rows=_block_rows(n, r, d, X.dtype == np.float32))
     if sum_over_ranks is not None:
         gram = np.ascontiguousarray(sum_over_ranks(gram))
-    return L, ridge_factor(gram, inputs.lam, n_threads)
+    return L, ridge_factor(gram, lam, n_threads)
+
+
+class DeferredPosterior:
+    """FALKON's (L, R) (:func:`falkon_posterior`), made when first asked for: until then it
+    holds the fit's training rows (a reference, or the fit's scaled copy for per-feature
+    lengthscales), which it drops once the factors exist.
+
+    Parameters
+    ----------
+    inputs : hkern._model.FitInputs
+    Z : ndarray (r, d)
+    jitter : float
+    """
+
+    def __init__(self, inputs, Z, jitter):
+        self._X = inputs.X
+        self._kind, self._bandwidth, self._lam = inputs.kind, inputs.bandwidth, inputs.lam
+        self._Z, self._jitter = Z, jitter
+        self._made = None
+
+    def nbytes(self):
+        """Bytes the model must allow for :meth:`factors`: 0 once they exist."""
+        if self._made is not None:
+            return 0
+        n, d = self._X.shape
+        return falkon_posterior_bytes(n, self._Z.shape[0], d, self._X.dtype)
+
+    def factors(self, n_threads):
+        """(L, R): made on the first call (one pass over the training rows)."""
+        if self._made is None:
+            self._made = _factors(self._X, self._kind, self._bandwidth, self._lam, self._Z,
+                                  self._jitter, n_threads)
+            self._X = None
+        return self._made
