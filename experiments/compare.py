@@ -248,6 +248,10 @@ def render_page(store, quick):
             "Same r for every method (the memory rule: every fit needs O(n r) numbers at "
             "most).  Fit = one fit on the whole training set; peak = peak RSS of the fit above "
             "the level before it.", ""]
+    out += ["**Exact KRR here is the Cholesky solver**, refused above its memory rule (\"n/a: "
+            "n too large\").  Exact KRR by preconditioned CG on every row of these sets, "
+            "`fit_exact`'s default above 10 000 rows, is on [the main job's page](main_job.md).",
+            ""]
     if quick:
         out += ["**Quick mode (`--quick`): small grids, numbers for smoke-testing only.**", ""]
     missing = [n for n in names if not any(row["method"] == "meka" for row in store[n]["rows"])]
