@@ -432,10 +432,10 @@ def test_falkon_makes_its_posterior_when_its_std_is_first_asked_for():
     X, Y, Xq = data(300, 7)
     model = hkern.fit_nystrom(X, Y[:, 0], 60, solver="pcg", sigma=0.7, lam=LAM, seed=0,
                               tol=1e-10)
-    assert model._factors is None and model._deferred is not None
+    assert model._L is None and model._deferred is not None
     copy = pickle.loads(pickle.dumps(model))
     _, std = model.predict(Xq, return_std=True)
-    assert model._factors is not None and model._deferred is None      # X released
+    assert model._L is not None and model._deferred is None      # X released
     assert np.array_equal(model.predict(Xq, return_std=True)[1], std)
     assert np.array_equal(copy.predict(Xq, return_std=True)[1], std)
     direct = hkern.fit_nystrom(X, Y[:, 0], 60, sigma=0.7, lam=LAM, seed=0)   # the same GP

@@ -228,7 +228,7 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
                  fix="fit on a subsample, or use fit_nystrom, fit_rff or fit_hierarchical")
     n_threads = budget_threads()
     factor = _system_factor(inputs.kind, inputs.bandwidth, inputs.lam, X, n_threads)
-    alpha_unit, norms, evidence = unit_solve(factor, Y, n_threads)
+    alpha_unit, norms, evidence = unit_solve(factor, Y, n_threads, inputs.lam)
     del factor
     return ExactKRR(X, alpha_unit, coef_scale=norms, evidence=evidence,
                     **inputs.model_params(n_jobs))

@@ -26,18 +26,27 @@ def _system_factor(kind, sigma, lam, X, n_threads):
     return _linalg.cholesky(K, overwrite=True, n_threads=n_threads)
 
 
-# The direct solve's targets go on CG's grid (hkern.solvers.cg.unit_columns) as for a tol of
-# 2^-15: a spacing of 2^-34 / sqrt(n) on unit-norm columns, at most 2^-35 of each column's norm.
+# Below lam 1e-4 the products k(x, X) alpha cancel to eps / lam of |alpha| and show c * y's
+# rounding (at lam 8e-5, 2.6e-10 of the z-scores; at 1.1e-7, 1.2e-7), so the direct solve's
+# targets go on CG's grid (hkern.solvers.cg.unit_columns) as for a tol of min(2^-15,
+# 2^-32 / lam): a spacing of at most 2^-34 / sqrt(n) on unit-norm columns, at most 2^-35 of
+# each column's norm.  Above it the targets are only scaled: every entry keeps its bits to a
+# rounding (K = I gives (y - mean) / (1 + lam) to 1e-13 of each entry).
+DIRECT_GRID_BELOW_LAM = 1e-4
 DIRECT_GRID_TOL = 2.0 ** -15
+DIRECT_GRID_LAM = 2.0 ** -32
 
 
-def unit_solve(factor, Y, n_threads):
+def unit_solve(factor, Y, n_threads, lam):
     """(alpha_unit, norms, Evidence): A^{-1} of Y's columns scaled to unit norm on a fine grid
-    (A = L L^T, ``factor`` from :func:`_system_factor`), their norms, and the evidence of Y.
-    c * y then solves the same bits: at small lam the solve's rounding, amplified by A's
-    condition, is what c * y changes otherwise (energy, lam 1.1e-7: z-scores of y and 1000 y
-    1.1e-7 apart); the grid moves the targets by at most 2^-35 of their norm per column."""
-    norms, Y_unit = unit_columns(Y, DIRECT_GRID_TOL)
+    (A = L L^T, ``factor`` from :func:`_system_factor` at ``lam``), their norms, and the
+    evidence of Y.  c * y then solves the same bits: at small lam the products k(x, X) alpha
+    cancel and would show c * y's rounding (energy, lam 1.1e-7: z-scores of y and 1000 y
+    1.2e-7 apart); the grid is there below DIRECT_GRID_BELOW_LAM, its spacing growing as lam
+    shrinks."""
+    tol = min(DIRECT_GRID_TOL, DIRECT_GRID_LAM / lam) if lam < DIRECT_GRID_BELOW_LAM \
+        else 1e-300                                 # (too small a tol for any grid)
+    norms, Y_unit = unit_columns(Y, tol)
     alpha_unit = _linalg.cho_solve(factor, Y_unit, n_threads=n_threads)
     evidence = Evidence(column_quads(Y_unit, alpha_unit) * norms ** 2,
                         _linalg.cholesky_logdet(factor), Y.shape[0])
@@ -129,7 +138,7 @@ class ExactKRR(GaussianProcessKRR, KernelRidgeModel):
         n_threads = budget_threads()
         factor = self._factor(16 * n * k, f"log_marginal_likelihood with {k} column(s) in y",
                               "fit on a subsample", max_memory, n_threads)
-        return unit_solve(factor, Y, n_threads)[2]
+        return unit_solve(factor, Y, n_threads, self.lam)[2]
 
     def _latent_covariance(self, X, n_threads, max_memory):
         """K(X, X) - V^T V, V = L^{-1} K(X_fit, X): m x m, for a modest number of points."""

@@ -66,7 +66,7 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
         # L (L L^T = K(Z, Z) + jitter I) and R (R R^T = Phi^T Phi + lam I): the posterior,
         # given, or made on first use by ``posterior`` (hkern.nystrom.posterior.
         # DeferredPosterior: FALKON's pass over the training rows costs more than its fit).
-        self._factors = None if landmark_factor is None else (landmark_factor, posterior_factor)
+        self._L, self._R = landmark_factor, posterior_factor
         self._deferred = posterior
         self.landmarks_ = landmarks
         self.landmark_indices_ = indices
@@ -82,15 +82,15 @@ class NystromKRR(FeatureGaussianProcess, KernelRidgeModel):
 
     def _posterior(self, n_threads, max_memory):
         """(L, R), made first where they are deferred (within ``max_memory``)."""
-        if getattr(self, "_factors", None) is None and "_landmark_factor" in self.__dict__:
+        if "_landmark_factor" in self.__dict__:          # a model pickled before deferral
             return self.__dict__["_landmark_factor"], self.__dict__["_posterior_factor"]
-        if self._factors is None:
+        if self._L is None:
             check_memory(self._deferred.nbytes(), max_memory,
                          what=f"FALKON's posterior factors (one pass over the training rows, "
                          f"r={self.rank_})", fix="fit with fewer centres")
-            self._factors = self._deferred.factors(n_threads)
+            self._L, self._R = self._deferred.factors(n_threads)
             self._deferred = None
-        return self._factors
+        return self._L, self._R
 
     @property
     def _landmark_factor(self):
