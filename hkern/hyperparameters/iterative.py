@@ -215,7 +215,8 @@ def select_iterative(problem, arguments, sigma_mode, lam_mode, criterion, seed, 
             evaluate, (o, 0.0, math.log(lam0)), plan, max_moves=FULL_MAX_MOVES,
             min_gain=VERTEX_MIN_GAIN if criterion == "holdout" else 0.0,
             min_vertex_move=VERTEX_MIN_MOVE),
-        per_feature_check(record, say, data, name, seed, a["max_memory"]))
+        per_feature_check(record, say, data, name, seed, a["max_memory"])
+        if criterion == "likelihood" else None)        # (as in select.py)
     record.best = index[chosen_point]
     chosen = record.candidates[record.best]
     if not math.isfinite(chosen.value):
