@@ -44,8 +44,7 @@ def unit_solve(factor, Y, n_threads, lam):
     cancel and would show c * y's rounding (energy, lam 1.1e-7: z-scores of y and 1000 y
     1.2e-7 apart); the grid is there below DIRECT_GRID_BELOW_LAM, its spacing growing as lam
     shrinks."""
-    tol = min(DIRECT_GRID_TOL, DIRECT_GRID_LAM / lam) if lam < DIRECT_GRID_BELOW_LAM \
-        else 1e-300                                 # (too small a tol for any grid)
+    tol = min(DIRECT_GRID_TOL, DIRECT_GRID_LAM / lam) if lam < DIRECT_GRID_BELOW_LAM else None
     norms, Y_unit = unit_columns(Y, tol)
     alpha_unit = _linalg.cho_solve(factor, Y_unit, n_threads=n_threads)
     evidence = Evidence(column_quads(Y_unit, alpha_unit) * norms ** 2,

@@ -39,6 +39,15 @@ DENSE_VARIANCE_ROWS = 10000
 DENSE_VARIANCE_BLOCK = 1024
 
 
+def _identity_blocks(n):
+    """(lo, hi, columns lo..hi-1 of the n x n identity) in blocks of PCA_BLOCK columns: the
+    dense matrices of kernel PCA and of the variance's fallback, a block of products at a time."""
+    for lo in range(0, n, PCA_BLOCK):
+        hi = min(lo + PCA_BLOCK, n)
+        E = np.zeros((n, hi - lo))
+        E[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
+        yield lo, hi, E
+
 class _TreeModel(KernelRidgeModel):
     """What the HCK and independent models share: the tree, the centring, routing by leaf."""
 
@@ -319,11 +328,8 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
                              f"n={n} is limited to n <= {DENSE_VARIANCE_ROWS} and "
                              f"{need / 2**30:.3g} GiB within max_memory") from None
         A = np.empty((n, n))
-        block = min(PCA_BLOCK, n)
-        for lo in range(0, n, block):              # A's columns, in tree order
-            E = np.zeros((n, min(block, n - lo)))
-            E[np.arange(lo, lo + E.shape[1]), np.arange(E.shape[1])] = 1.0
-            A[:, lo:lo + E.shape[1]] = op.matvec(E, n_threads)
+        for lo, hi, E in _identity_blocks(n):      # A's columns, in tree order
+            A[:, lo:hi] = op.matvec(E, n_threads)
         A = 0.5 * (A + A.T)
         factor = scipy.linalg.cho_factor(A, lower=True)
         variance = np.empty(m)
@@ -332,12 +338,10 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
             hi = min(lo + DENSE_VARIANCE_BLOCK, m)
             starts = np.clip(leaf_start - lo, 0, hi - lo)
             Kq = np.empty((hi - lo, n))            # k_hier(x, X), columns in tree order
-            for c in range(0, n, block):
-                W = np.zeros((n, min(block, n - c)))
-                W[np.arange(c, c + W.shape[1]), np.arange(W.shape[1])] = 1.0
+            for c_lo, c_hi, W in _identity_blocks(n):
                 dv, c_off = op.prediction_vectors(W, n_threads)
-                Kq[:, c:c + W.shape[1]] = op.predict(np.ascontiguousarray(Xg[lo:hi]), starts,
-                                                     W, dv, c_off, n_threads)
+                Kq[:, c_lo:c_hi] = op.predict(np.ascontiguousarray(Xg[lo:hi]), starts,
+                                              W, dv, c_off, n_threads)
             V = scipy.linalg.cho_solve(factor, Kq.T)
             V += scipy.linalg.cho_solve(factor, Kq.T - A @ V)      # one refinement step
             variance[lo:hi] = kxx - np.einsum("ij,ji->i", Kq, V)
@@ -419,11 +423,7 @@ class HierarchicalKRR(GaussianProcessKRR, _TreeModel):
         """Top eigenpairs of C K_hier C from the dense matrix (see kernel_pca)."""
         n = len(self.perm_)
         K = np.empty((n, n))
-        block = min(PCA_BLOCK, n)
-        for lo in range(0, n, block):
-            hi = min(lo + block, n)
-            E = np.zeros((n, hi - lo))
-            E[np.arange(lo, hi), np.arange(hi - lo)] = 1.0
+        for lo, hi, E in _identity_blocks(n):
             K[:, lo:hi] = self._apply(E, False, n_threads)
         K.flat[::n + 1] -= self.lam               # A - lam I = K_hier
         K -= K.mean(axis=0)                       # C K ...

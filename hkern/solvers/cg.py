@@ -319,9 +319,9 @@ def unit_columns(B, tol, norms=None, n=None):
     """(norms, B / norms on the grid): the columns of B scaled to unit norm (a zero column
     stays zero, its norm taken as 1), and rounded to a power-of-two grid of spacing at most
     2 tol _GRID_BELOW_TOL / sqrt(n) (at most tol _GRID_BELOW_TOL of the norm per column in
-    all).  On one MPI
-    rank's rows: ``norms`` the columns' norms over every rank's rows and ``n`` their number
-    (so that every rank scales and rounds alike)."""
+    all); ``tol=None`` scales without a grid.  On one MPI rank's rows: ``norms`` the columns'
+    norms over every rank's rows and ``n`` their number (so that every rank scales and rounds
+    alike)."""
     if norms is None:
         n = B.shape[0]
         largest = np.max(np.abs(B), axis=0) if n else np.zeros(B.shape[1])
@@ -330,6 +330,8 @@ def unit_columns(B, tol, norms=None, n=None):
         norms = largest * np.sqrt(_column_dots(scaled, scaled))
     unit = np.where(norms > 0, norms, 1.0)
     B_exact = B / unit
+    if tol is None:
+        return unit, B_exact
     spacing = power_of_two_at_most(2.0 * float(np.min(tol)) * _GRID_BELOW_TOL
                                    / np.sqrt(max(n, 1)))
     if not np.isfinite(spacing) or spacing < 1e-15 / np.sqrt(max(n, 1)):
