@@ -62,7 +62,68 @@ def ard_against_isotropic():
             + _table(["set", "fit", "test rows", '"ard"', '"auto"', "ratio", "kept"], rows))
 
 
-RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic)}
+def _mpi_runs():
+    """The runs of results/mpi_scaling.json, one per mpiexec: (config, [records of its ranks])."""
+    records = json.loads((RESULTS / "mpi_scaling.json").read_text())
+    runs, i = [], 0
+    while i < len(records):
+        first = records[i]
+        runs.append(records[i:i + first["ranks"]])
+        i += first["ranks"]
+    groups = {}
+    for run in runs:
+        r = run[0]
+        key = (r["method"], r["n"], r["r"], r["sharded"], r["ranks"], r["threads"] or "all")
+        groups.setdefault(key, []).append(run)
+    return groups
+
+
+def _median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def mpi_scaling():
+    """Fit time, peak memory per rank and test RMSE of each MPI configuration, per run."""
+    rows, fit_time, peak = [], {}, {}
+    for (method, n, r, sharded, ranks, threads), runs in _mpi_runs().items():
+        seconds = [max(rec["fit_seconds"] for rec in run) for run in runs]
+        fit_time[method, n, sharded, ranks] = _median(seconds)
+        peak[method, n, sharded, ranks] = max(rec["peak_rss_gib"] for run in runs for rec in run)
+        spread = f" ({min(seconds):.2f}–{max(seconds):.2f})" if len(runs) > 1 else ""
+        rows.append([f"{'HCK' if method == 'hck' else 'FALKON'} n = {n:,}".replace(",", " "),
+                     f"`r={r}`" if method == "hck" else f"`r={r}` centres",
+                     "sharded" if sharded else "serial", f"{ranks} × {threads}", len(runs),
+                     f"{_median(seconds):.2f}{spread}",
+                     f"{peak[method, n, sharded, ranks]:.2f}", f"{runs[0][0]['test_rmse']:.5f}"])
+    memory = peak["hck", 2000000, True, 4] / peak["hck", 2000000, False, 1]
+    hck = fit_time["hck", 500000, True, 1] / fit_time["hck", 500000, True, 2]
+    falkon = fit_time["falkon", 500000, True, 1] / fit_time["falkon", 500000, True, 2]
+    return ("From `results/mpi_scaling.json` (`python experiments/mpi_scaling.py ... --write`; "
+            "fit seconds: the\nslowest rank's, median over the runs, range in brackets):\n\n"
+            + _table(["fit", "size", "data", "ranks × threads", "runs", "fit s",
+                      "peak GiB per rank", "test RMSE"], rows)
+            + f"\nEach of 4 ranks peaks at {memory:.2f} of the serial HCK fit's memory; 2 ranks "
+            f"fit HCK {hck:.2f} times\nas fast as 1 rank, FALKON {falkon:.2f} times.\n")
+
+
+def float32_inputs():
+    """Peak traced memory and seconds of each call on float32 X and on its float64 widening."""
+    record = json.loads((RESULTS / "float32_inputs.json").read_text())
+    rows = [[f"`{r['call']}`", f"{r['peak_mib_float32']:.1f}", f"{r['peak_mib_float64']:.1f}",
+             f"{r['seconds_float32']:.2f}", f"{r['seconds_float64']:.2f}",
+             "yes" if r["same_bits"] else "no"] for r in record["records"]]
+    size = f"{record['n']:,} x {record['d']}".replace(",", " ")
+    return ("From `results/float32_inputs.json` (`python experiments/float32_inputs.py`; "
+            f"{size} data,\ntraced peak MiB and seconds of the call on float32 X and on "
+            "float64 X):\n\n"
+            + _table(["call", "MiB float32", "MiB float64", "s float32", "s float64",
+                      "same bits"], rows))
+
+
+RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
+                                     float32_inputs)}
 
 
 def blocks(text):
