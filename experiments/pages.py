@@ -122,8 +122,36 @@ def float32_inputs():
                       "same bits"], rows))
 
 
+def _spaced(n):
+    """An integer with its thousands apart, as the pages write them: 36 000."""
+    return f"{n:,}".replace(",", " ")
+
+
+def pcg_std():
+    """Exact PCG's conditional std against the exact (Cholesky) one, and its cost at full n."""
+    record = json.loads((RESULTS / "pcg_std.json").read_text())
+    rows = []
+    for key, r in record.items():
+        if key.startswith("accuracy/"):
+            latent = r["errors"]["latent"]
+            rows.append([r["set"], _spaced(r["n"]), _spaced(r["m"]),
+                         f"{100 * latent['median']:.2f}%", f"{100 * latent['max']:.2f}%",
+                         "yes" if r["never_below_exact"] else "no"])
+    speed = [r for key, r in record.items() if key.startswith("speed/")]
+    lines = [f"On all {_spaced(r['n'])} rows of {r['set']} the std of {_spaced(r['m'])} test "
+             f"points took {r['std_seconds']:.0f} s ({r['std_over_fit']:.2f} of the fit's\ntime) "
+             f"and a peak of {r['std_peak_bytes'] / 2**30:.2f} GiB, where the n x n factor would "
+             f"take {r['n_by_n_bytes'] / 2**30:.1f} GiB.\n" for r in speed]
+    return ("`fit_exact(solver=\"pcg\")`'s std against the exact one on the first rows of each "
+            "set (relative\ndeviation of the latent std over the test points), from "
+            "`results/pcg_std.json`:\n\n"
+            + _table(["set", "training rows", "test points", "median deviation", "largest",
+                      "never below exact"], rows)
+            + "".join("\n" + line for line in lines))
+
+
 RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
-                                     float32_inputs)}
+                                     float32_inputs, pcg_std)}
 
 
 def blocks(text):
