@@ -49,6 +49,8 @@ def fit_hierarchical(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto",
     Parameters
     ----------
     X : array_like (n, d)
+        Copied once into the tree's order (8 n d bytes), whatever its form (a memory map
+        too).
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest, one solve).
     r : int

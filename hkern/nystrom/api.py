@@ -175,6 +175,9 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
     Parameters
     ----------
     X : array_like (n, d)
+        A ``numpy.memmap`` (or ``np.load(path, mmap_mode="r")``) is read where it lies, by row
+        blocks; it is copied once (8 n d bytes) where per-feature lengthscales scale it
+        (X / sigma) or it sits far from the origin (the kernels' centred copy).
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"``.
     r : int
@@ -246,10 +249,11 @@ def fit_nystrom(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", tas
         W has many eigenvalues that small (large sigma, many centres): the fit warns when its
         answer's residual in the float64 model is above ``tol``
         (``solver_trace_.float64_model_residual``).  ``"auto"`` (default) runs mixed only
-        where the 1% quantile of W's Cholesky pivots is at least 100 jitters, r >= 1024 and
-        tol >= 1e-5,
-        and goes on in double from the mixed answer when that falls short of tol in the
-        float64 model (``solver_trace_.precision``); ``"double"`` throughout.  The direct
+        where the 1% quantile of W's Cholesky pivots is at least 2 jitters, r >= 1024 and
+        tol >= 1e-5, keeps the mixed answer when its residual in the float64 model is at
+        most 6 tol, and else goes on in double from it (``solver_trace_.precision``;
+        hkern.solvers.falkon.MIXED_MIN_PIVOT and MIXED_ACCEPT say why);
+        ``"double"`` throughout.  The direct
         solver and a sharded fit (``comm``) compute in double (``"auto"``), and refuse
         ``"mixed"``.  doc/solvers.md, "Mixed precision".
 
