@@ -15,7 +15,11 @@
 * ``reach``: adds to each swept point the estimate precision="auto" decides by
   (:func:`hkern.solvers.exact_pcg.float32_reach`) and prints the points by it;
 * ``falkon``: kin40k split 0, ``fit_nystrom(X, y, 8192, solver="pcg", sigma=2, lam=1e-3,
-  seed=0)`` in double and mixed precision;
+  seed=0)`` in double, auto and mixed precision;
+* ``falkon-defaults``: the default call ``fit_nystrom(X, y, solver="pcg", seed=0)`` on each
+  set's split 0 in double and auto precision (``falkon_defaults.json``);
+* ``falkon-screen``: the cost of precision="auto"'s pivot screen where it fails, against the
+  double factors and fit (``falkon_screen.json``);
 * ``falkon-sweep``: FALKON in double, mixed and auto precision over the same sigma grid and
   lam 1e-1 .. 1e-4 on ``--n`` rows with ``--centres`` centres, with the pivot test of
   precision="auto" (``results/mixed_precision/falkon_sweep_<set>.json``).
@@ -54,15 +58,16 @@ def timed(fit, precision):
     return model, seconds, mem.bytes / 2**30, [str(w.message)[:160] for w in caught]
 
 
-def side_by_side(name, fit, Xte, yte, rounds):
-    rows = {"double": [], "mixed": []}
+def side_by_side(name, fit, Xte, yte, rounds, precisions=("double", "mixed")):
+    rows = {p: [] for p in precisions}
     for _ in range(rounds):
-        for precision in ("double", "mixed"):
+        for precision in precisions:
             model, seconds, gib, warned = timed(fit, precision)
             trace = model.solver_trace_
             row = dict(seconds=seconds, gib=gib, rmse=rmse(model, Xte, yte),
                        preconditioner_seconds=float(trace.preconditioner_seconds),
-                       rank=int(trace.rank),
+                       rank=int(trace.rank), ran=trace.precision, lam=float(model.lam_),
+                       float64_model_residual=trace.float64_model_residual,
                        iters=int(model.n_iter_), true_residual=float(trace.true_residual.max()),
                        converged=bool(trace.converged), warnings=warned)
             rows[precision].append(row)
@@ -71,16 +76,18 @@ def side_by_side(name, fit, Xte, yte, rounds):
             del model
     med = {p: {k: float(np.median([r[k] for r in rs])) for k in ("seconds", "gib", "rmse")}
            for p, rs in rows.items()}
-    ratios = {k: med["mixed"][k] / med["double"][k] for k in ("seconds", "gib")}
-    print(f"{name}: medians {med}; mixed / double: time {ratios['seconds']:.3f}, "
-          f"memory {ratios['gib']:.3f}, RMSE difference "
-          f"{med['mixed']['rmse'] - med['double']['rmse']:+.5f}", flush=True)
+    ratios = {p: {k: med[p][k] / med["double"][k] for k in ("seconds", "gib")}
+              for p in precisions if p != "double"}
+    for p, ratio in ratios.items():
+        print(f"{name}: {p} / double: time {ratio['seconds']:.3f}, memory {ratio['gib']:.3f}, "
+              f"RMSE difference {med[p]['rmse'] - med['double']['rmse']:+.5f}", flush=True)
     return dict(rows=rows, medians=med, ratios=ratios)
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("exact", "sweep", "reach", "falkon", "falkon-sweep"))
+    parser.add_argument("part", choices=("exact", "sweep", "reach", "falkon", "falkon-sweep",
+                                         "falkon-defaults", "falkon-screen"))
     parser.add_argument("sets", nargs="*", default=["kin40k"])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--n", type=int, default=12000)
@@ -102,11 +109,19 @@ def main():
         def fit(precision):
             return hkern.fit_nystrom(Xtr, ytr, 8192, solver="pcg", sigma=2.0, lam=1e-3, seed=0,
                                      precision=precision)
-        record = side_by_side(args.part, fit, Xte, yte, args.rounds)
+        record = side_by_side(args.part, fit, Xte, yte, args.rounds,
+                              ("double", "auto", "mixed"))
+        record["command"] = f"python experiments/mixed_precision.py falkon --rounds {args.rounds}"
         json.dump(record, open(os.path.join(OUT, f"{args.part}.json"), "w"), indent=1)
         return
     if args.part == "reach":
         reach_table(args.sets)
+        return
+    if args.part == "falkon-screen":
+        falkon_screen(args.sets or ["kin40k", "pol", "keggundirected"], args.n, args.rounds)
+        return
+    if args.part == "falkon-defaults":
+        falkon_defaults(args.sets, args.rounds)
         return
     if args.part == "falkon-sweep":
         for name in args.sets:
@@ -202,6 +217,67 @@ def falkon_sweep(name, n, centres):
                   f"converged {d['converged']} / {m['converged']}", flush=True)
     json.dump(dict(n=n, centres=centres, rows=out),
               open(os.path.join(OUT, f"falkon_sweep_{name}.json"), "w"), indent=1)
+
+
+def falkon_screen(sets, n, rounds):
+    """What precision="auto"'s pivot screen costs where it sends FALKON to double: the float32
+    kernel matrix of the centres and its Cholesky factor, against the double factor pair and
+    the whole double fit, at a wide sigma (``results/mixed_precision/falkon_screen.json``)."""
+    from hkern._model import prepare_fit
+    from hkern.solvers.falkon import FalkonSystem, Float32TooCoarse
+    factors = {"kin40k": 1.0, "pol": 0.5, "keggundirected": 0.25}
+    rows = []
+    for name in sets:
+        Xtr, ytr, _, _, median = sweep_data(name, n)
+        sigma = factors.get(name, 1.0) * median
+        inputs = prepare_fit(Xtr, ytr, kernel="gaussian", sigma=sigma, lam=1e-3,
+                             task="regression")
+        for m in (1024, 2048, 4096):
+            centres = np.sort(np.random.default_rng(0).choice(Xtr.shape[0], m, replace=False))
+            Z = np.ascontiguousarray(inputs.X[centres])
+            screen, pair = [], []
+            for _ in range(rounds):
+                t = time.perf_counter()
+                try:
+                    FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, 1e-3, 2,
+                                 precision="mixed", screen=True)
+                    passes = True
+                except Float32TooCoarse:
+                    passes = False
+                screen.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                FalkonSystem(inputs.kind, inputs.bandwidth, inputs.X, Z, 1e-3, 2)
+                pair.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            hkern.fit_nystrom(Xtr, ytr, m, solver="pcg", sigma=sigma, lam=1e-3, seed=0,
+                              precision="double")
+            fit = time.perf_counter() - t
+            row = dict(set=name, sigma=sigma, centres=m, passes=passes,
+                       screen_seconds=float(np.median(screen)),
+                       double_factors_seconds=float(np.median(pair)), double_fit_seconds=fit)
+            print(row, flush=True)
+            rows.append(row)
+    json.dump(dict(command=f"python experiments/mixed_precision.py falkon-screen --n {n} "
+                   f"--rounds {rounds}", n=n, lam=1e-3, rows=rows),
+              open(os.path.join(OUT, "falkon_screen.json"), "w"), indent=1)
+
+
+def falkon_defaults(sets, rounds):
+    """The default call ``fit_nystrom(X, y, solver="pcg", seed=0)`` (its centres, sigma and
+    lam selection) in double and auto precision, alternating, on each set's split 0
+    (``results/mixed_precision/falkon_defaults.json``)."""
+    path = os.path.join(OUT, "falkon_defaults.json")
+    record = json.load(open(path)) if os.path.exists(path) else {"sets": {}}
+    for name in sets:
+        Xtr, ytr, Xte, yte, _ = standardize(*load_uci(name, split=0))
+
+        def fit(precision):
+            return hkern.fit_nystrom(Xtr, ytr, solver="pcg", seed=0, precision=precision)
+        record["sets"][name] = side_by_side(f"{name} defaults", fit, Xte, yte, rounds,
+                                            ("double", "auto"))
+        record["command"] = (f"python experiments/mixed_precision.py falkon-defaults SET "
+                             f"--rounds {rounds}")
+        json.dump(record, open(path, "w"), indent=1)
 
 
 def pivot_quantile(Xtr, ytr, sigma, indices):

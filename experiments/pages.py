@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 DOCS = REPO / "doc"
+NL = "\n"
 BLOCK = re.compile(r"(<!-- rendered by experiments/pages\.py: (\w+) -->\n)(.*?)"
                    r"(<!-- end rendered -->)", re.S)
 
@@ -150,8 +151,150 @@ def pcg_std():
             + "".join("\n" + line for line in lines))
 
 
+def _precision_json(name):
+    return json.loads((RESULTS / "mixed_precision" / name).read_text())
+
+
+def falkon_precision_kin40k():
+    """kin40k, 8192 centres, sigma 2, lam 1e-3: FALKON in double, auto and mixed precision."""
+    record = _precision_json("falkon.json")
+    med, rows = record["medians"], []
+    for precision, runs in record["rows"].items():
+        ran = sorted({r["ran"] for r in runs})
+        residual = runs[0]["float64_model_residual"]
+        rows.append([f"`{precision}`", ", ".join(ran), f"{med[precision]['seconds']:.1f}",
+                     f"{med[precision]['seconds'] / med['double']['seconds']:.2f}",
+                     f"{med[precision]['rmse']:.5f}",
+                     "" if residual is None else f"{residual:.2e}",
+                     f"{med[precision]['gib']:.2f}"])
+    return (f"`fit_nystrom(X, y, 8192, solver=\"pcg\", sigma=2, lam=1e-3, seed=0)` on kin40k "
+            f"split 0, each\nprecision {len(record['rows']['double'])} times, alternating "
+            f"(medians; `{record['command']}`):\n\n"
+            + _table(["precision", "ran", "seconds", "of double's", "test RMSE",
+                      "float64-model residual", "peak GiB"], rows))
+
+
+def falkon_precision_defaults():
+    """The default FALKON call per set in double and auto precision."""
+    record = _precision_json("falkon_defaults.json")
+    rows = []
+    for name, r in record["sets"].items():
+        med, runs = r["medians"], r["rows"]["auto"]
+        rows.append([name, runs[0]["rank"], f"{med['double']['seconds']:.1f}",
+                     f"{med['auto']['seconds']:.1f}",
+                     f"{med['auto']['seconds'] / med['double']['seconds']:.3f}",
+                     ", ".join(sorted({x["ran"] for x in runs})),
+                     f"{med['auto']['rmse'] - med['double']['rmse']:+.5f}"])
+    return ("The default call `fit_nystrom(X, y, solver=\"pcg\", seed=0)` (its centres and "
+            "its selection of\nsigma and lam) in double and auto precision on split 0, "
+            f"alternating (medians; `{record['command']}`):\n\n"
+            + _table(["set", "centres", "double s", "auto s", "auto / double", "auto ran",
+                      "test RMSE auto - double"], rows))
+
+
+def falkon_precision_sweep():
+    """The sweep of sigma x lam per set: where auto ran mixed and where double, its time and
+    RMSE against double's, and the pivot quantiles of the two groups."""
+    def ratios(points):
+        values = [r["auto"]["seconds"] / r["double"]["seconds"] for r in points]
+        return f"{_median(values):.2f} ({max(values):.2f})" if values else ""
+
+    rows = []
+    for path in sorted((RESULTS / "mixed_precision").glob("falkon_sweep_*.json")):
+        record = json.loads(path.read_text())
+        points = [r for r in record["rows"] if "seconds" in r["double"] and "seconds" in r["auto"]]
+        mixed = [r for r in points if r["auto"]["ran"] == "mixed"]
+        double = [r for r in points if r["auto"]["ran"] == "double"]
+        change = [abs(r["auto"]["rmse"] / r["double"]["rmse"] - 1) for r in points]
+        low = [r["pivot_quantile"] for r in points if r["pivot_quantile"] < 2]
+        high = [r["pivot_quantile"] for r in points if r["pivot_quantile"] >= 2]
+        gaps = [r["auto"]["float64_model_residual"] / 1e-3 for r in mixed]
+        rows.append([path.stem.removeprefix("falkon_sweep_"), len(points), len(mixed),
+                     ratios(mixed), ratios(double), f"{100 * max(change):.3f}%",
+                     f"{max(gaps):.1f}" if gaps else "",
+                     f"{min(low):.3g} to {max(low):.3g}" if low else "",
+                     f"{min(high):.3g}" if high else ""])
+    return ("FALKON on 20 000 rows of each set (or all of its training rows) with 2048 uniform "
+            "centres, sigma" + NL + "a quarter, half and all of the median distance and lam "
+            "1e-1 .. 1e-4, one fit per precision and point" + NL + "(`python "
+            "experiments/mixed_precision.py falkon-sweep SET --n 20000 --centres 2048`); "
+            "auto's time" + NL + "over double's as the median (largest) of the points where "
+            "it ran mixed, and of those where its" + NL + "screen sent it to double (single "
+            "fits of 0.4 to 8 s):" + NL + NL
+            + _table(["set", "points", "auto ran mixed", "auto / double, mixed",
+                      "auto / double, double", "largest RMSE change",
+                      "largest float64-model residual (tol)", "pivot quantiles below 2",
+                      "least quantile from 2"], rows))
+
+
+def falkon_precision_screen():
+    """What the pivot screen costs against the double factors and the double fit."""
+    record = _precision_json("falkon_screen.json")
+    rows = [[r["set"], f"{r['sigma']:.3g}", r["centres"], "yes" if r["passes"] else "no",
+             f"{r['screen_seconds']:.3f}", f"{r['double_factors_seconds']:.3f}",
+             f"{r['double_fit_seconds']:.2f}",
+             f"{100 * r['screen_seconds'] / r['double_fit_seconds']:.1f}%"]
+            for r in record["rows"]]
+    return (f"The screen's cost (`{record['command']}`, lam {record['lam']:g}; medians of the "
+            "factor timings):" + NL + NL
+            + _table(["set", "sigma", "centres", "screen passes", "screen s",
+                      "double factors s", "double fit s", "screen / fit"], rows))
+
+def _growth_cell(r):
+    if r["status"] != "ok":
+        return "refused (memory)" if "memory" in r["status"].lower() or \
+            "MiB" in r["status"] or "GiB" in r["status"] else r["status"].split(":")[0]
+    return f"{r['seconds']:.3g} s, {r['peak_bytes'] / 2**30:.3g} GiB, {r['test_rmse']:.3f}"
+
+
+def _slope(points):
+    import math
+    if len(points) < 2:
+        return None
+    xs = [math.log(p[0]) for p in points]
+    ys = [math.log(p[1]) for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def growth():
+    """Fit time, peak memory and test RMSE against n per method, and the exponents."""
+    record = json.loads((RESULTS / "growth.json").read_text())
+    records = [r for r in record["records"] if not r.get("memmap")]
+    out = []
+    for d, call in sorted({(r["d"], r["call"]) for r in records}):
+        runs = [r for r in records if r["d"] == d and r["call"] == call]
+        sizes = sorted({r["n"] for r in runs})
+        methods = list(dict.fromkeys(r["method"] for r in runs))
+        rows, slopes = [], []
+        for method in methods:
+            by_n = {r["n"]: r for r in runs if r["method"] == method}
+            rows.append([method] + [_growth_cell(by_n[n]) if n in by_n else "" for n in sizes])
+            ok = [by_n[n] for n in sizes if n in by_n and by_n[n]["status"] == "ok"
+                  and n >= 10**4]
+            t = _slope([(r["n"], r["seconds"]) for r in ok])
+            m = _slope([(r["n"], r["peak_bytes"]) for r in ok if r["peak_bytes"] > 0])
+            last = by_n[max(by_n)]
+            stop = (f"refused at n = {_spaced(last['n'])}" if last["status"] != "ok"
+                    else f"ran to n = {_spaced(last['n'])}")
+            theory = next(iter(by_n.values()))
+            slopes.append([method, "" if t is None else f"{t:.2f}", theory["theory_time"],
+                           "" if m is None else f"{m:.2f}", theory["theory_memory"], stop])
+        out.append(f"**d = {d}, {call} call** (each cell: fit seconds, peak GiB above X, test "
+                   "RMSE):" + NL + NL
+                   + _table(["method"] + [f"n = {_spaced(n)}" for n in sizes], rows) + NL
+                   + "Exponents of n, fitted from n = 10 000 on:" + NL + NL
+                   + _table(["method", "time", "theory", "memory", "theory", "how far"],
+                            slopes))
+    commands = dict.fromkeys(r.get("command", record["command"]) for r in record["records"])
+    return ("From `results/growth.json`, made by" + NL + NL
+            + "".join(f"    {c}" + NL for c in commands) + NL + NL.join(out))
+
+
 RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
-                                     float32_inputs, pcg_std)}
+                                     float32_inputs, pcg_std, falkon_precision_kin40k,
+                                     falkon_precision_defaults, falkon_precision_sweep,
+                                     falkon_precision_screen, growth)}
 
 
 def blocks(text):

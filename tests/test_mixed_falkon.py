@@ -271,12 +271,34 @@ def test_auto_runs_double_where_the_pivots_do_not(regression, monkeypatch):
     assert model.solver_trace_.float64_model_residual is None
 
 
-def test_auto_goes_on_in_double_where_the_mixed_answer_falls_short(regression, monkeypatch):
-    """With the pivot test off, a mixed answer further than tol from the float64 model's
-    (here 1.8e-3): auto continues in double from it, and the answer meets tol there."""
+def test_auto_keeps_a_mixed_answer_within_its_bound_of_the_float64_model(regression,
+                                                                          monkeypatch):
+    """With the pivot test off, a mixed answer 1.8 tol from the float64 model's (within
+    MIXED_ACCEPT tol): auto keeps it, without a warning, and predicts as double does to
+    within that model difference."""
     X, y, _, _ = regression
     monkeypatch.setattr(falkon_module, "MIXED_MIN_PIVOT", 0.0)
     monkeypatch.setattr(falkon_module, "MIXED_MIN_CENTRES", 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0)
+    trace = model.solver_trace_
+    assert trace.precision == "mixed" and trace.converged
+    assert 1e-3 < trace.float64_model_residual <= falkon_module.MIXED_ACCEPT * 1e-3
+    double = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0,
+                               precision="double")
+    scale = np.abs(double.predict(X[:50])).max()
+    assert np.abs(model.predict(X[:50]) - double.predict(X[:50])).max() <= 1e-2 * scale
+
+
+def test_auto_goes_on_in_double_where_the_mixed_answer_falls_short(regression, monkeypatch):
+    """With the pivot test off and the bound at tol, a mixed answer further than tol from the
+    float64 model's (here 1.8e-3): auto continues in double from it, and the answer meets
+    tol there."""
+    X, y, _, _ = regression
+    monkeypatch.setattr(falkon_module, "MIXED_MIN_PIVOT", 0.0)
+    monkeypatch.setattr(falkon_module, "MIXED_MIN_CENTRES", 100)
+    monkeypatch.setattr(falkon_module, "MIXED_ACCEPT", 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0)

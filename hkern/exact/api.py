@@ -108,8 +108,9 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
     ----------
     X : array_like (n, d)
         A ``numpy.memmap`` (or ``np.load(path, mmap_mode="r")``) is read where it lies, by row
-        blocks (``solver="direct"`` holds the n x n matrix anyway); it is copied once (8 n d bytes) where per-feature lengthscales scale it
-        (X / sigma) or it sits far from the origin (the kernels' centred copy).
+        blocks (``solver="direct"`` holds the n x n matrix anyway); it is copied once
+        (8 n d bytes) where per-feature lengthscales scale it (X / sigma) or it sits far from
+        the origin (the kernels' centred copy).
     y : array_like (n,) or (n, k)
         Targets, or class labels for ``task="classification"`` (one-vs-rest, one solve for all
         classes).

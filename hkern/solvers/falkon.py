@@ -96,13 +96,26 @@ class Float32TooCoarse(np.linalg.LinAlgError):
 
 
 # precision="auto" runs FALKON mixed only when the 1% quantile of W's Cholesky pivots (with
-# the float32 jitter) is at least this many jitters: the float32 factor's regulariser
-# lam (W + jitter I + rounding) is then lam W in all but a few directions.  Measured on the
-# five shared sets (20 000 rows, 2048 centres, sigma a quarter, half and all of the median
-# distance, lam 1e-1 .. 1e-4; doc/solvers.md): every point at or above 100 changed the test
-# RMSE by at most 0.015%; at 11 to 13.5 mixed changed it by up to 0.14% (pol), near 1 by up
-# to 15% (kin40k, sigma at the median distance).
-MIXED_MIN_PIVOT = 100.0
+# the float32 jitter) is at least this many jitters: below it, at least 1% of W's directions
+# sit at float32's jitter and the float32 factor's regulariser lam (W + jitter I + rounding)
+# is another model there.  Measured on the five shared sets (20 000 rows, 2048 centres, sigma
+# a quarter, half and all of the median distance, lam 1e-1 .. 1e-4;
+# results/mixed_precision/falkon_sweep_<set>.json) the quantile falls in two groups: 1.01 to
+# 1.25 jitters, where mixed changed the test RMSE by up to 15% (kin40k) and could need 3 to 10
+# times double's iterations (keggundirected), and 3.9 (kin40k, 8192 centres, sigma 2) to 4e4,
+# where every answer came within MIXED_ACCEPT tol of the float64 model (at most 5.4 tol) and
+# the test RMSE moved by at most 0.25%.  (It was 100 jitters before, which sent kin40k's
+# 8192-centre fit, 0.52 of double's time in mixed, to double.)
+MIXED_MIN_PIVOT = 2.0
+# ... and keeps the mixed answer when its relative residual in the float64 model is at most
+# this many tol (solver_trace_.float64_model_residual), else goes on in double from it.  The
+# answer meets tol in the model it solved, whose regulariser carries float32's jitter; this
+# bounds how far that model's answer may be from the float64 model's.  In the sweep above,
+# answers at up to 5.4 tol moved the test RMSE by at most 0.25% (kin40k, 8192 centres: 3.4
+# tol, RMSE 0.1010 against double's 0.1008), those from 6.3 tol on by 0.05 to 15%; a double
+# continuation from 3.4 tol there took 10 iterations and 5.4 s, which left auto slower than
+# double (16.6 s against 22.2 s for double alone, 11.5 s for mixed).
+MIXED_ACCEPT = 6.0
 # ... and only from this many centres: the 1% quantile then rests on at least ten pivots, and
 # below it a fit takes a fraction of a second in double (kin40k, 20 000 rows, 512 centres:
 # 0.097 s, mixed 0.064 s), where float32's other risks (a stalled recursion, a path that
@@ -412,8 +425,8 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     is further than tol from the float64 model's, whose regulariser has no float32 jitter);
     "auto": mixed where W's pivots clear float32's jitter (MIXED_MIN_PIVOT), with at least
     MIXED_MIN_CENTRES centres and tol at least MIXED_MIN_TOL, continued in double from the
-    mixed answer when that falls short of tol in the float64 model or stalls, else double (a
-    sharded fit runs double).
+    mixed answer when that is further than MIXED_ACCEPT tol from the float64 model or
+    stalls, else double (a sharded fit runs double).
 
     On one MPI rank's shard (hkern.nystrom.sharded): ``sharded`` holds FalkonSystem's
     ``n_total`` and ``sum_over_ranks``, and ``error`` the validation error over every rank's
@@ -448,13 +461,13 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
     if system.mixed:
         gap = system.float64_model_residual(beta, rhs, alpha)
         trace = dataclasses.replace(trace, float64_model_residual=gap)
-        if gap > tol and auto:
+        if gap > MIXED_ACCEPT * tol and auto:
             del system      # the float32 factors are freed before the float64 ones are built
             return _in_double(inputs, Z, alpha, (trace, n_iter), n_threads, sharded,
                               return_beta, run, "mixed, then double", energy)
     for w in caught:        # the mixed answer stands: its warnings too
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if system.mixed and gap > tol and trace.converged:     # (else its residual's warning)
+    if system.mixed and not auto and gap > tol and trace.converged:   # explicit "mixed" 
         warn_user(
             f"fit_nystrom pcg in single precision: its answer's relative residual in the "
             f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
