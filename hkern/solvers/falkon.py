@@ -95,32 +95,35 @@ class Float32TooCoarse(np.linalg.LinAlgError):
     then runs double)."""
 
 
-# precision="auto" runs FALKON mixed only when the 1% quantile of W's Cholesky pivots (with
+# precision="auto" runs FALKON mixed only when the 0.01 quantile of W's Cholesky pivots (with
 # the float32 jitter) is at least this many jitters: below it, at least 1% of W's directions
 # sit at float32's jitter and the float32 factor's regulariser lam (W + jitter I + rounding)
 # is another model there.  Measured on the five shared sets (20 000 rows, 2048 centres, sigma
 # a quarter, half and all of the median distance, lam 1e-1 .. 1e-4;
-# results/mixed_precision/falkon_sweep_<set>.json) the quantile falls in two groups: 1.01 to
-# 1.25 jitters, where mixed changed the test RMSE by up to 15% (kin40k) and could need 3 to 10
-# times double's iterations (keggundirected), and 3.9 (kin40k, 8192 centres, sigma 2) to 4e4,
-# where every answer came within MIXED_ACCEPT tol of the float64 model (at most 5.4 tol) and
-# the test RMSE moved by at most 0.25%.  (It was 100 jitters before, which sent kin40k's
-# 8192-centre fit, 0.52 of double's time in mixed, to double.)
+# results/mixed_precision/falkon_sweep_<set>.json, doc/results/precision.md) the quantile
+# falls in two groups: 1.0 to 1.25 jitters, where mixed changed the test RMSE by up to 15%
+# (kin40k) and could need 3 to 10 times double's iterations (pol, keggundirected), and 3.9
+# (kin40k, 8192 centres, sigma 2) to 4e4, where every answer came within MIXED_ACCEPT tol of
+# the float64 model (at most 5.5 tol) and the test RMSE moved by at most 0.25%.  (At 100
+# jitters, the rule before, kin40k's 8192-centre fit ran double: mixed takes 0.54 of its time.)
 MIXED_MIN_PIVOT = 2.0
-# ... and keeps the mixed answer when its relative residual in the float64 model is at most
-# this many tol (solver_trace_.float64_model_residual), else goes on in double from it.  The
-# answer meets tol in the model it solved, whose regulariser carries float32's jitter; this
-# bounds how far that model's answer may be from the float64 model's.  In the sweep above,
-# answers at up to 5.4 tol moved the test RMSE by at most 0.25% (kin40k, 8192 centres: 3.4
-# tol, RMSE 0.1010 against double's 0.1008), those from 6.3 tol on by 0.05 to 15%; a double
-# continuation from 3.4 tol there took 10 iterations and 5.4 s, which left auto slower than
-# double (16.6 s against 22.2 s for double alone, 11.5 s for mixed).
-MIXED_ACCEPT = 6.0
-# ... and only from this many centres: the 1% quantile then rests on at least ten pivots, and
+# ... and only from this many centres: the quantile then rests on at least ten pivots, and
 # below it a fit takes a fraction of a second in double (kin40k, 20 000 rows, 512 centres:
 # 0.097 s, mixed 0.064 s), where float32's other risks (a stalled recursion, a path that
 # differs from double's by rounding) buy nothing worth having.
 MIXED_MIN_CENTRES = 1024
+# auto keeps the mixed answer when its relative residual in the float64 model is at most this
+# many tol (solver_trace_.float64_model_residual), else goes on in double from it.  The answer
+# meets tol in the model it solved, whose regulariser carries float32's jitter; this bounds how
+# far that model's answer may be from the float64 model's.  In the sweep, answers at up to 5.5
+# tol moved the test RMSE by at most 0.14% (kin40k with 8192 centres: 3.4 tol, RMSE 0.1010
+# against double's 0.1008); at the points with pivots below 2 jitters mixed answers came
+# 0.9 to 105 tol from it, with RMSE changes up to 15% (keggundirected's within 2 tol and
+# 0.14%, but with up to ten times double's iterations: the screen is for time there).
+# Reaching tol in the float64 model from the mixed answer instead (CG on that model,
+# preconditioned by the float32 factors) took 10 more iterations on kin40k: 16.6 s in all,
+# 0.75 of double's 22.2 s, against 11.5 s for the mixed answer.
+MIXED_ACCEPT = 6.0
 
 
 def _fine_for_float32(t_diag, jitter):
@@ -467,7 +470,7 @@ def solve_falkon(inputs, Z, *, landmarks, tol, max_iter, validation, verbose, n_
                               return_beta, run, "mixed, then double", energy)
     for w in caught:        # the mixed answer stands: its warnings too
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if system.mixed and not auto and gap > tol and trace.converged:   # explicit "mixed" 
+    if system.mixed and not auto and gap > tol and trace.converged:   # explicit "mixed"
         warn_user(
             f"fit_nystrom pcg in single precision: its answer's relative residual in the "
             f"float64 model is {gap:.3g} > tol={tol:g} (the float32 factors regularise with "
