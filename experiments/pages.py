@@ -291,10 +291,32 @@ def growth():
             + "".join(f"    {c}" + NL for c in commands) + NL + NL.join(out))
 
 
+def growth_memory_mapped():
+    """The fits of a memory-mapped X: seconds, anonymous and whole resident peaks, RMSE."""
+    record = json.loads((RESULTS / "growth.json").read_text())
+    rows = []
+    for r in record["records"]:
+        if not r.get("memmap"):
+            continue
+        if r["status"] != "ok":
+            rows.append([r["method"], _spaced(r["n"]), r["status"].split(":")[0], "", "", ""])
+            continue
+        rows.append([r["method"], _spaced(r["n"]), f"{r['seconds']:.0f}",
+                     f"{r['peak_anonymous_bytes'] / 2**30:.2f}",
+                     f"{r['peak_bytes'] / 2**30:.2f}", f"{r['test_rmse']:.4f}"])
+    return ("X memory-mapped from disk (`--mmap`): the fit's peak anonymous memory (RssAnon: "
+            "what the fit" + NL + "allocates) and its peak resident set (which also counts "
+            "the pages of X read into the" + NL + "page cache), above the process's own "
+            "before the fit:" + NL + NL
+            + _table(["method", "n", "seconds", "peak anonymous GiB", "peak resident GiB",
+                      "test RMSE"], rows))
+
+
 RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
                                      float32_inputs, pcg_std, falkon_precision_kin40k,
                                      falkon_precision_defaults, falkon_precision_sweep,
-                                     falkon_precision_screen, growth)}
+                                     falkon_precision_screen, growth,
+                                     growth_memory_mapped)}
 
 
 def blocks(text):
