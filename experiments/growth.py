@@ -243,17 +243,6 @@ def main():
         page()
 
 
-def exponents(records, method, call, d, field):
-    """Least-squares slope of log(field) against log(n) over the method's runs from 10^4."""
-    pts = sorted((r["n"], r[field]) for r in records if r["method"] == method and
-                 r["call"] == call and r["d"] == d and r["status"] == "ok" and r["n"] >= 10**4
-                 and not r.get("memmap") and r.get(field))
-    if len(pts) < 2:
-        return None
-    x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
-    return float(np.polyfit(x, y, 1)[0])
-
-
 def curves(records, d, call, field):
     """{method: (n, values)} of the runs that finished, in memory (not memory-mapped)."""
     out = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -248,7 +249,7 @@ def _growth_cell(r):
 
 
 def _slope(points):
-    import math
+    """Least-squares slope of log(value) against log(n) over (n, value) points."""
     if len(points) < 2:
         return None
     xs = [math.log(p[0]) for p in points]

@@ -271,44 +271,45 @@ def test_auto_runs_double_where_the_pivots_do_not(regression, monkeypatch):
     assert model.solver_trace_.float64_model_residual is None
 
 
+def _auto_without_the_screen(regression, monkeypatch, accept=None):
+    """fit_nystrom's auto precision with the pivot test off (200 centres, sigma 1, lam 1e-3,
+    no ConvergenceWarning allowed) and, with ``accept``, MIXED_ACCEPT set to it; returns the
+    model and how far its predictions are from the double fit's, over their scale."""
+    X, y, _, _ = regression
+    monkeypatch.setattr(falkon_module, "MIXED_MIN_PIVOT", 0.0)
+    monkeypatch.setattr(falkon_module, "MIXED_MIN_CENTRES", 100)
+    if accept is not None:
+        monkeypatch.setattr(falkon_module, "MIXED_ACCEPT", accept)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0)
+    double = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0,
+                               precision="double")
+    scale = np.abs(double.predict(X[:50])).max()
+    return model, np.abs(model.predict(X[:50]) - double.predict(X[:50])).max() / scale
+
+
 def test_auto_keeps_a_mixed_answer_within_its_bound_of_the_float64_model(regression,
                                                                           monkeypatch):
     """With the pivot test off, a mixed answer 1.8 tol from the float64 model's (within
     MIXED_ACCEPT tol): auto keeps it, without a warning, and predicts as double does to
     within that model difference."""
-    X, y, _, _ = regression
-    monkeypatch.setattr(falkon_module, "MIXED_MIN_PIVOT", 0.0)
-    monkeypatch.setattr(falkon_module, "MIXED_MIN_CENTRES", 100)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        model = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0)
+    model, gap = _auto_without_the_screen(regression, monkeypatch)
     trace = model.solver_trace_
     assert trace.precision == "mixed" and trace.converged
     assert 1e-3 < trace.float64_model_residual <= falkon_module.MIXED_ACCEPT * 1e-3
-    double = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0,
-                               precision="double")
-    scale = np.abs(double.predict(X[:50])).max()
-    assert np.abs(model.predict(X[:50]) - double.predict(X[:50])).max() <= 1e-2 * scale
+    assert gap <= 1e-2
 
 
 def test_auto_goes_on_in_double_where_the_mixed_answer_falls_short(regression, monkeypatch):
     """With the pivot test off and the bound at tol, a mixed answer further than tol from the
     float64 model's (here 1.8e-3): auto continues in double from it, and the answer meets
     tol there."""
-    X, y, _, _ = regression
-    monkeypatch.setattr(falkon_module, "MIXED_MIN_PIVOT", 0.0)
-    monkeypatch.setattr(falkon_module, "MIXED_MIN_CENTRES", 100)
-    monkeypatch.setattr(falkon_module, "MIXED_ACCEPT", 1.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        model = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0)
+    model, gap = _auto_without_the_screen(regression, monkeypatch, accept=1.0)
     trace = model.solver_trace_
     assert trace.precision == "mixed, then double" and trace.converged
     assert trace.true_residual[0] <= 1e-3 and trace.jitter < 1e-10     # the float64 factors
-    double = hkern.fit_nystrom(X, y, 200, solver="pcg", sigma=1.0, lam=1e-3, seed=0,
-                               precision="double")
-    scale = np.abs(double.predict(X[:50])).max()
-    assert np.abs(model.predict(X[:50]) - double.predict(X[:50])).max() <= 1e-2 * scale
+    assert gap <= 1e-2
 
 
 @pytest.mark.parametrize("call, match", [
