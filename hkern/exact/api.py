@@ -7,6 +7,7 @@ from .._memory import check_memory, resolve_max_memory
 from .._model import prepare_fit
 from .._parameters import check_parameter, choices_of
 from .._probabilities import calibrates_probabilities
+from .._sharded import runs_on_shards
 from .._targets import encode_targets
 from .._threads import budget_threads, budgeted
 from .._validation import check_array, check_solver
@@ -16,6 +17,7 @@ from ..solvers.exact_pcg import default_rank, solve_pcg
 from ..solvers.preconditioners import preconditioner_kind
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .model import ExactKRR, _system_factor, unit_solve
+from .sharded import fit_exact_sharded
 
 __all__ = ["fit_exact", "SOLVERS"]
 
@@ -94,13 +96,14 @@ def _selection_problem(arguments):
                            preconditioner=preconditioner_kind(a["preconditioner"]))
 
 
+@runs_on_shards("fit_exact", fit_exact_sharded)
 @calibrates_probabilities
 @selects_hyperparameters("likelihood", iterative=_selection_problem)
 @budgeted
 def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
               tol=1e-3, max_iter=1000, validation=None, verbose=False, precision="auto",
-              max_memory=None):
+              max_memory=None, comm=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
 
@@ -183,6 +186,15 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
         wherever the mixed solve stops short of ``tol`` before ``max_iter`` (``max_iter`` iterations
         each; ``solver_trace_.precision`` says which ran).
         ``solver="direct"`` is float64 only (``"mixed"`` is refused with it).
+    comm : mpi4py communicator or None
+        Fit on data sharded over the ranks of ``comm``: every rank passes its own rows of X
+        and y (the data set is their concatenation in rank order), numbers for ``sigma`` and
+        ``lam``, and the same other arguments.  Runs PCG (``solver`` "pcg" or "auto") with
+        the block-RPCholesky preconditioner built on the shards, in any ``precision``; no rank
+        holds all of X during the fit (X passes a block of columns at a time), and the result
+        is bit for bit that of ``solver="pcg"`` on the concatenated data in one process, for
+        any number of ranks and shard sizes (:mod:`hkern.exact.sharded`).  Every rank gets
+        the whole model.  An error on one rank ends the fit on every rank.
 
     Returns
     -------

@@ -158,6 +158,12 @@ def _kernel_matrix_trusted(kind, sigma, X, Y, n_threads, out=None):
     if given: a loop that rebuilds the matrix reuses its memory instead of faulting in fresh
     pages each time."""
     X, Y = _centred_for_accuracy(kind, X, Y)
+    return _kernel_matrix_raw(kind, sigma, X, Y, n_threads, out)
+
+
+def _kernel_matrix_raw(kind, sigma, X, Y, n_threads, out=None):
+    """:func:`_kernel_matrix_trusted` of inputs already shifted as the caller wants (no shift
+    of its own: a caller computing K a block of columns at a time shifts them all alike)."""
     if out is None:
         out = np.empty((X.shape[0], Y.shape[0]), dtype=X.dtype)
     # Tiles call single-threaded BLAS from OpenMP threads: BLAS and OpenMP must not multiply.
@@ -332,6 +338,12 @@ def _kernel_matvec_trusted(kind, sigma, X, Y, B, n_threads):
     both (the float32 engine's sums are double; the caller rounds them if it wants float32).
     """
     X, Y = _centred_for_accuracy(kind, X, Y)
+    return _kernel_matvec_raw(kind, sigma, X, Y, B, n_threads)
+
+
+def _kernel_matvec_raw(kind, sigma, X, Y, B, n_threads):
+    """:func:`_kernel_matvec_trusted` of inputs already shifted as the caller wants (no shift
+    of its own: a caller summing K B over blocks of columns shifts them all alike)."""
     m, n = X.shape[0], Y.shape[0]
     out = np.empty((m,) + B.shape[1:])
     B2 = np.ascontiguousarray(B.reshape(n, -1))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
+from .._row_span import RowSpan
 
 __all__ = ["BLOCK", "block_rpcholesky"]
 
@@ -52,7 +53,8 @@ def _accept(H, stop, room, rng):
 
 
 def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
-                     keep_columns=True, trace_stop=0.0, dtype=np.float64, trace_stop_after=0):
+                     keep_columns=True, trace_stop=0.0, dtype=np.float64, trace_stop_after=0,
+                     span=None):
     """Pivots and factor of accelerated RPCholesky (module docstring).
 
     Parameters
@@ -81,6 +83,12 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
         F's precision.  float32 halves its memory and runs the n x k updates in single
         precision (a mixed-precision preconditioner); the pivots' residuals, the b x b blocks
         and the triangular solves stay float64.
+    span : hkern._row_span.RowSpan, optional
+        The rows held here (all n by default): ``diag`` and ``columns`` give those rows
+        only, F is returned on them, and the factor's updates run a segment of rows at a time
+        (hkern._row_span), so that MPI ranks holding runs of segments
+        (fit_exact(solver="pcg", comm=...)) draw the same pivots and hold the same bits as
+        one process.
 
     Returns
     -------
@@ -93,36 +101,38 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     C : ndarray (n, k) or None
         G(:, indices), if kept; Fortran-ordered too.
     """
-    n = diag.shape[0]
+    span = RowSpan(diag.shape[0]) if span is None else span
+    n, n_local = span.n, diag.shape[0]
     d = diag.astype(np.float64, copy=True)
     if np.dtype(dtype) == np.float32 and n:
         # A float32 factor's residual diagonal is known to about k float32 roundings of the
         # diagonal; a pivot accepted below that divides rounding by its square root, and
         # K - F F^T grew to 1e-3 on duplicated rows (200 distinct points, 10 times each).
-        stop = max(stop, FLOAT32_PIVOT_FLOOR * float(diag.max()))
+        stop = max(stop, FLOAT32_PIVOT_FLOOR * float(span.all_entries(diag).max()))
     # F and C are stored transposed, a column of each in a contiguous row, and returned as
     # views (n, k) of their first k rows: a factor that stops early (the adaptive
     # preconditioner: keggundirected 1139 or 2143 of 3000 columns) then needs no copy, and the
     # rows never filled are never touched (memory is slow to touch for the first time here:
     # the copy of the filled columns and the n x 3000 array cost 2.4 s of a 4 s factor).
-    Ft = np.empty((n_columns, n), dtype=dtype)
-    Ct = np.empty((n_columns, n)) if keep_columns else None
+    Ft = np.empty((n_columns, n_local), dtype=dtype)
+    Ct = np.empty((n_columns, n_local)) if keep_columns else None
     # Each block's n x b columns, and their product with F, in the same memory every block:
     # fresh arrays each time faulted in 3 n b doubles a block (keggundirected, n = 57 248: a
     # third of a 2.4 s factor).
-    column_work = np.empty(n * BLOCK)
-    product_work = np.empty(n * BLOCK, dtype=dtype)
+    column_work = np.empty(n_local * BLOCK)
+    product_work = np.empty(n_local * BLOCK, dtype=dtype)
     indices, scores = [], []
     k = 0
     while k < n_columns:
-        total = d.sum()
-        if not d.max() > stop or not total > 0 or (total <= trace_stop
-                                                    and k >= trace_stop_after):
+        d_all = span.all_entries(d)
+        total = d_all.sum()
+        if not d_all.max() > stop or not total > 0 or (total <= trace_stop
+                                                        and k >= trace_stop_after):
             break
-        candidates = rng.choice(n, size=BLOCK, p=d / total)
+        candidates = rng.choice(n, size=BLOCK, p=d_all / total)
         H = block_of(candidates)
         if k:
-            Fc = np.ascontiguousarray(Ft[:k, candidates])
+            Fc = np.ascontiguousarray(span.columns_at(Ft[:k], candidates))
             H -= _linalg.matmul(Fc, Fc, trans_a=True, n_threads=n_threads)   # F's precision
         at, block_scores, L = _accept(H, stop, n_columns - k, rng)
         if at.size == 0:
@@ -134,23 +144,30 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
             # blocks of 2000); the factor has all the columns its precision resolves.
             break
         chosen = candidates[at]
-        G_T = columns(chosen, column_work[:n * at.size].reshape(n, at.size))
+        b = at.size
+        G_T = columns(chosen, column_work[:n_local * b].reshape(n_local, b))
         if Ct is not None:
-            Ct[k:k + at.size] = G_T.T
+            Ct[k:k + b] = G_T.T
         if k:
-            G_T -= _linalg.matmul(Ft[:k], np.ascontiguousarray(Ft[:k, chosen]), trans_a=True,
-                                  n_threads=n_threads,
-                                  out=product_work[:n * at.size].reshape(n, at.size))
-        # F's new columns G_T L^{-T}: the right solve X L^T = G_T, in place.
-        new = _linalg.solve_triangular(L, G_T, lower=True, trans=True, left=False,
-                                       n_threads=n_threads, overwrite_b=True)
-        Ft[k:k + at.size] = new.T
-        d -= np.einsum("ij,ij->i", new, new)
+            Fk = np.ascontiguousarray(span.columns_at(Ft[:k], chosen))
+        # F's new columns (G_T - F F(T, :)^T) L^{-T} (the right solve X L^T = G_T in place),
+        # a segment of rows at a time.
+        for a, e in span.segments:
+            rows = span.local(a, e)
+            if k:
+                G_T[rows] -= _linalg.matmul(
+                    Ft[:k, rows], Fk, trans_a=True, n_threads=n_threads,
+                    out=product_work[:(e - a) * b].reshape(e - a, b))
+            G_T[rows] = _linalg.solve_triangular(L, G_T[rows], lower=True, trans=True,
+                                                 left=False, n_threads=n_threads)
+        Ft[k:k + b] = G_T.T
+        d -= np.einsum("ij,ij->i", G_T, G_T)
         np.maximum(d, 0.0, out=d)
-        d[chosen] = 0.0         # exactly interpolated: never drawn again
+        mine = chosen[(chosen >= span.lo) & (chosen < span.hi)]
+        d[mine - span.lo] = 0.0         # exactly interpolated: never drawn again
         indices.extend(int(i) for i in chosen)
         scores.extend(block_scores)
-        k += at.size
+        k += b
     F = Ft[:k].T
     C = None if Ct is None else Ct[:k].T
     return np.asarray(indices, dtype=np.intp), np.asarray(scores), F, C

@@ -42,7 +42,7 @@ from ..kernels._api import _kernel_matrix_trusted, _matvec_bytes
 from ..oasis.api import nystrom_factor
 from ..oasis.block_rpcholesky import BLOCK
 from .cg import ConvergenceWarning
-from .operators import KernelSystem
+from .operators import KernelSystem, SerialRows
 from .preconditioners import (
     NystromPreconditioner,
     PreconditionerKind,
@@ -138,7 +138,8 @@ def pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision="doubl
 
 def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, verbose,
               max_memory, n_threads, x0=None, apply_m=None, error=None,
-              preconditioner_seconds=0.0, adaptive=False, precision="double", recheck=True):
+              preconditioner_seconds=0.0, adaptive=False, precision="double", recheck=True,
+              rows=None, build=None):
     """(alpha, SolverTrace, iterations) for (K + lam I) alpha = Y (module docstring); the
     arguments are checked, ``preconditioner`` a
     :class:`~hkern.solvers.preconditioners.PreconditionerKind`.
@@ -153,28 +154,35 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     ``precision``: "double", "mixed" or "auto" (module docstring).  ``recheck=False``: no
     true residual at the end (:func:`hkern.solvers.block_pcg`), and in mixed precision no
     float64 operator at all, for a selection's hold-out candidates (ranked by their hold-out
-    error; keggundirected: 4 products of 2.5 s in a 68 s selection)."""
+    error; keggundirected: 4 products of 2.5 s in a 68 s selection).
+    ``rows``: where the rows of X live (:class:`~hkern.solvers.operators.SerialRows` of
+    inputs.X by default; a rank's share on MPI, whose inputs.X are its rows and inputs.Y all
+    n); ``build(precision)``: the preconditioner (default :func:`preconditioner_for` of
+    these arguments)."""
+    if build is None:
+        def build(precision):
+            return preconditioner_for(inputs, preconditioner, rank, seed=seed,
+                                      n_threads=n_threads, max_memory=max_memory,
+                                      adaptive=adaptive, precision=precision)
     if precision == "auto":
         return _solve_auto(inputs, preconditioner=preconditioner, rank=rank, tol=tol,
                            max_iter=max_iter, seed=seed, validation=validation, verbose=verbose,
                            max_memory=max_memory, n_threads=n_threads, x0=x0, apply_m=apply_m,
                            error=error, preconditioner_seconds=preconditioner_seconds,
-                           adaptive=adaptive, recheck=recheck)
+                           adaptive=adaptive, recheck=recheck, rows=rows, build=build)
     X, Y = inputs.X, inputs.Y
     mixed = precision == "mixed"
     stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads,
-                            precision)
+                            precision, rows=rows)
     t0 = time.perf_counter()
     if apply_m is None:
-        apply_m = preconditioner_for(inputs, preconditioner, rank, seed=seed,
-                                     n_threads=n_threads, max_memory=max_memory,
-                                     adaptive=adaptive, precision=precision)
+        apply_m = build(precision)
     pre_seconds = time.perf_counter() - t0 + preconditioner_seconds
-    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.float32_X() if mixed else X,
-                           inputs.lam, stored=stored, n_threads=n_threads)
+    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
+                           n_threads=n_threads, single=mixed, rows=rows)
     # Mixed precision: the float64 operator for the starts' and the final residuals.
     exact_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=False,
-                           n_threads=n_threads) if mixed and recheck else None
+                           n_threads=n_threads, rows=rows) if mixed and recheck else None
     if listening(verbose):
         report(f"[fit_exact pcg] {preconditioner.name} preconditioner of rank {apply_m.rank} "
                f"in {pre_seconds:.1f} s; kernel matrix {'stored' if stored else 'recomputed'}"
@@ -212,15 +220,16 @@ MIXED_MIN_TOL = 1e-5
 _REACH_ROWS = 2000
 
 
-def float32_reach(inputs, n_threads):
+def float32_reach(inputs, n_threads, rows=None):
     """eps32 lambda_max(K) / lam, estimated from a fixed subsample of m rows as
     (n / m) lambda_max(K_m) (a smooth kernel's top eigenvalue grows with the rows): how far
     float32's rounding of K reaches against the ridge, which sets the relative error of the
-    mixed operator and preconditioner in K's leading directions."""
-    n = inputs.X.shape[0]
+    mixed operator and preconditioner in K's leading directions.  ``rows``: where the rows
+    live (solve_pcg)."""
+    rows = SerialRows(inputs.X) if rows is None else rows
+    n = rows.span.n
     m = min(n, _REACH_ROWS)
-    rows = np.sort(np.random.default_rng(0).permutation(n)[:m])
-    Xs = np.ascontiguousarray(inputs.X[rows])
+    Xs = rows.rows_at(np.sort(np.random.default_rng(0).permutation(n)[:m]))
     Ks = _kernel_matrix_trusted(inputs.kind, inputs.bandwidth, Xs, Xs, n_threads)
     v = np.ones(m) / np.sqrt(m)              # K has positive entries: ones is near the top
     top = 0.0
@@ -231,11 +240,11 @@ def float32_reach(inputs, n_threads):
     return float(np.finfo(np.float32).eps) * (n / m) * top / inputs.lam
 
 
-def auto_precision(inputs, tol, n_threads):
+def auto_precision(inputs, tol, n_threads, rows=None):
     """What precision="auto" starts with: "mixed" where float32 is safe (tol at least
     MIXED_MIN_TOL and float32_reach at most MIXED_MAX_REACH), "double" elsewhere."""
     return "mixed" if tol >= MIXED_MIN_TOL and \
-        float32_reach(inputs, n_threads) <= MIXED_MAX_REACH else "double"
+        float32_reach(inputs, n_threads, rows) <= MIXED_MAX_REACH else "double"
 
 
 def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **arguments):
@@ -246,18 +255,16 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
     solve builds its own float64 preconditioner: where float32 falls short, so may a float32
     factor.  Beyond MIXED_MAX_REACH, or below MIXED_MIN_TOL, double precision from the
     start."""
-    if auto_precision(inputs, arguments["tol"], arguments["n_threads"]) == "double":
+    if auto_precision(inputs, arguments["tol"], arguments["n_threads"],
+                      arguments["rows"]) == "double":
         return solve_pcg(inputs, max_iter=max_iter, apply_m=apply_m, precision="double",
                          preconditioner_seconds=preconditioner_seconds, **arguments)
     # The memory plan is checked before the factor is built, as solve_pcg checks it.
     kernel_storage(inputs, inputs.Y.shape[1], arguments["rank"], arguments["preconditioner"],
-                   arguments["max_memory"], arguments["n_threads"], "mixed")
+                   arguments["max_memory"], arguments["n_threads"], "mixed", rows=arguments["rows"])
     t0 = time.perf_counter()
     if apply_m is None:
-        apply_m = preconditioner_for(inputs, arguments["preconditioner"], arguments["rank"],
-                                     seed=arguments["seed"], n_threads=arguments["n_threads"],
-                                     max_memory=arguments["max_memory"],
-                                     adaptive=arguments["adaptive"], precision="mixed")
+        apply_m = arguments["build"]("mixed")
     preconditioner_seconds += time.perf_counter() - t0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -291,15 +298,21 @@ def _solve_auto(inputs, *, max_iter, apply_m, preconditioner_seconds, **argument
     return alpha, joined_trace(trace, then), n_iter + more
 
 
-def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, precision="double"):
+def kernel_storage(inputs, k, rank, preconditioner, max_memory, n_threads, precision="double",
+                   rows=None):
     """Whether PCG with k right-hand sides stores K (up to STORED_KERNEL_MAX_BYTES, when it
     fits: each product is then a GEMM instead of n^2 kernel evaluations), after checking that
-    the solve fits max_memory."""
+    the solve fits max_memory.  ``rows``: where the rows live (solve_pcg); on MPI ranks K is
+    stored where the serial fit of all the rows stores it (so that both take the same path),
+    and only when every rank agrees."""
     n, d = inputs.X.shape
+    n_all = n if rows is None else rows.span.n
     itemsize = 4 if precision == "mixed" else 8
-    stored = itemsize * n * n <= STORED_KERNEL_MAX_BYTES and pcg_bytes(
-        n, d, k, rank, True, n_threads, preconditioner, precision) + inputs.scaled_bytes \
+    stored = itemsize * n_all * n_all <= STORED_KERNEL_MAX_BYTES and pcg_bytes(
+        n_all, d, k, rank, True, n_threads, preconditioner, precision) + inputs.scaled_bytes \
         <= resolve_max_memory(max_memory)
+    if rows is not None:
+        stored = rows.all_agree(stored)
     check_memory(pcg_bytes(n, d, k, rank, stored, n_threads, preconditioner, precision)
                  + inputs.scaled_bytes, max_memory,
                  what=f"fit_exact(solver='pcg') with n={n} and a rank-{rank} preconditioner",

@@ -30,6 +30,7 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 
 from .. import _linalg
+from .._row_span import RowSpan
 from .operators import single_times
 
 __all__ = ["IdentityPreconditioner", "LikelihoodPreconditioner", "NystromPreconditioner",
@@ -159,6 +160,12 @@ class NystromPreconditioner:
     gram : ndarray (k, k), optional
         F^T F in float64, when already known (:meth:`with_lam`, an extended factor); it is
         kept as the attribute ``gram``.
+    span : hkern._row_span.RowSpan, optional
+        The rows F holds (all n by default; on MPI ranks, this rank's run of segments of a
+        factor whose other rows the other ranks hold).  Every product with F is made a
+        segment at a time and its sums over rows added in global segment order, so that
+        the same factor gives the same bits on any number of ranks.  R stays whole: every
+        rank applies M^{-1} to all n rows.
 
     Examples
     --------
@@ -171,16 +178,17 @@ class NystromPreconditioner:
     True
     """
 
-    def __init__(self, F, lam, n_threads=1, pivots=None, gram=None):
+    def __init__(self, F, lam, n_threads=1, pivots=None, gram=None, span=None):
         single = isinstance(F, np.ndarray) and F.dtype == np.float32
         self.F = _linalg.in_place(F, np.float32 if single else np.float64)
         self.lam = float(lam)
         self.n_threads = n_threads
         self.pivots = pivots
+        self.span = RowSpan(self.F.shape[0]) if span is None else span
         k = self.F.shape[1]
         # F^T F costs n k^2 flops (3.2e11 at kin40k's n = 36 000 and rank 3000), S's factor
         # k^3 / 3: the gram is kept for another lam or more rows.
-        self.gram = float64_gram(self.F, n_threads) if gram is None else gram
+        self.gram = segment_gram(self.F, self.span, n_threads) if gram is None else gram
         S = self.gram.copy()
         S.flat[:: k + 1] += self.lam
         self._factor = _linalg.cholesky(S, overwrite=True, n_threads=n_threads)
@@ -193,18 +201,29 @@ class NystromPreconditioner:
         """The preconditioner of the same factor for another ridge ``lam`` (F shared, not
         copied)."""
         return NystromPreconditioner(self.F, lam, self.n_threads, pivots=self.pivots,
-                                     gram=self.gram)
+                                     gram=self.gram, span=self.span)
 
-    def _times(self, V, trans=False, alpha=1.0):
-        if self.F.dtype == np.float32:
-            return single_times(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
-        return _linalg.matmul(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+    def _times(self, V, trans=False, alpha=1.0, F=None):
+        F = self.F if F is None else F
+        if F.dtype == np.float32:
+            return single_times(F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+        return _linalg.matmul(F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
 
     def __call__(self, R):
         """M^{-1} R for R of shape (n, j)."""
-        T = self._times(R, trans=True)
+        span, F = self.span, self.F
+        R = np.ascontiguousarray(R)
+        # F^T R: each segment's product, summed in segment order (hkern._row_span).
+        T = span.fold(self._times(R[a:b], trans=True, F=F[span.local(a, b)])
+                      for a, b in span.segments)
+        if T is None:                   # no rows at all
+            T = np.zeros((F.shape[1], R.shape[1]))
         T = _linalg.cho_solve(self._factor, T, n_threads=self.n_threads)
-        out = self._times(T, alpha=-1.0)
+        local = np.empty((F.shape[0], R.shape[1]))
+        for a, b in span.segments:
+            rows = span.local(a, b)
+            local[rows] = self._times(T, alpha=-1.0, F=F[rows])
+        out = span.all_rows(local)
         out += R
         out /= self.lam
         return out
@@ -232,6 +251,20 @@ class NystromPreconditioner:
 # Rows of F converted to float64 at a time when S = F^T F of a float32 F is formed (16 MB of
 # float64 at 1000 columns).
 _GRAM_ROWS = 2048
+
+
+def segment_gram(F, span, n_threads):
+    """F^T F in float64 of the rows ``span`` holds of a factor spread over a
+    :class:`~hkern._row_span.RowSpan`: each segment's Gram added in place, in global
+    segment order (a float32 F converted a segment at a time, as in float64_gram)."""
+    k = F.shape[1]
+
+    def step(S, a, b):
+        part = F[span.local(a, b)]
+        if part.dtype != np.float64:
+            part = part.astype(np.float64)
+        return _linalg.gram(part, trans=True, n_threads=n_threads, out=S)
+    return span.chain(np.zeros((k, k)), step)
 
 
 def float64_gram(F, n_threads):
