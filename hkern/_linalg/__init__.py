@@ -6,6 +6,8 @@
 - ``tiled``: deterministic parallel level 3 and Cholesky on a fixed tile grid (bitwise the same
   for any thread count, polled for Ctrl-C).
 - ``mixed``: the mixed-precision triangular solve (a float32 triangle, double arithmetic).
+- ``segments``: products over a tall matrix's rows a fixed segment at a time, threads over the
+  segments (the exact PCG fit's, bitwise the same on MPI shards: hkern._row_span).
 - ``api``: the NumPy entry points below, which the Python layer calls.
 
 Other Cython code cimports the nogil core from ``hkern._linalg`` (``__init__.pxd``; see

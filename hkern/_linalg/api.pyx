@@ -175,8 +175,9 @@ def matvec(A, x, bint trans=False, double alpha=1.0):
 
 
 cdef int _gram_into(bint trans, double alpha, size_t a, int lda, int k, floating[:, ::1] c,
-                    int n_threads, double beta=0.0) except -1:
-    """c = alpha op(A) op(A)^T + beta c for A at address a (row stride lda) of c's precision."""
+                    int n_threads, double beta=0.0, bint mirror=True) except -1:
+    """c = alpha op(A) op(A)^T + beta c for A at address a (row stride lda) of c's precision
+    (its lower triangle only without ``mirror``)."""
     cdef int n = c.shape[0]
     cdef Interrupt it
     interrupt_init(&it)
@@ -186,18 +187,21 @@ cdef int _gram_into(bint trans, double alpha, size_t a, int lda, int k, floating
                        &it)
         if it.raised:
             reraise()
-        with nogil:
-            mirror_triangle(n, &c[0, 0], n, True)
+        if mirror:
+            with nogil:
+                mirror_triangle(n, &c[0, 0], n, True)
     return 0
 
 
-def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None):
+def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None, bint mirror=True):
     """alpha * op(A) op(A)^T through tiled syrk/gemm, returned as a full symmetric matrix (in
     single precision when A is float32).  A may be a view with contiguous rows (a block of
     columns ``F[:, :k]``) or columns (Fortran order), read in place.
 
     ``out``: a symmetric C-contiguous array of the result's shape and A's dtype, to which the
     product is added (a Gram matrix summed over blocks of rows without a temporary).
+    ``mirror=False``: only the lower triangle is computed and added (a sum over many blocks
+    mirrors once at its end, :func:`symmetrize`).
     """
     dtype = precision(A)
     A, lda, trans = _operand(A, dtype, trans)
@@ -211,9 +215,9 @@ def gram(A, bint trans=False, double alpha=1.0, int n_threads=1, out=None):
         raise ValueError(f"gram: out must be a C-contiguous {dtype} array of shape {(n, n)}")
     if n > 0 and k > 0:
         if dtype == np.float32:
-            _gram_into[float](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta)
+            _gram_into[float](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta, mirror)
         else:
-            _gram_into[double](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta)
+            _gram_into[double](trans, alpha, A.ctypes.data, lda, k, out, n_threads, beta, mirror)
     return out
 
 

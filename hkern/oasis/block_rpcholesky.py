@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._row_span import RowSpan
+from .._linalg.segments import update_factor_rows
+from .._row_span import SEGMENT_ROWS, RowSpan
 
 __all__ = ["BLOCK", "block_rpcholesky"]
 
@@ -116,11 +117,10 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
     # the copy of the filled columns and the n x 3000 array cost 2.4 s of a 4 s factor).
     Ft = np.empty((n_columns, n_local), dtype=dtype)
     Ct = np.empty((n_columns, n_local)) if keep_columns else None
-    # Each block's n x b columns, and their product with F, in the same memory every block:
-    # fresh arrays each time faulted in 3 n b doubles a block (keggundirected, n = 57 248: a
+    # Each block's n x b columns in the same memory every block: fresh arrays each time
+    # faulted in 3 n b doubles a block (keggundirected, n = 57 248: a
     # third of a 2.4 s factor).
     column_work = np.empty(n_local * BLOCK)
-    product_work = np.empty(n_local * BLOCK, dtype=dtype)
     indices, scores = [], []
     k = 0
     while k < n_columns:
@@ -148,18 +148,9 @@ def block_rpcholesky(columns, block_of, diag, n_columns, stop, rng, n_threads,
         G_T = columns(chosen, column_work[:n_local * b].reshape(n_local, b))
         if Ct is not None:
             Ct[k:k + b] = G_T.T
-        if k:
-            Fk = np.ascontiguousarray(span.columns_at(Ft[:k], chosen))
-        # F's new columns (G_T - F F(T, :)^T) L^{-T} (the right solve X L^T = G_T in place),
-        # a segment of rows at a time.
-        for a, e in span.segments:
-            rows = span.local(a, e)
-            if k:
-                G_T[rows] -= _linalg.matmul(
-                    Ft[:k, rows], Fk, trans_a=True, n_threads=n_threads,
-                    out=product_work[:(e - a) * b].reshape(e - a, b))
-            G_T[rows] = _linalg.solve_triangular(L, G_T[rows], lower=True, trans=True,
-                                                 left=False, n_threads=n_threads)
+        Fk = np.ascontiguousarray(span.columns_at(Ft[:k], chosen))
+        # F's new columns (G_T - F F(T, :)^T) L^{-T}, in place, a segment of rows at a time.
+        update_factor_rows(Ft[:k], Fk, G_T, np.ascontiguousarray(L), SEGMENT_ROWS, n_threads)
         Ft[k:k + b] = G_T.T
         d -= np.einsum("ij,ij->i", G_T, G_T)
         np.maximum(d, 0.0, out=d)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _linalg
-from .._row_span import RowSpan
+from .._linalg.segments import rows_times
+from .._row_span import SEGMENT_ROWS, RowSpan
+from .._threads import blas_threads
 from ..kernels._api import _common_shift, _kernel_matrix_raw, _kernel_matvec_raw, _single_operand
 
 __all__ = ["COLUMN_BLOCK", "KernelSystem", "SerialRows", "single_times"]
@@ -142,12 +144,8 @@ class KernelSystem:
         V = np.ascontiguousarray(V, dtype=np.float64)
         span = self.rows.span
         if self.K is not None:
-            local = np.empty((self.K.shape[0], V.shape[1]))
-            for a, b in span.segments:
-                rows = span.local(a, b)
-                local[rows] = (single_times(self.K[rows], V, n_threads=self.n_threads)
-                               if self.K.dtype == np.float32 else
-                               _linalg.matmul(self.K[rows], V, n_threads=self.n_threads))
+            with blas_threads(1):
+                local = rows_times(self.K, V, 1.0, SEGMENT_ROWS, self.n_threads)
         else:
             local = None
             for a, block in self.rows.column_blocks(self.X):

@@ -30,7 +30,9 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 
 from .. import _linalg
-from .._row_span import RowSpan
+from .._linalg.segments import rows_times, transposed_products
+from .._row_span import SEGMENT_ROWS, RowSpan
+from .._threads import blas_threads
 from .operators import single_times
 
 __all__ = ["IdentityPreconditioner", "LikelihoodPreconditioner", "NystromPreconditioner",
@@ -203,26 +205,23 @@ class NystromPreconditioner:
         return NystromPreconditioner(self.F, lam, self.n_threads, pivots=self.pivots,
                                      gram=self.gram, span=self.span)
 
-    def _times(self, V, trans=False, alpha=1.0, F=None):
-        F = self.F if F is None else F
-        if F.dtype == np.float32:
-            return single_times(F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
-        return _linalg.matmul(F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+    def _times(self, V, trans=False, alpha=1.0):
+        if self.F.dtype == np.float32:
+            return single_times(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
+        return _linalg.matmul(self.F, V, trans_a=trans, alpha=alpha, n_threads=self.n_threads)
 
     def __call__(self, R):
         """M^{-1} R for R of shape (n, j)."""
         span, F = self.span, self.F
-        R = np.ascontiguousarray(R)
-        # F^T R: each segment's product, summed in segment order (hkern._row_span).
-        T = span.fold(self._times(R[a:b], trans=True, F=F[span.local(a, b)])
-                      for a, b in span.segments)
-        if T is None:                   # no rows at all
-            T = np.zeros((F.shape[1], R.shape[1]))
-        T = _linalg.cho_solve(self._factor, T, n_threads=self.n_threads)
-        local = np.empty((F.shape[0], R.shape[1]))
-        for a, b in span.segments:
-            rows = span.local(a, b)
-            local[rows] = self._times(T, alpha=-1.0, F=F[rows])
+        R = np.ascontiguousarray(R, dtype=np.float64)
+        held = np.ascontiguousarray(R[span.lo:span.hi])
+        with blas_threads(1):
+            # F^T R: each segment's product, summed in segment order (hkern._row_span).
+            T = span.fold(transposed_products(F, held, SEGMENT_ROWS, self.n_threads))
+            if T is None:                   # no rows at all
+                T = np.zeros((F.shape[1], R.shape[1]))
+            T = _linalg.cho_solve(self._factor, T, n_threads=self.n_threads)
+            local = rows_times(F, np.ascontiguousarray(T), -1.0, SEGMENT_ROWS, self.n_threads)
         out = span.all_rows(local)
         out += R
         out /= self.lam
@@ -263,8 +262,10 @@ def segment_gram(F, span, n_threads):
         part = F[span.local(a, b)]
         if part.dtype != np.float64:
             part = part.astype(np.float64)
-        return _linalg.gram(part, trans=True, n_threads=n_threads, out=S)
-    return span.chain(np.zeros((k, k)), step)
+        # The lower triangle only, mirrored once at the end (a mirror per segment cost more
+        # than the segment's product: 157 segments of 3000 columns).
+        return _linalg.gram(part, trans=True, n_threads=n_threads, out=S, mirror=False)
+    return _linalg.symmetrize(span.chain(np.zeros((k, k)), step), from_lower=True)
 
 
 def float64_gram(F, n_threads):
