@@ -143,8 +143,14 @@ def target_scale(Y, largest=None, sum_of_squares=None, count=None):
 
 
 def scaled_squares(Y, largest):
-    """The sum of (Y / largest)^2 (0.0 for no entries)."""
-    return float(np.sum(np.square(np.asarray(Y) / largest))) if np.size(Y) else 0.0
+    """The sum of (Y / largest)^2 (0.0 for no entries), correctly rounded: the same bits for
+    any order or split of the entries (:func:`squares_sums` on each shard, added)."""
+    return float(squares_sums(Y, largest).sum()[0]) if np.size(Y) else 0.0
+
+
+def squares_sums(Y, largest):
+    """:class:`ExactSums` of (Y / largest)^2 over all of Y's entries (one column)."""
+    return exact_sums(np.square(np.asarray(Y, dtype=np.float64) / largest).reshape(-1, 1))
 
 
 def on_grid(values, spacing):

@@ -60,6 +60,13 @@ ARGS = {
     "far": dict(shards="ragged", far=True, max_memory=6_500_000),
     "classification": dict(shards="ragged", task="classification"),
     "lengthscales": dict(shards="ragged", sigma=[0.6, 0.9, 1.4]),
+    # The hyperparameter selection (hold-out criterion): over lengthscales (the final fit's
+    # factor rebuilt from the chosen candidate's pivots), over lam alone (the candidate's
+    # factor extended to the held-out rows; float32 with mixed), the default call.
+    "select_ard": dict(shards="ragged", sigma="ard", lam="auto"),
+    "select_lam_mixed": dict(shards="last", lam="auto", precision="mixed"),
+    "select_default": dict(shards="ragged", sigma="ard", lam="auto", r=None, tol=1e-3,
+                           precision="auto"),
 }
 FIT = dict(sigma=0.7, lam=1e-3, seed=3, solver="pcg", r=150, tol=1e-8, n_jobs=1,
            precision="double")
@@ -85,8 +92,20 @@ def ok_case(case):
         model = hkern.fit_exact(X[lo:hi], y[lo:hi], comm=COMM, **args)
         return {"coef": digest(model.dual_coef_), "pred": digest(model.predict(Xt)),
                 "n_iter": int(model.n_iter_), "precision": model.solver_trace_.precision,
-                "stored": bool(model.solver_trace_.stored_kernel)}
+                "stored": bool(model.solver_trace_.stored_kernel),
+                "selection": selection_record(model)}
     return run
+
+
+def selection_record(model):
+    """The selection's candidates (sigma, lam and value of each, as hex) and its choice, or
+    None without a selection."""
+    record = model.selection_
+    if record is None:
+        return None
+    return {"candidates": [[float(v).hex() for v in np.atleast_1d(c.sigma)]
+                           + [float(c.lam).hex(), float(c.value).hex()]
+                           for c in record.candidates], "best": record.best}
 
 
 def error_case(**changes):
@@ -123,8 +142,9 @@ def fault_in_products():
 
 CASES = {case: ok_case(case) for case in ARGS}
 CASES.update({
-    "sigma_selected": error_case(sigma="ard"),
-    "lam_selected": error_case(lam="auto"),
+    "select_classification": error_case(sigma="ard", task="classification",
+                                        y_local=lambda rank, y: np.where(y > 7, "a", "b")),
+    "select_likelihood": error_case(sigma="ard", criterion="likelihood"),
     "direct_refused": error_case(solver="direct"),
     "hck_refused": error_case(preconditioner="hck"),
     "validation_refused": error_case(validation=(np.zeros((3, 3)), np.zeros(3))),

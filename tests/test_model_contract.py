@@ -140,6 +140,7 @@ OTHER_OBJECTS_ASSIGNED = {
     ("hyperparameters/leave_one_out.py", "record"),
     # a selection candidate's state: its factor freed
     ("hyperparameters/exact_pcg_problem.py", "x0"),
+    ("hyperparameters/sharded_exact_problem.py", "x0"),
     ("solvers/falkon.py", "other"),             # a FALKON system copied onto other rows
 }
 

@@ -20,7 +20,12 @@ pytest.importorskip("mpi4py", reason="fits on MPI need the optional extra hkern[
 if MPIEXEC is None:
     pytest.skip("mpiexec not found (install hkern[mpi])", allow_module_level=True)
 
-from mpi_exact_run import ARGS, fit_arguments, problem  # noqa: E402  (imports mpi4py)
+from mpi_exact_run import (  # noqa: E402  (imports mpi4py)
+    ARGS,
+    fit_arguments,
+    problem,
+    selection_record,
+)
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "mpi_exact_run.py")
 TIMEOUT = 300
@@ -28,8 +33,8 @@ PROMPT = 10          # seconds for an error on one rank to end every rank (tests
 
 ERROR_CASES = {
     # case: (exception type, text of the message, the rank named in it or None)
-    "sigma_selected": ("ValueError", "takes numbers for sigma and lam", None),
-    "lam_selected": ("ValueError", "takes numbers for sigma and lam", None),
+    "select_classification": ("ValueError", "selects sigma and lam for regression", None),
+    "select_likelihood": ("ValueError", "pass criterion='auto' or 'holdout'", None),
     "direct_refused": ("ValueError", "pass solver='pcg'", None),
     "hck_refused": ("ValueError", "pass preconditioner='block_rpcholesky'", None),
     "validation_refused": ("ValueError", "takes no validation set", None),
@@ -76,14 +81,16 @@ def test_sharded_pcg_equals_the_serial_fit_bitwise(runs, case):
     """Even shards; every row on the last rank (the others empty); ragged cuts inside the
     128-row segments, with a rank of one row; K recomputed by the fused engine instead of
     stored; mixed and auto precision; the adaptive rank (r=None); data far from the origin;
-    three classes; per-feature lengthscales: on every rank the coefficients and predictions
-    are the serial fit's, bit for bit, and so are its iterations, precision and storage."""
+    three classes; per-feature lengthscales; the hyperparameter selection: on every rank the
+    coefficients and predictions are the serial fit's, bit for bit, and so are its
+    iterations, precision and storage, and every candidate of the selection and its choice."""
     ranks, got = runs
     model, pred = serial_fit(case)
     recs = got[case]
     assert sorted(recs) == list(range(ranks))
     for rec in recs.values():
         assert rec["outcome"] == "ok", rec
+        assert rec["selection"] == selection_record(model)
         assert rec["coef"] == digest(model.dual_coef_)
         assert rec["pred"] == digest(pred)
         assert rec["n_iter"] == model.n_iter_
@@ -98,13 +105,15 @@ def test_the_cases_cover_both_products_and_precisions(runs):
     assert got["even"][0]["stored"] and not got["engine"][0]["stored"]
     assert got["mixed"][0]["precision"].startswith("mixed")
     assert got["auto"][0]["precision"].startswith("mixed")
+    assert got["select_ard"][0]["selection"] is not None
 
 
 @pytest.mark.parametrize("case", list(ERROR_CASES))
 def test_an_error_on_any_rank_is_raised_on_every_rank(runs, case):
-    """Hyperparameters to select, other solvers and preconditioners, a validation set, bad or
-    differing arguments and data on one rank, an r beyond n, empty data everywhere: every rank
-    raises the same exception, naming the rank where it happened."""
+    """A selection for classes or by the likelihood, other solvers and preconditioners, a
+    validation set, bad or differing arguments and data on one rank, an r beyond n, empty
+    data everywhere: every rank raises the same exception, naming the rank where it
+    happened."""
     ranks, got = runs
     kind, text, where = ERROR_CASES[case]
     if case == "tol_differs" and ranks == 1:

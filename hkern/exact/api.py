@@ -17,7 +17,7 @@ from ..solvers.exact_pcg import default_rank, solve_pcg
 from ..solvers.preconditioners import preconditioner_kind
 from ..solvers.trace import check_early_validation, check_stopping, check_validation
 from .model import ExactKRR, _system_factor, unit_solve
-from .sharded import fit_exact_sharded
+from .sharded import fit_exact_sharded, select_exact_on_shards
 
 __all__ = ["fit_exact", "SOLVERS"]
 
@@ -96,7 +96,7 @@ def _selection_problem(arguments):
                            preconditioner=preconditioner_kind(a["preconditioner"]))
 
 
-@runs_on_shards("fit_exact", fit_exact_sharded)
+@runs_on_shards("fit_exact", fit_exact_sharded, select_exact_on_shards)
 @calibrates_probabilities
 @selects_hyperparameters("likelihood", iterative=_selection_problem)
 @budgeted
@@ -188,13 +188,15 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
         ``solver="direct"`` is float64 only (``"mixed"`` is refused with it).
     comm : mpi4py communicator or None
         Fit on data sharded over the ranks of ``comm``: every rank passes its own rows of X
-        and y (the data set is their concatenation in rank order), numbers for ``sigma`` and
-        ``lam``, and the same other arguments.  Runs PCG (``solver`` "pcg" or "auto") with
-        the block-RPCholesky preconditioner built on the shards, in any ``precision``; no rank
-        holds all of X during the fit (X passes a block of columns at a time), and the result
-        is bit for bit that of ``solver="pcg"`` on the concatenated data in one process, for
-        any number of ranks and shard sizes (:mod:`hkern.exact.sharded`).  Every rank gets
-        the whole model.  An error on one rank ends the fit on every rank.
+        and y (the data set is their concatenation in rank order) and the same other
+        arguments.  Runs PCG (``solver`` "pcg" or "auto") with the block-RPCholesky
+        preconditioner built on the shards, in any ``precision``, and selects sigma and lam
+        by the hold-out criterion (regression); no rank holds all of X during the fit (X
+        passes a block of columns at a time), and the result, selection included, is bit for
+        bit that of ``solver="pcg"`` on the concatenated data in one process, for any number
+        of ranks and shard sizes (:mod:`hkern.exact.sharded`).  Every rank gets the whole
+        model (its ``predict(return_std=True)`` is the serial model's).  An error on one
+        rank ends the fit on every rank.
 
     Returns
     -------

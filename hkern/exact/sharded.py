@@ -22,214 +22,109 @@ one: every rank receives X (a block at a time) at the end, to predict on any row
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from .._gp import Evidence, column_quads
 from .._mpi import Agreed
 from .._parameters import check_parameter
-from .._row_span import SEGMENT_ROWS, RowSpan
 from .._sharded import prepare_sharded_fit
-from .._threads import blas_threads, in_budget
-from ..kernels._api import _kernel_matrix_trusted
-from ..kernels.sharded import fetch_rows
-from ..oasis.block_rpcholesky import block_rpcholesky
-from ..oasis.selection import NUMERICAL_FLOOR
-from ..solvers.exact_pcg import ADAPTIVE_RESIDUAL, adaptive_min_rank, default_rank, solve_pcg
-from ..solvers.operators import COLUMN_BLOCK
-from ..solvers.preconditioners import NystromPreconditioner, preconditioner_kind
+from .._threads import in_budget
+from ..hyperparameters.sharded import select_iterative_on_shards
+from ..hyperparameters.sharded_exact_problem import ShardedExactPCGProblem
+from ..solvers.exact_pcg import default_rank, solve_pcg
+from ..solvers.preconditioners import preconditioner_kind
+from ..solvers.sharded_pcg import gathered_X, shard_rows, sharded_preconditioner
 from ..solvers.trace import check_stopping
 from .model import ExactKRR
 
-__all__ = ["ShardedRows", "ShardedSpan", "fit_exact_sharded"]
-
-_CHAIN_TAG = 7301
+__all__ = ["fit_exact_sharded", "select_exact_on_shards"]
 
 
-class ShardedSpan(RowSpan):
-    """A rank's run of whole segments of the n rows (the interface of
-    :class:`hkern._row_span.RowSpan`); ``bounds[q]`` is rank q's (lo, hi), a partition of
-    0 .. n - 1 in rank order."""
-
-    def __init__(self, state, bounds, n):
-        self.state, self.bounds, self.n = state, bounds, int(n)
-        self.lo, self.hi = bounds[state.rank]
-        self.holders = [q for q, (a, b) in enumerate(bounds) if b > a]
-
-    def chain(self, carry, step):
-        """The serial chain over every segment: this rank continues the running ``carry``
-        from the rank before it with rows, and passes it on; the last one's result is sent to
-        every rank."""
-        comm, rank = self.state.comm, self.state.rank
-        if rank in self.holders:
-            i = self.holders.index(rank)
-            if i > 0:
-                carry = comm.recv(source=self.holders[i - 1], tag=_CHAIN_TAG)
-            for a, b in self.segments:
-                carry = step(carry, a, b)
-            if i + 1 < len(self.holders):
-                comm.send(carry, dest=self.holders[i + 1], tag=_CHAIN_TAG)
-        return comm.bcast(carry, root=self.holders[-1])
-
-    def fold(self, partials):
-        # This rank's terms first (in parallel with the other ranks), then the running sum.
-        return super().fold(list(partials))
-
-    def all_rows(self, local):
-        local = np.ascontiguousarray(local)
-        tail = local.shape[1:]
-        width = int(np.prod(tail, dtype=np.int64))
-        out = np.empty((self.n,) + tail, dtype=local.dtype)
-        counts = [(b - a) * width for a, b in self.bounds]
-        self.state.comm.Allgatherv(local.reshape(-1), [out.reshape(-1), counts])
-        return out
-
-    all_entries = all_rows
-
-    def rows_at(self, local, rows):
-        rows = np.asarray(rows, dtype=np.int64)
-        wanted, inverse = np.unique(rows, return_inverse=True)
-        edges = np.searchsorted(wanted, [a for a, _ in self.bounds] + [self.n])
-        rank = self.state.rank
-        mine = np.ascontiguousarray(local[wanted[edges[rank]:edges[rank + 1]] - self.lo])
-        tail = local.shape[1:]
-        width = int(np.prod(tail, dtype=np.int64))
-        out = np.empty((wanted.size,) + tail, dtype=local.dtype)
-        self.state.comm.Allgatherv(mine.reshape(-1),
-                                   [out.reshape(-1), list(np.diff(edges) * width)])
-        return out[inverse.reshape(-1)]
-
-    def columns_at(self, local_t, rows):
-        return self.rows_at(np.ascontiguousarray(local_t.T), rows).T
+def _check_on_shards(solver, preconditioner, precision, validation, tol, max_iter, verbose):
+    """The sharded fit's own refusals, then (tol, max_iter) and verbose checked."""
+    if solver not in ("pcg", "auto"):
+        check_parameter("solver", solver, "fit_exact")
+        raise ValueError("fit_exact on sharded data (comm=...) runs preconditioned CG: pass "
+                         "solver='pcg'")
+    if preconditioner != "block_rpcholesky":
+        preconditioner_kind(preconditioner)
+        raise ValueError("fit_exact on sharded data (comm=...) builds its preconditioner by "
+                         "block RPCholesky on the shards: pass preconditioner='block_rpcholesky'")
+    check_parameter("precision", precision, "fit_exact")
+    if validation is not None:
+        raise ValueError("fit_exact on sharded data (comm=...) takes no validation set: pass "
+                         "validation=None and score the model afterwards")
+    return check_stopping(tol, max_iter), check_parameter("verbose", verbose)
 
 
-class ShardedRows:
-    """A rank's rows of X for :class:`hkern.solvers.KernelSystem` (the interface of
-    :class:`hkern.solvers.operators.SerialRows`)."""
-
-    def __init__(self, state, span, X):
-        self.state, self.span, self.X = state, span, X
-
-    def rows_at(self, rows):
-        return self.span.rows_at(self.X, rows)
-
-    def column_blocks(self, X_held):
-        """Every COLUMN_BLOCK rows of the array whose rows here are ``X_held``, in order, one
-        allgather each (the rank holds one block at a time besides its own rows)."""
-        span, d = self.span, X_held.shape[1]
-        for a in range(0, span.n, COLUMN_BLOCK):
-            b = min(span.n, a + COLUMN_BLOCK)
-            counts = [max(0, min(b, hi) - max(a, lo)) * d for lo, hi in span.bounds]
-            s, e = max(a, span.lo), min(b, span.hi)
-            mine = np.ascontiguousarray(X_held[s - span.lo:e - span.lo] if e > s
-                                        else X_held[:0])
-            out = np.empty((b - a, d), dtype=X_held.dtype)
-            self.state.comm.Allgatherv(mine.reshape(-1), [out.reshape(-1), counts])
-            yield a, out
-
-    def all_agree(self, flag):
-        return all(self.state.comm.allgather(bool(flag)))
-
-
-def segment_bounds_of(offsets):
-    """Each rank's (lo, hi): the whole segments that start in its shard (module docstring)."""
-    n = int(offsets[-1])
-    starts = [min(n, -(-int(o) // SEGMENT_ROWS) * SEGMENT_ROWS) for o in offsets[:-1]]
-    return [(starts[q], starts[q + 1] if q + 1 < len(starts) else n)
-            for q in range(len(starts))]
-
-
-def fit_exact_sharded(state, *, X, y, kernel, sigma, lam, task, seed, n_jobs, solver,
-                      preconditioner, r, tol, max_iter, validation, verbose, precision,
-                      max_memory, comm, criterion="auto"):
-    """The sharded fit_exact (module docstring); arguments as fit_exact's, X and y this
-    rank's rows (``criterion`` concerns a selection, which a sharded fit does not run)."""
-    def check_arguments():
-        if isinstance(sigma, str) or isinstance(lam, str):
-            raise ValueError("fit_exact on sharded data (comm=...) takes numbers for sigma and "
-                             "lam (it selects neither yet): pass those a serial fit_exact on a "
-                             "subsample selects (its model's sigma and lam)")
-        if solver not in ("pcg", "auto"):
-            check_parameter("solver", solver, "fit_exact")
-            raise ValueError("fit_exact on sharded data (comm=...) runs preconditioned CG: pass "
-                             "solver='pcg'")
-        if preconditioner != "block_rpcholesky":
-            preconditioner_kind(preconditioner)
-            raise ValueError("fit_exact on sharded data (comm=...) builds its preconditioner "
-                             "by block RPCholesky on the shards: pass "
-                             "preconditioner='block_rpcholesky'")
-        check_parameter("precision", precision, "fit_exact")
-        if validation is not None:
-            raise ValueError("fit_exact on sharded data (comm=...) takes no validation set: "
-                             "pass validation=None and score the model afterwards")
-        return check_stopping(tol, max_iter), check_parameter("verbose", verbose)
-
-    stopping = state.run(check_arguments)
-    arguments = dict(kernel=kernel, sigma=np.asarray(sigma).tolist(), lam=lam, task=task,
-                     seed=seed if seed is None or np.isscalar(seed) else "generator",
-                     r=r, tol=tol, max_iter=max_iter, precision=precision)
-    fit = prepare_sharded_fit(state, X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
-                              n_jobs=n_jobs, max_memory=max_memory, arguments=arguments)
-    (tol, max_iter), verbose = stopping
-    n = fit.n
+def _rank_of(state, r, n):
+    """The preconditioner's rank at n global rows (checked on every rank)."""
     if n < 2:
         raise Agreed(ValueError("solver='pcg' needs at least 2 training points (its "
                                 "preconditioner has rank < n)"))
     rank = default_rank(n) if r is None else state.run(check_parameter, "r", r, "fit_exact",
                                                        n=n)
     state.agree()
+    return rank
+
+
+def fit_exact_sharded(state, *, X, y, kernel, sigma, lam, task, seed, n_jobs, solver,
+                      preconditioner, r, tol, max_iter, validation, verbose, precision,
+                      max_memory, comm, criterion="auto"):
+    """The sharded fit_exact (module docstring) at given sigma and lam; arguments as
+    fit_exact's, X and y this rank's rows (``criterion`` concerns a selection:
+    :func:`select_exact_on_shards`)."""
+    stopping = state.run(_check_on_shards, solver, preconditioner, precision, validation, tol,
+                         max_iter, verbose)
+    arguments = dict(kernel=kernel, sigma=np.asarray(sigma).tolist(), lam=lam, task=task,
+                     seed=seed if seed is None or np.isscalar(seed) else "generator",
+                     r=r, tol=tol, max_iter=max_iter, precision=precision)
+    fit = prepare_sharded_fit(state, X, y, kernel=kernel, sigma=sigma, lam=lam, task=task,
+                              n_jobs=n_jobs, max_memory=max_memory, arguments=arguments)
+    (tol, max_iter), verbose = stopping
+    rank = _rank_of(state, r, fit.n)
     with in_budget(n_jobs) as n_threads:
         return _fit(state, fit, rank, r is None, seed, tol, max_iter, verbose, precision,
                     max_memory, n_threads, n_jobs)
 
 
+def select_exact_on_shards(state, fit, sharded_fit, arguments):
+    """fit_exact(solver="pcg", sigma="auto"|"ard" or lam="auto", comm=comm) on every rank: the
+    serial selection's candidates and final fit, bit for bit, by the hold-out criterion
+    (:class:`hkern.hyperparameters.sharded_exact_problem.ShardedExactPCGProblem`; regression)."""
+    a = arguments
+
+    def problem_of(shards, a):
+        def check():
+            if a["task"] == "classification":
+                raise ValueError("fit_exact on sharded data (comm=...) selects sigma and lam "
+                                 "for regression: pass numbers for them with "
+                                 "task='classification'")
+            return _check_on_shards(a["solver"], a["preconditioner"], a["precision"],
+                                    a["validation"], a["tol"], a["max_iter"], a["verbose"])
+        out = state.run(check)
+        state.agree()
+        (tol, max_iter), _ = out
+        return ShardedExactPCGProblem(state, shards, a, _rank_of(state, a["r"], shards.n), tol,
+                                      max_iter, model=ExactKRR,
+                                      preconditioner=preconditioner_kind("block_rpcholesky"))
+    return select_iterative_on_shards(state, fit, sharded_fit, a, problem_of)
+
+
 def _fit(state, fit, rank, adaptive, seed, tol, max_iter, verbose, precision, max_memory,
          n_threads, n_jobs):
-    inputs = fit.inputs
-    bounds = segment_bounds_of(fit.offsets)
-    span = ShardedSpan(state, bounds, fit.n)
-    X_rows = fetch_rows(state, fit.offsets, inputs.X, bounds)
-    Y_all = span.all_rows(fetch_rows(state, fit.offsets, inputs.Y, bounds))
-    local = dataclasses.replace(inputs, X=np.ascontiguousarray(X_rows), Y=Y_all, single=None)
-    rows = ShardedRows(state, span, local.X)
+    local, rows = shard_rows(state, fit.offsets, fit.inputs)
 
     def build(precision):
         # A generator of its own for each build, as the serial fit's check_seed(seed) gives.
-        return _preconditioner(rows, local, rank, fit.rng(seed), n_threads, adaptive,
-                               precision)
+        return sharded_preconditioner(rows, local, rank, fit.rng(seed), n_threads, adaptive,
+                                      precision)
 
     alpha, trace, n_iter = solve_pcg(
         local, preconditioner=preconditioner_kind("block_rpcholesky"), rank=rank, tol=tol,
         max_iter=max_iter, seed=seed, validation=None, verbose=verbose and state.rank == 0,
         max_memory=max_memory, n_threads=n_threads, adaptive=adaptive, precision=precision,
         rows=rows, build=build)
-    evidence = Evidence(column_quads(Y_all, alpha), None, fit.n)
-    X_all = np.empty((fit.n, local.X.shape[1]))
-    for a, block in rows.column_blocks(local.X):
-        X_all[a:a + block.shape[0]] = block
-    return ExactKRR(X_all, alpha, n_iter=n_iter, solver_trace=trace, evidence=evidence,
-                    **inputs.model_params(n_jobs))
-
-
-def _preconditioner(rows, inputs, rank, rng, n_threads, adaptive, precision):
-    """The serial fit's block-RPCholesky preconditioner (hkern.solvers.exact_pcg,
-    hkern.oasis.api.nystrom_factor), with this rank's rows of its factor."""
-    span, X = rows.span, rows.X
-    kind, bandwidth = inputs.kind, inputs.bandwidth
-    n, d = span.n, X.shape[1]
-    dtype = np.float32 if precision in ("mixed", "auto") else np.float64
-
-    def columns(idx, out):
-        return _kernel_matrix_trusted(kind, bandwidth, X, rows.rows_at(idx), n_threads, out=out)
-
-    def block_of(idx):
-        Z = rows.rows_at(idx)
-        return _kernel_matrix_trusted(kind, bandwidth, Z, Z, n_threads)
-
-    with blas_threads(1):
-        pivots, _, F, _ = block_rpcholesky(
-            columns, block_of, np.ones(X.shape[0]), rank, NUMERICAL_FLOOR, rng, n_threads,
-            keep_columns=False, trace_stop=ADAPTIVE_RESIDUAL * n * inputs.lam if adaptive
-            else 0.0, trace_stop_after=adaptive_min_rank(n, d), dtype=dtype, span=span)
-    return NystromPreconditioner(F, inputs.lam, n_threads, pivots=pivots, span=span)
+    evidence = Evidence(column_quads(local.Y, alpha), None, fit.n)
+    return ExactKRR(gathered_X(rows), alpha, n_iter=n_iter, solver_trace=trace,
+                    evidence=evidence, **fit.inputs.model_params(n_jobs))

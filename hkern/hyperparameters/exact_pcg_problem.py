@@ -24,6 +24,7 @@ from ..solvers.exact_pcg import (
     preconditioner_from_pivots,
     solve_pcg,
 )
+from ..solvers.operators import SerialRows, kernel_cross
 from ..solvers.slq import stochastic_lml
 from ..solvers.trace import check_validation
 from .iterative_problem import LosingCandidate, SelectionProblem
@@ -141,6 +142,13 @@ class ExactPCGProblem(SelectionProblem):
             return losing.mse, None
         return (self.held_out_mse(inputs, held, inputs.X, alpha, n_threads),
                 self._state(alpha, apply_m, rows))
+
+    def scores(self, inputs, X_held, centres, coef, n_threads):
+        """k(X_held, X) coef summed as the candidate's kernel system sums its products
+        (:func:`hkern.solvers.operators.kernel_cross`: the numbers a sharded candidate
+        computes too)."""
+        return kernel_cross(inputs.kind, inputs.bandwidth, X_held, SerialRows(centres), coef,
+                            n_threads)
 
     def extend(self, state, rows):
         """A state on ``rows`` as a warm start on all rows: the coefficients zero on the

@@ -12,7 +12,7 @@ from .._targets import encode_targets, on_target_grid, target_scale
 from .._validation import scale_inputs
 from ..kernels._api import _kernel_matvec_trusted
 
-__all__ = ["LosingCandidate", "SelectionProblem", "geometric_limit"]
+__all__ = ["LosingCandidate", "SelectionProblem", "geometric_limit", "stop_when_losing"]
 
 
 # When a candidate of the iterative hyperparameter selection is clearly losing (see
@@ -50,6 +50,37 @@ class LosingCandidate(Exception):
         self.mse = mse
 
 
+def as_columns(y):
+    """y (n,) or (n, k) as an (n, k) array (n may be 0: a rank's empty shard)."""
+    return y.reshape(len(y), 1 if y.ndim == 1 else y.shape[1])
+
+
+def stop_when_losing(mse, best_mse):
+    """An ``error`` for :func:`hkern.solvers.trace.traced_pcg` that raises
+    :class:`LosingCandidate` once a candidate is clearly losing: after LOSING_MIN_ITER
+    iterations, its hold-out error ``mse(coef)`` is above LOSING_FACTOR times the best
+    candidate's ``best_mse``, and either fell by less than LOSING_PROGRESS of itself over the
+    last LOSING_WINDOW iterations (CG's iterates approach the solution monotonically in the
+    A-norm, so such a candidate ends far behind) or falls geometrically towards a limit above
+    that (:func:`geometric_limit`).  Checked every LOSING_WINDOW iterations, at one product with
+    the held-out rows each (on MPI ranks a collective, at the same iterations on every rank)."""
+    history = []
+
+    def error(coef):
+        history.append(None)
+        it = len(history) - 1           # 0: the start
+        if best_mse is None or it < LOSING_MIN_ITER or it % LOSING_WINDOW:
+            return np.nan
+        now = history[it] = mse(coef)
+        before = history[it - LOSING_WINDOW]
+        if now > LOSING_FACTOR * best_mse and before is not None and (
+                before - now < LOSING_PROGRESS * now or geometric_limit(
+                    history[it - 2 * LOSING_WINDOW], before, now) > LOSING_FACTOR * best_mse):
+            raise LosingCandidate(now)
+        return now
+    return error
+
+
 class SelectionProblem:
     """What the two iterative fits' views for the hyperparameter selection share
     (:class:`hkern.hyperparameters.iterative.IterativeProblem`): the checked data, the fit's
@@ -65,7 +96,7 @@ class SelectionProblem:
         # The targets centred by the mean of all of them (the fit's encoding: on MPI shards,
         # of every rank's), which the candidates fit on a grid.
         self.y_centred = None if self.classes is not None else \
-            encoding.centre(self.y.reshape(len(self.y), -1)).reshape(self.y.shape)
+            encoding.centre(as_columns(self.y)).reshape(self.y.shape)
         self.set_target_scale(target_scale(self.y_centred) if self.classes is None else 1.0)
 
     def set_target_scale(self, scale):
@@ -103,28 +134,10 @@ class SelectionProblem:
 
     def losing_stopper(self, inputs, held, centres, best_mse, n_threads):
         """An ``error`` for :func:`hkern.solvers.trace.traced_pcg` that raises
-        :class:`LosingCandidate` once a candidate is clearly losing: after LOSING_MIN_ITER
-        iterations, its hold-out error is above LOSING_FACTOR times the best candidate's, and
-        either fell by less than LOSING_PROGRESS of itself over the last LOSING_WINDOW
-        iterations (CG's iterates approach the solution monotonically in the A-norm, so such a
-        candidate ends far behind) or falls geometrically towards a limit above that
-        (:func:`geometric_limit`).  Checked every LOSING_WINDOW iterations, at one product
-        with the held-out rows each."""
-        history = []
-
-        def error(coef):
-            history.append(None)
-            it = len(history) - 1           # 0: the start
-            if best_mse is None or it < LOSING_MIN_ITER or it % LOSING_WINDOW:
-                return np.nan
-            now = history[it] = self.held_out_mse(inputs, held, centres, coef, n_threads)
-            before = history[it - LOSING_WINDOW]
-            if now > LOSING_FACTOR * best_mse and before is not None and (
-                    before - now < LOSING_PROGRESS * now or geometric_limit(
-                        history[it - 2 * LOSING_WINDOW], before, now) > LOSING_FACTOR * best_mse):
-                raise LosingCandidate(now)
-            return now
-        return error
+        :class:`LosingCandidate` once a candidate is clearly losing (:func:`stop_when_losing`
+        of its hold-out error on the rows ``held``)."""
+        return stop_when_losing(
+            lambda coef: self.held_out_mse(inputs, held, centres, coef, n_threads), best_mse)
 
     def held_out_mse(self, inputs, held, centres, coef, n_threads):
         """Mean squared error of the scores k(x, centres) coef on the rows ``held`` against
@@ -137,11 +150,20 @@ class SelectionProblem:
         if len(held) == 0:
             return 0.0, 0
         X_held = scale_inputs(self.X[held], inputs.lengthscales)   # float64, as the fit's
-        scores = _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
-                                        n_threads)
+        scores = self.scores(inputs, X_held, centres, coef, n_threads)
+        return self.squared_errors(inputs, self.y_candidates[held], scores)
+
+    def scores(self, inputs, X_held, centres, coef, n_threads):
+        """The fit's scores k(X_held, centres) coef."""
+        return _kernel_matvec_trusted(inputs.kind, inputs.bandwidth, X_held, centres, coef,
+                                      n_threads)
+
+    def squared_errors(self, inputs, y_held, scores):
+        """(sum of squared errors, entries) of ``scores`` against the candidates' targets
+        ``y_held`` encoded."""
+        m = len(y_held)
         if self.classes is not None:
-            target, _ = encode_targets(self.y_candidates[held], len(held), self.a["task"],
-                                       self.classes)
+            target, _ = encode_targets(y_held, m, self.a["task"], self.classes)
         else:       # the candidate's scores are of its centred targets
-            target = inputs.encoding.centre(self.y_candidates[held].reshape(len(held), -1))
+            target = inputs.encoding.centre(as_columns(np.asarray(y_held)))
         return float(np.sum((scores - target) ** 2)), scores.size

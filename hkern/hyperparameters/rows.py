@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._sharded import gather_rows, sum_over_ranks
-from .._targets import encode_targets, scaled_squares, target_scale
+from .._sharded import gather_rows, sum_over_ranks, total_of
+from .._targets import encode_targets, squares_sums, target_scale
 from .._validation import check_array
 from .robust import check_targets_vary, feature_scales, statistics_rows
 
@@ -110,6 +110,6 @@ class ShardedRows(SelectionRows):
         largest = max(self.state.agree(float(np.max(np.abs(self.Y))) if self.Y.size else 0.0))
         if largest == 0:
             return 1.0
-        total, count = sum_over_ranks(self.state, lambda: np.array(
-            [scaled_squares(self.Y, largest), self.Y.size], dtype=float))
-        return target_scale(None, largest, total, count)
+        # Exact sums of each rank's squares: the serial sum's bits (hkern._targets).
+        total = total_of(self.state.agree(self.state.run(squares_sums, self.Y, largest)))
+        return target_scale(None, largest, float(total.sum()[0]), total.count)

@@ -12,11 +12,15 @@ serial start.  Each candidate is then the sharded fit itself:
 * ``fit_nystrom(solver="pcg")``: the hold-out criterion (its default).  The held-out tenth is
   drawn from the global index range; each candidate is the sharded FALKON on the rest of every
   shard (:class:`hkern.hyperparameters.sharded_nystrom_problem.ShardedNystromProblem`), with
-  the serial fit's centres, iterates and warm starts; its hold-out error is a sum over ranks.
+  the serial fit's centres, iterates and warm starts; its hold-out error is a sum over ranks;
+* ``fit_exact(solver="pcg")``: the hold-out criterion (its default), each candidate the sharded
+  PCG solve on the rest of every shard
+  (:class:`hkern.hyperparameters.sharded_exact_problem.ShardedExactPCGProblem`), bit for bit
+  the serial candidate, its hold-out error computed on every rank from all the held-out rows.
 
 So the choice is the serial choice for any rank count and shard sizes (up to a tie within
-rounding of the sums over ranks).  The other criterion of each fit is refused on shards with
-a message saying which one works.
+rounding of the sums over ranks; for fit_exact bit for bit).  The other criterion of each fit
+is refused on shards with a message saying which one works.
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ from .select import (
 )
 from .sharded_nystrom_problem import ShardedNystromProblem
 
-__all__ = ["select_hierarchical_on_shards", "select_nystrom_on_shards"]
+__all__ = ["select_hierarchical_on_shards", "select_iterative_on_shards",
+           "select_nystrom_on_shards"]
 
 # Arguments that hold data, or are per rank by design.
 _PER_RANK = ("X", "y", "validation", "comm", "max_memory", "n_jobs", "verbose")
@@ -149,13 +154,24 @@ def select_nystrom_on_shards(state, fit, sharded_fit, arguments):
     rank (module docstring): the candidates of a
     :class:`~hkern.hyperparameters.sharded_nystrom_problem.ShardedNystromProblem`, whose final
     fit is ``sharded_fit`` (this package imports nothing from the fits)."""
+    return select_iterative_on_shards(
+        state, fit, sharded_fit, arguments,
+        lambda shards, a: ShardedNystromProblem(state, shards, a, sharded_fit))
+
+
+def select_iterative_on_shards(state, fit, sharded_fit, arguments, problem_of):
+    """The iterative selection (:func:`hkern.hyperparameters.iterative.select_iterative`, by
+    the hold-out criterion) on every rank, of the problem ``problem_of(shards, arguments)``
+    (the call's arguments with the selection's int seed): a sharded fit_nystrom's or
+    fit_exact's view of the concatenated shards (this package imports nothing from the fits,
+    which build their problem)."""
     label = fit.__name__
     shards, sigma_mode, lam_mode, criterion, seed = _prepare(
         state, arguments, "holdout", label, {"likelihood": (
             f"{label} on sharded data (comm=...) compares the candidates of its hyperparameter "
             "selection on held-out rows: pass criterion='auto' or 'holdout'")})
     a = dict(arguments, seed=seed)
-    problem = ShardedNystromProblem(state, shards, a, sharded_fit)
+    problem = problem_of(shards, a)
     inputs = shards.inputs
     rows = ShardedRows(state, shards.offsets, inputs.X, inputs.Y)
     if problem.classes is None:         # the serial problem's scale: of all the targets

@@ -21,7 +21,7 @@ from .._row_span import SEGMENT_ROWS, RowSpan
 from .._threads import blas_threads
 from ..kernels._api import _common_shift, _kernel_matrix_raw, _kernel_matvec_raw, _single_operand
 
-__all__ = ["COLUMN_BLOCK", "KernelSystem", "SerialRows", "single_times"]
+__all__ = ["COLUMN_BLOCK", "KernelSystem", "SerialRows", "kernel_cross", "single_times"]
 
 # Columns of K summed at a time: 16 of the float32 engine's 256-column tiles, its flush span
 # (hk_gaussian_times_f32), so that blocks add its float sums as one call over all columns does.
@@ -162,3 +162,20 @@ class KernelSystem:
         out = span.all_rows(local)
         out += self.lam * V
         return out
+
+
+def kernel_cross(kind, bandwidth, X_new, rows, V, n_threads=1):
+    """K(X_new, X) V in float64 for the scaled rows X that ``rows`` holds (:class:`SerialRows`,
+    or a rank's share) and V of all n rows, summed as :class:`KernelSystem` sums K V: the same
+    shift of the data and blocks of columns, so that every rank, given the same X_new and V,
+    computes the serial numbers (a selection's hold-out scores)."""
+    centre = system_centre(kind, rows)
+    held = rows.X if centre is None else rows.X - centre
+    X_new = np.ascontiguousarray(X_new if centre is None else X_new - centre, dtype=np.float64)
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    out = np.zeros((X_new.shape[0], V.shape[1]))
+    for a, block in rows.column_blocks(np.ascontiguousarray(held)):
+        if X_new.shape[0]:
+            out += _kernel_matvec_raw(kind, bandwidth, X_new, block, V[a:a + block.shape[0]],
+                                      n_threads)
+    return out
