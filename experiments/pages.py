@@ -110,6 +110,36 @@ def mpi_scaling():
             f"fit HCK {hck:.2f} times\nas fast as 1 rank, FALKON {falkon:.2f} times.\n")
 
 
+def mpi_exact_pcg():
+    """Exact KRR by PCG on 1 and 2 ranks of one thread: fit time, its preconditioner's,
+    iterations, memory, test RMSE and the coefficients' digest, median over the rounds."""
+    runs = {}
+    for line in (RESULTS / "mpi_exact_pcg.json").read_text().splitlines():
+        for run in json.loads(line)["runs"]:
+            runs.setdefault(run["ranks"], []).append(run)
+    rows, seconds = [], {}
+    for ranks, group in sorted(runs.items()):
+        fit = [run["seconds"] for run in group]
+        seconds[ranks] = _median(fit)
+        spread = f" ({min(fit):.1f}–{max(fit):.1f})" if len(group) > 1 else ""
+        first = group[0]
+        rows.append([f"{ranks} × 1", len(group), f"{_median(fit):.1f}{spread}",
+                     f"{_median([run['preconditioner_seconds'] for run in group]):.1f}",
+                     first["iterations"], first["preconditioner_rank"],
+                     f"{max(max(run['peak_rss_bytes']) for run in group) / 2**30:.2f}",
+                     f"{first['test_rmse']:.5f}",
+                     ", ".join(sorted({f"`{run['coef_digest']}`" for run in group}))])
+    first = runs[min(runs)][0]
+    return ("From `results/mpi_exact_pcg.json` (`python experiments/exact_sharded.py run`; "
+            f"kin40k, the first{NL}{_spaced(first['n'])} training rows, sigma {first['sigma']:g}, "
+            f"lam {first['lam']:g}, `precision=\"{first['precision']}\"`; seconds the median "
+            "over the rounds, range in brackets):" + NL + NL
+            + _table(["ranks × threads", "runs", "fit s", "preconditioner s", "iterations",
+                      "rank", "peak GiB per rank", "test RMSE", "coefficients' digest"], rows)
+            + NL + f"2 ranks fit {seconds[1] / seconds[2]:.2f} times as fast as 1 rank, to the "
+            "same coefficients (one digest)." + NL)
+
+
 def float32_inputs():
     """Peak traced memory and seconds of each call on float32 X and on its float64 widening."""
     record = json.loads((RESULTS / "float32_inputs.json").read_text())
@@ -314,6 +344,7 @@ def growth_memory_mapped():
 
 
 RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
+                                     mpi_exact_pcg,
                                      float32_inputs, pcg_std, falkon_precision_kin40k,
                                      falkon_precision_defaults, falkon_precision_sweep,
                                      falkon_precision_screen, growth,

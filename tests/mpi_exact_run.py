@@ -90,8 +90,11 @@ def ok_case(case):
         off = layout(shards, SIZE)
         lo, hi = off[RANK], off[RANK + 1]
         model = hkern.fit_exact(X[lo:hi], y[lo:hi], comm=COMM, **args)
+        std = None if task == "classification" else \
+            digest(model.predict(Xt, return_std=True, include_noise=True)[1])
         return {"coef": digest(model.dual_coef_), "pred": digest(model.predict(Xt)),
-                "n_iter": int(model.n_iter_), "precision": model.solver_trace_.precision,
+                "std": std, "n_iter": int(model.n_iter_),
+                "precision": model.solver_trace_.precision,
                 "stored": bool(model.solver_trace_.stored_kernel),
                 "selection": selection_record(model)}
     return run

@@ -69,11 +69,14 @@ def runs(request):
 
 
 def serial_fit(case):
-    """The serial PCG fit of the case's whole data set, with its test predictions."""
+    """The serial PCG fit of the case's whole data set, with its test predictions and (for
+    regression) their predictive std."""
     _, far, task, args = fit_arguments(case)
     X, y, Xt = problem(far, task)
     model = hkern.fit_exact(X, y, **args)
-    return model, model.predict(Xt)
+    std = None if task == "classification" else \
+        digest(model.predict(Xt, return_std=True, include_noise=True)[1])
+    return model, model.predict(Xt), std
 
 
 @pytest.mark.parametrize("case", list(ARGS))
@@ -82,10 +85,11 @@ def test_sharded_pcg_equals_the_serial_fit_bitwise(runs, case):
     128-row segments, with a rank of one row; K recomputed by the fused engine instead of
     stored; mixed and auto precision; the adaptive rank (r=None); data far from the origin;
     three classes; per-feature lengthscales; the hyperparameter selection: on every rank the
-    coefficients and predictions are the serial fit's, bit for bit, and so are its
-    iterations, precision and storage, and every candidate of the selection and its choice."""
+    coefficients, predictions and predictive std are the serial fit's, bit for bit, and so
+    are its iterations, precision and storage, and every candidate of the selection and its
+    choice."""
     ranks, got = runs
-    model, pred = serial_fit(case)
+    model, pred, std = serial_fit(case)
     recs = got[case]
     assert sorted(recs) == list(range(ranks))
     for rec in recs.values():
@@ -93,6 +97,7 @@ def test_sharded_pcg_equals_the_serial_fit_bitwise(runs, case):
         assert rec["selection"] == selection_record(model)
         assert rec["coef"] == digest(model.dual_coef_)
         assert rec["pred"] == digest(pred)
+        assert rec["std"] == std
         assert rec["n_iter"] == model.n_iter_
         assert rec["precision"] == model.solver_trace_.precision
         assert rec["stored"] == model.solver_trace_.stored_kernel
