@@ -143,6 +143,21 @@ def fault_in_products():
     return ok_case("engine")()
 
 
+def fault_in_selection():
+    """A ValueError on rank 1 alone inside the selection's second candidate (its shard's rows
+    of the candidate set up), while the other ranks go on to their collectives."""
+    import hkern.hyperparameters.sharded_exact_problem as problem_module
+    original, calls = problem_module.shard_rows, [0]
+
+    def faulty(*args, **kwargs):
+        calls[0] += 1
+        if RANK == 1 and calls[0] == 2:
+            raise ValueError("injected failure in a candidate")
+        return original(*args, **kwargs)
+    problem_module.shard_rows = faulty
+    return ok_case("select_ard")()
+
+
 CASES = {case: ok_case(case) for case in ARGS}
 CASES.update({
     "select_classification": error_case(sigma="ard", task="classification",
@@ -157,6 +172,7 @@ CASES.update({
     "r_too_large": error_case(r=5000),
     "all_empty": error_case(X_local=lambda rank, X: X[:0], y_local=lambda rank, y: y[:0]),
     "fault_in_products": fault_in_products,
+    "fault_in_selection": fault_in_selection,
 })
 
 

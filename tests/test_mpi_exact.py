@@ -146,3 +146,14 @@ def test_a_failure_inside_the_solve_ends_every_rank():
         in out.stderr
     assert "aborting every rank" in out.stderr
     assert seconds < PROMPT, f"{seconds:.1f} s"
+
+
+def test_a_failure_on_one_rank_inside_the_selection_ends_every_rank():
+    """An error raised on one rank alone inside a candidate of the selection (the others wait
+    in a collective; the selection would skip an error every rank raised): every rank ends
+    promptly (comm.Abort), with the message."""
+    out, seconds = launch(3, "fault_in_selection")
+    assert out.returncode != 0
+    assert "rank 1 of 3 failed with RuntimeError" in out.stderr
+    assert "injected failure in a candidate" in out.stderr
+    assert seconds < PROMPT, f"{seconds:.1f} s"

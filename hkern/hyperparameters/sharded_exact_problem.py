@@ -111,10 +111,23 @@ class ShardedExactPCGProblem(ExactPCGProblem):
         return scale_inputs(X, lengthscales), y.reshape((len(held),) + self.y.shape[1:])
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
+        return self._on_every_rank(self._holdout_on_shards, rows, held, sigma, lam, x0, tol,
+                                   best_mse)
+
+    def _on_every_rank(self, step, *args):
+        """``step(*args)``, a collective, with its errors sorted: one every rank agreed on
+        (raised as itself, on every rank alike, so the selection skips the candidate alike),
+        or a LinAlgError of CG (whose vectors and products are the same on every rank, so it
+        is raised on every rank at the same step).  Any other error happened on this rank
+        alone, while the others wait in a collective: it is raised as a RuntimeError, which
+        the selection does not catch, and every_rank_stops ends every rank (comm.Abort)."""
         try:
-            return self._holdout_on_shards(rows, held, sigma, lam, x0, tol, best_mse)
-        except Agreed as agreed:    # on every rank: the selection skips the candidate alike
+            return step(*args)
+        except Agreed as agreed:
             raise agreed.error from agreed.cause
+        except (ValueError, TypeError) as exc:
+            raise RuntimeError(f"{self.label} on rank {self.state.rank} of {self.state.size}: "
+                               f"{type(exc).__name__}: {exc}") from exc
 
     def _holdout_on_shards(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs, kernel_rows, _ = self._sharded_inputs(rows, sigma, lam)
@@ -179,7 +192,10 @@ class ShardedExactPCGProblem(ExactPCGProblem):
         raise ValueError("fit_exact on sharded data selects by hold-out error only")
 
     def final(self, sigma, lam, x0):
-        inputs, kernel_rows, offsets = self._sharded_inputs(None, sigma, lam, final=True)
+        return self._on_every_rank(self._final_on_shards, sigma, lam, x0)
+
+    def _final_on_shards(self, sigma, lam, x0):
+        inputs, kernel_rows, _ = self._sharded_inputs(None, sigma, lam, final=True)
         n_threads = budget_threads()
         apply_m, start = self._final_start_on_shards(inputs, kernel_rows, x0, n_threads)
         alpha, trace, n_iter = solve_pcg(
