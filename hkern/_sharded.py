@@ -31,8 +31,8 @@ from ._threads import resolve_n_jobs
 from ._validation import check_array, check_seed, check_sigma, check_targets
 from .kernels import kernel_kind
 
-__all__ = ["ShardedFit", "digest", "exact_over_ranks", "gather_rows", "prepare_sharded_fit",
-           "runs_on_shards", "sum_over_ranks", "total_of"]
+__all__ = ["ShardedFit", "collective_step", "digest", "exact_over_ranks", "gather_rows",
+           "prepare_sharded_fit", "runs_on_shards", "sum_over_ranks", "total_of"]
 
 
 def runs_on_shards(label, sharded_fit, select=None):
@@ -69,6 +69,23 @@ def runs_on_shards(label, sharded_fit, select=None):
                 return sharded_fit(state, **arguments)
         return wrapper
     return decorate
+
+
+def collective_step(state, label, step, *args):
+    """``step(*args)``, a collective of every rank (a selection's candidate fit), with its
+    errors sorted: one every rank agreed on is raised as itself, on every rank alike (so a
+    selection skips the candidate alike); a numpy.linalg.LinAlgError passes as it is (the
+    iterative solvers raise it from arithmetic that is the same on every rank, so on every rank
+    at the same step).  A ValueError or TypeError happened on this rank alone, while the others
+    wait in a collective: it is raised as a RuntimeError, which a selection does not catch, so
+    that :func:`hkern._mpi.every_rank_stops` ends every rank (comm.Abort) with the message."""
+    try:
+        return step(*args)
+    except Agreed as agreed:
+        raise agreed.error from agreed.cause
+    except (ValueError, TypeError) as exc:
+        raise RuntimeError(f"{label} on rank {state.rank} of {state.size}: "
+                           f"{type(exc).__name__}: {exc}") from exc
 
 
 def digest(*arrays):

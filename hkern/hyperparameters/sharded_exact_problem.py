@@ -21,8 +21,8 @@ import numpy as np
 from .._gp import Evidence, column_quads
 from .._memory import resolve_max_memory
 from .._model import prepare_fit
-from .._mpi import Agreed, RankState, offsets_of
-from .._sharded import gather_rows, total_of
+from .._mpi import RankState, offsets_of
+from .._sharded import collective_step, gather_rows, total_of
 from .._targets import exact_sums
 from .._threads import budget_threads
 from .._validation import check_seed, scale_inputs
@@ -111,23 +111,8 @@ class ShardedExactPCGProblem(ExactPCGProblem):
         return scale_inputs(X, lengthscales), y.reshape((len(held),) + self.y.shape[1:])
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
-        return self._on_every_rank(self._holdout_on_shards, rows, held, sigma, lam, x0, tol,
-                                   best_mse)
-
-    def _on_every_rank(self, step, *args):
-        """``step(*args)``, a collective, with its errors sorted: one every rank agreed on
-        (raised as itself, on every rank alike, so the selection skips the candidate alike),
-        or a LinAlgError of CG (whose vectors and products are the same on every rank, so it
-        is raised on every rank at the same step).  Any other error happened on this rank
-        alone, while the others wait in a collective: it is raised as a RuntimeError, which
-        the selection does not catch, and every_rank_stops ends every rank (comm.Abort)."""
-        try:
-            return step(*args)
-        except Agreed as agreed:
-            raise agreed.error from agreed.cause
-        except (ValueError, TypeError) as exc:
-            raise RuntimeError(f"{self.label} on rank {self.state.rank} of {self.state.size}: "
-                               f"{type(exc).__name__}: {exc}") from exc
+        return collective_step(self.state, self.label, self._holdout_on_shards, rows, held,
+                               sigma, lam, x0, tol, best_mse)
 
     def _holdout_on_shards(self, rows, held, sigma, lam, x0, tol, best_mse):
         inputs, kernel_rows, _ = self._sharded_inputs(rows, sigma, lam)
@@ -192,7 +177,7 @@ class ShardedExactPCGProblem(ExactPCGProblem):
         raise ValueError("fit_exact on sharded data selects by hold-out error only")
 
     def final(self, sigma, lam, x0):
-        return self._on_every_rank(self._final_on_shards, sigma, lam, x0)
+        return collective_step(self.state, self.label, self._final_on_shards, sigma, lam, x0)
 
     def _final_on_shards(self, sigma, lam, x0):
         inputs, kernel_rows, _ = self._sharded_inputs(None, sigma, lam, final=True)

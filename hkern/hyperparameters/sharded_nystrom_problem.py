@@ -9,9 +9,9 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import prepare_fit
-from .._mpi import Agreed, RankState, offsets_of
+from .._mpi import RankState, offsets_of
 from .._parameters import check_parameter
-from .._sharded import gather_rows, sum_over_ranks, total_of
+from .._sharded import collective_step, gather_rows, sum_over_ranks, total_of
 from .._targets import exact_sums
 from .._threads import budget_threads
 from .._validation import check_seed, scale_inputs
@@ -84,10 +84,9 @@ class ShardedNystromProblem(SelectionProblem):
         return rows[(rows >= lo) & (rows < hi)] - lo
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
-        try:
-            return self._holdout(rows, held, sigma, lam, x0, tol, best_mse)
-        except Agreed as agreed:    # on every rank: the selection skips the candidate alike
-            raise agreed.error from agreed.cause
+        # An error every rank agreed on is skipped alike; one on this rank alone ends them all.
+        return collective_step(self.state, self.label, self._holdout, rows, held, sigma, lam,
+                               x0, tol, best_mse)
 
     def _holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         state = RankState(self.state.comm, self.state.label)
