@@ -12,8 +12,8 @@ from hkern import sklearn as hs
 # estimator class: (the function it calls, the function's parameters it does not expose; the
 # estimators fit in one process, so none takes a communicator)
 FUNCTIONS = {
-    hs.ExactRegressor: (hkern.fit_exact, {"task"}),
-    hs.ExactClassifier: (hkern.fit_exact, {"task"}),
+    hs.ExactRegressor: (hkern.fit_exact, {"task", "comm"}),
+    hs.ExactClassifier: (hkern.fit_exact, {"task", "comm"}),
     hs.NystromRegressor: (hkern.fit_nystrom, {"task", "comm"}),
     hs.NystromClassifier: (hkern.fit_nystrom, {"task", "comm"}),
     hs.NystromTransformer: (hkern.fit_nystrom, {"task", "lam", "criterion", "verbose", "solver",

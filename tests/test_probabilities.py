@@ -216,7 +216,9 @@ def test_a_classifier_without_calibration_says_what_to_do(labelled):
     """The sharded fits (comm=) make no calibration; the fit under the calibrating decorator
     stands in for them here (the same model, calibration_ None)."""
     X, y, X_test = labelled
-    model = hkern.fit_exact.__wrapped__(X, y, sigma=0.5, lam=1e-2, task="classification")
+    # (fit_exact: runs_on_shards, then calibrates_probabilities, then the fit)
+    model = hkern.fit_exact.__wrapped__.__wrapped__(X, y, sigma=0.5, lam=1e-2,
+                                                    task="classification")
     assert model.calibration_ is None
     with pytest.raises(ValueError, match="fit without comm"):
         model.predict_proba(X_test)

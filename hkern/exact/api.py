@@ -103,7 +103,7 @@ def _selection_problem(arguments):
 def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regression", seed=None,
               n_jobs=None, solver="auto", preconditioner="block_rpcholesky", r=None,
               tol=1e-3, max_iter=1000, validation=None, verbose=False, precision="auto",
-              max_memory=None, comm=None):
+              comm=None, max_memory=None):
     """Exact kernel ridge regression: (K + lam I) alpha = y, by a Cholesky factorisation or by
     preconditioned conjugate gradients.
 
@@ -164,6 +164,17 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
     {verbose}
         With PCG: one line per iteration (largest relative residual, validation error,
         seconds).
+    comm : mpi4py communicator or None
+        Fit on data sharded over the ranks of ``comm``: every rank passes its own rows of X
+        and y (the data set is their concatenation in rank order) and the same other
+        arguments.  Runs PCG (``solver`` "pcg" or "auto") with the block-RPCholesky
+        preconditioner built on the shards, in any ``precision``, and selects sigma and lam
+        by the hold-out criterion (regression); no rank holds all of X during the fit (X
+        passes a block of columns at a time), and the result, selection included, is bit for
+        bit that of ``solver="pcg"`` on the concatenated data in one process, for any number
+        of ranks and shard sizes (:mod:`hkern.exact.sharded`).  Every rank gets the whole
+        model (its ``predict(return_std=True)`` is the serial model's).  An error on one
+        rank ends the fit on every rank.
     max_memory : int or None
         Most bytes the fit may allocate; None (default): the memory available when the call
         starts.  The Cholesky fit needs about 8 n^2 bytes (the kernel matrix, factorised in
@@ -186,17 +197,6 @@ def fit_exact(X, y, *, kernel="gaussian", sigma="ard", lam="auto", task="regress
         wherever the mixed solve stops short of ``tol`` before ``max_iter`` (``max_iter`` iterations
         each; ``solver_trace_.precision`` says which ran).
         ``solver="direct"`` is float64 only (``"mixed"`` is refused with it).
-    comm : mpi4py communicator or None
-        Fit on data sharded over the ranks of ``comm``: every rank passes its own rows of X
-        and y (the data set is their concatenation in rank order) and the same other
-        arguments.  Runs PCG (``solver`` "pcg" or "auto") with the block-RPCholesky
-        preconditioner built on the shards, in any ``precision``, and selects sigma and lam
-        by the hold-out criterion (regression); no rank holds all of X during the fit (X
-        passes a block of columns at a time), and the result, selection included, is bit for
-        bit that of ``solver="pcg"`` on the concatenated data in one process, for any number
-        of ranks and shard sizes (:mod:`hkern.exact.sharded`).  Every rank gets the whole
-        model (its ``predict(return_std=True)`` is the serial model's).  An error on one
-        rank ends the fit on every rank.
 
     Returns
     -------

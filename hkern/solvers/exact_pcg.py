@@ -174,12 +174,13 @@ def solve_pcg(inputs, *, preconditioner, rank, tol, max_iter, seed, validation, 
     mixed = precision == "mixed"
     stored = kernel_storage(inputs, Y.shape[1], rank, preconditioner, max_memory, n_threads,
                             precision, rows=rows)
+    rows = SerialRows(X) if rows is None else rows      # float64: the data's shift
     t0 = time.perf_counter()
     if apply_m is None:
         apply_m = build(precision)
     pre_seconds = time.perf_counter() - t0 + preconditioner_seconds
-    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=stored,
-                           n_threads=n_threads, single=mixed, rows=rows)
+    apply_a = KernelSystem(inputs.kind, inputs.bandwidth, inputs.float32_X() if mixed else X,
+                           inputs.lam, stored=stored, n_threads=n_threads, rows=rows)
     # Mixed precision: the float64 operator for the starts' and the final residuals.
     exact_a = KernelSystem(inputs.kind, inputs.bandwidth, X, inputs.lam, stored=False,
                            n_threads=n_threads, rows=rows) if mixed and recheck else None

@@ -69,7 +69,7 @@ def system_centre(kind, rows):
     rank's share)."""
     n = rows.span.n
     sample = np.unique(np.linspace(0, n - 1, min(n, _CENTRE_ROWS)).astype(np.int64))
-    centre, _ = _common_shift(kind, rows.rows_at(sample))
+    centre, _ = _common_shift(kind, rows.rows_at(sample).astype(np.float64))
     return centre
 
 
@@ -88,7 +88,7 @@ def single_times(A, V, *, trans_a=False, alpha=1.0, n_threads=1):
 class KernelSystem:
     """V -> (K + lam I) V for the kernel matrix K of X (C-contiguous, already scaled).
 
-    With X float32, or ``single``, the kernel is computed in single precision (stored: 4 n^2
+    With X float32 the kernel is computed in single precision (stored: 4 n^2
     bytes, each product an sgemm; recomputed: the float32 engine) and V, the sums and the
     result are float64: the mixed-precision operator of fit_exact(precision="mixed").
 
@@ -103,22 +103,19 @@ class KernelSystem:
     stored : bool
         Keep K (8 n^2 bytes) instead of recomputing it at every product.
     n_threads : int
-    single : bool
-        Single precision for a float64 X (rounded after its shift).
-    rows : SerialRows or hkern.exact.sharded.ShardedRows, optional
-        Where the rows live (:class:`SerialRows` of X by default).  V and the result are
-        always all n rows.
+    rows : SerialRows or hkern.solvers.sharded_pcg.ShardedKernelRows, optional
+        Where the rows live, in float64 (the data's shift is taken from them):
+        :class:`SerialRows` of X by default.  V and the result are always all n rows.
     """
 
-    def __init__(self, kind, bandwidth, X, lam, *, stored, n_threads=1, single=False,
-                 rows=None):
+    def __init__(self, kind, bandwidth, X, lam, *, stored, n_threads=1, rows=None):
         self.kind, self.bandwidth, self.lam = kind, bandwidth, float(lam)
         self.n_threads = n_threads
         self.rows = SerialRows(X) if rows is None else rows
-        centre = system_centre(kind, self.rows) if X.dtype == np.float64 else None
-        held = X if centre is None else X - centre
-        if single or X.dtype == np.float32:
-            held = held.astype(np.float32)
+        centre = system_centre(kind, self.rows)
+        # A float32 X (the mixed operator; the user's own float32 X, not copied, near the
+        # origin) is shifted in float64 and rounded after.
+        held = X if centre is None else (X.astype(np.float64) - centre).astype(X.dtype)
         self.X = np.ascontiguousarray(held)
         self.K = self._kernel_rows() if stored else None
 
