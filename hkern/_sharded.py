@@ -133,6 +133,10 @@ class ShardedFit:
     def hi(self):
         return int(self.offsets[self.state.rank + 1])
 
+    def local_indices(self, rows):
+        """This rank's rows among the sorted global ``rows``, as indices into its shard."""
+        return rows[(rows >= self.lo) & (rows < self.hi)] - self.lo
+
     def rng(self, seed):
         """The fit's generator: ``seed`` as serial fits take it, or, for None, rank 0's
         entropy (the same stream on every rank)."""

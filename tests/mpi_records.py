@@ -19,3 +19,15 @@ def records(stdout):
         obj, i = decoder.raw_decode(stdout, i)
         found.append(obj)
     return found
+
+
+def assert_raised_everywhere(recs, ranks, kind, text, where):
+    """Every rank's record of a case holds the same error: of type ``kind``, its message
+    containing ``text`` and, for an error on one rank ``where`` (None: on all), naming it."""
+    assert sorted(recs) == list(range(ranks))
+    assert len({rec["message"] for rec in recs.values()}) == 1
+    for rec in recs.values():
+        assert rec["outcome"] == "error" and rec["type"] == kind, rec
+        assert text in rec["message"], rec["message"]
+        if where is not None and ranks > 1:
+            assert f"raised on rank {where} of {ranks}" in rec["message"], rec["message"]

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from mpi_records import ENV, MPIEXEC, records
+from mpi_records import ENV, MPIEXEC, assert_raised_everywhere, records
 
 import hkern
 from hkern._mpi import block_layout
@@ -198,14 +198,7 @@ def test_an_error_on_any_rank_is_raised_on_every_rank(runs, case):
     if where is not None and where >= ranks:
         assert got[case][0]["outcome"] == "ok"       # the faulty rank does not exist
         return
-    recs = got[case]
-    assert sorted(recs) == list(range(ranks))
-    assert len({rec["message"] for rec in recs.values()}) == 1
-    for rec in recs.values():
-        assert rec["outcome"] == "error" and rec["type"] == kind, rec
-        assert text in rec["message"], rec["message"]
-        if where is not None and ranks > 1:
-            assert f"raised on rank {where} of {ranks}" in rec["message"], rec["message"]
+    assert_raised_everywhere(got[case], ranks, kind, text, where)
 
 
 def test_failure_inside_the_iterations_ends_every_rank():

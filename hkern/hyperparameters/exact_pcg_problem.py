@@ -101,11 +101,14 @@ class ExactPCGProblem(SelectionProblem):
         # Only a float64 factor: T rounded to float32 made the factor rebuilt from it on all
         # rows a poor preconditioner (pol, mixed: a selection of 39.6 s against 13.3 s, test
         # RMSE 0.1107 against 0.1077), and a float32 factor kept costs half the memory.
+        # (F's rows on all n, which on MPI ranks spread over them: apply_m.span)
         if self.moves_bandwidth and pivots is not None and F.dtype == np.float64:
             return _CandidateFit(alpha, None, rows,
                                  pivots=pivots if rows is None else rows[pivots],
-                                 pivot_factor=np.tril(F[pivots]), gram=apply_m.gram)
-        keep = F is not None and 3 * F.nbytes <= resolve_max_memory(self.a["max_memory"])
+                                 pivot_factor=np.tril(apply_m.span.rows_at(F, pivots)),
+                                 gram=apply_m.gram)
+        keep = F is not None and 3 * F.itemsize * apply_m.span.n * F.shape[1] \
+            <= resolve_max_memory(self.a["max_memory"])
         return _CandidateFit(alpha, apply_m if keep else None, rows)
 
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
@@ -114,8 +117,7 @@ class ExactPCGProblem(SelectionProblem):
         # A hold-out candidate runs in the precision the final fit would choose at its
         # values: its loose tol is where float32 is safest (pol: candidates in double took
         # longer than the mixed final fit).
-        precision = self.a["precision"] if self.a["precision"] != "auto" else \
-            auto_precision(inputs, tol, n_threads)
+        precision = self.holdout_precision(inputs, tol, n_threads)
         try:
             return self._holdout(inputs, held, x0, tol, best_mse, n_threads, rows, precision)
         except np.linalg.LinAlgError:
@@ -123,6 +125,12 @@ class ExactPCGProblem(SelectionProblem):
                 raise
             # float32's rounding made the system indefinite here: this candidate in double.
             return self._holdout(inputs, held, None, tol, best_mse, n_threads, rows, "double")
+
+    def holdout_precision(self, inputs, tol, n_threads, rows=None):
+        """The precision of a hold-out candidate: the call's, or for "auto" the one the
+        final fit would choose at its values (``rows``: where its rows live, solve_pcg)."""
+        return self.a["precision"] if self.a["precision"] != "auto" else \
+            auto_precision(inputs, tol, n_threads, rows)
 
     def _holdout(self, inputs, held, x0, tol, best_mse, n_threads, rows, precision):
         apply_m = self._preconditioner(inputs, x0, precision)

@@ -19,7 +19,6 @@ import warnings
 import numpy as np
 
 from .._gp import Evidence, column_quads
-from .._memory import resolve_max_memory
 from .._model import prepare_fit
 from .._mpi import RankState, offsets_of
 from .._sharded import collective_step, gather_rows, total_of
@@ -28,7 +27,7 @@ from .._threads import budget_threads
 from .._validation import check_seed, scale_inputs
 from ..kernels.sharded import fetch_rows
 from ..solvers import ConvergenceWarning
-from ..solvers.exact_pcg import _EXTEND_ROWS, _nystrom_rows, auto_precision, solve_pcg
+from ..solvers.exact_pcg import _EXTEND_ROWS, _nystrom_rows, solve_pcg
 from ..solvers.operators import kernel_cross
 from ..solvers.preconditioners import NystromPreconditioner, float64_gram
 from ..solvers.sharded_pcg import (
@@ -65,17 +64,12 @@ class ShardedExactPCGProblem(ExactPCGProblem):
                          preconditioner=preconditioner)
         self.state, self.shards = state, shards
 
-    def _local(self, rows):
-        """This rank's rows among the sorted global ``rows``, as indices into its shard."""
-        lo, hi = self.shards.lo, self.shards.hi
-        return rows[(rows >= lo) & (rows < hi)] - lo
-
     def _sharded_inputs(self, rows, sigma, lam, final=False):
         """(inputs of this rank's segments, their kernel rows, the inputs of its shard) for the
         fit on the global ``rows`` (None: all) at (sigma, lam): the serial _inputs on every
         rank's part of them, with the mean of all of them."""
         state = RankState(self.state.comm, self.state.label)
-        take = slice(None) if rows is None else self._local(rows)
+        take = slice(None) if rows is None else self.shards.local_indices(rows)
         y = (self.y if final else self.y_candidates)[take]
         X = self.X[take]
 
@@ -125,8 +119,7 @@ class ShardedExactPCGProblem(ExactPCGProblem):
             total, count = self.squared_errors(inputs, y_held, scores)
             return float(total / count)
 
-        precision = self.a["precision"] if self.a["precision"] != "auto" else \
-            auto_precision(inputs, tol, n_threads, kernel_rows)
+        precision = self.holdout_precision(inputs, tol, n_threads, kernel_rows)
         build = self._build(kernel_rows, inputs, n_threads)
         for attempt in (precision, "double"):
             try:
@@ -151,21 +144,6 @@ class ShardedExactPCGProblem(ExactPCGProblem):
                     raise
                 x0 = None
         return mse(alpha), self._state(alpha, apply_m, rows)
-
-    def _state(self, alpha, apply_m, rows):
-        """The serial candidate's state (ExactPCGProblem._state), its choices made on the
-        sizes of all the rows: the pivots' rows of F gathered, the factor kept when three of
-        its whole size fit max_memory."""
-        F = getattr(apply_m, "F", None)
-        pivots = getattr(apply_m, "pivots", None)
-        if self.moves_bandwidth and pivots is not None and F.dtype == np.float64:
-            return _CandidateFit(alpha, None, rows,
-                                 pivots=pivots if rows is None else rows[pivots],
-                                 pivot_factor=np.tril(apply_m.span.rows_at(F, pivots)),
-                                 gram=apply_m.gram)
-        keep = F is not None and 3 * F.itemsize * apply_m.span.n * F.shape[1] \
-            <= resolve_max_memory(self.a["max_memory"])
-        return _CandidateFit(alpha, apply_m if keep else None, rows)
 
     def extend(self, state, rows):
         full = np.zeros((self.shards.n, state.alpha.shape[1]))

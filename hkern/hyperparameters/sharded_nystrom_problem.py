@@ -78,11 +78,6 @@ class ShardedNystromProblem(SelectionProblem):
         self.landmarks = a["landmarks"]
         self.centres = gather_rows(state, shards.offsets, inputs.X, self.indices)
 
-    def _local(self, rows):
-        """This rank's rows among the sorted global ``rows``, as indices into its shard."""
-        lo, hi = self.shards.lo, self.shards.hi
-        return rows[(rows >= lo) & (rows < hi)] - lo
-
     def holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         # An error every rank agreed on is skipped alike; one on this rank alone ends them all.
         return collective_step(self.state, self.label, self._holdout, rows, held, sigma, lam,
@@ -90,7 +85,7 @@ class ShardedNystromProblem(SelectionProblem):
 
     def _holdout(self, rows, held, sigma, lam, x0, tol, best_mse):
         state = RankState(self.state.comm, self.state.label)
-        train, mine = self._local(rows), self._local(held)
+        train, mine = self.shards.local_indices(rows), self.shards.local_indices(held)
         n_threads = budget_threads()
 
         y = self.y_candidates[train]
