@@ -92,6 +92,7 @@ def feature_gram(features, X, n_components, block_width, n_threads, Y=None, rows
             _linalg.gram(phi, trans=True, n_threads=n_threads, out=gram)
         if Y is not None:
             rhs += _linalg.matmul(phi, Y[start:stop], trans_a=True, n_threads=n_threads)
+        del phi         # before the next block's features: one block in memory, not two
     return gram, rhs
 
 

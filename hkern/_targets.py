@@ -216,8 +216,10 @@ def exact_sums(Y):
     Y = np.asarray(Y, dtype=np.float64)
     n, k = Y.shape
     numerators = [0] * k
-    # Blocks of at most _EXACT_ROWS rows and about 4 MiB (the pass makes six arrays of its size).
-    rows = max(1, min(_EXACT_ROWS, (4 << 20) // (8 * max(k, 1))))
+    # Blocks of at most _EXACT_ROWS rows and about 1 MiB: the pass makes about eight arrays of
+    # a block's size, 9 MiB at its peak (at 4 MiB blocks, 33 MiB: above what random features
+    # on 10^6 rows allocate once their centred targets are made).
+    rows = max(1, min(_EXACT_ROWS, (1 << 20) // (8 * max(k, 1))))
     for start in range(0, n, rows):
         block = Y[start:start + rows]
         mantissa, exponent = np.frexp(block)

@@ -72,3 +72,30 @@ def test_a_memory_mapped_x_is_streamed_not_copied(tmp_path, name):
     FITS[name](Xm[:2000], y[:2000])          # warm: imports and first calls allocate too
     growth = traced_peak(FITS[name], Xm, y) - traced_peak(FITS[name], Xm[:half], y[:half])
     assert growth < 0.5 * Xm[half:].nbytes, (growth, Xm[half:].nbytes)
+
+
+@pytest.mark.parametrize("name", ["falkon", "rff"])
+def test_traced_peak_within_the_fits_own_estimate(tmp_path, name):
+    """On a memory-mapped X the fit's traced allocations stay within the estimate it passed
+    to its memory guard, and so does predict's: one block of rows at a
+    time (the next block's features are made after the last one is freed), and no temporary
+    of X's size (the phase check reads X's largest and smallest entries), and the centred
+    targets counted (the exact sum of y runs in blocks of 1 MiB)."""
+    from hkern._memory import recorded_estimates
+    X, y = problem(200_000, d=32)
+    Xm = mapped(tmp_path, X)
+    del X
+    FITS[name](Xm[:2000], y[:2000])          # warm: imports and first calls allocate too
+    with recorded_estimates() as estimates:
+        peak = traced_peak(FITS[name], Xm, y)
+    need = max(bytes_ for _, bytes_ in estimates)
+    python_objects = 2**20          # the model, its attributes, the interpreter's own
+    assert peak <= need + python_objects, (peak, need)
+    model = FITS[name](Xm, y)
+    tracemalloc.start()
+    try:
+        model.predict(Xm)
+        predict_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert predict_peak <= need + python_objects, (predict_peak, need)

@@ -22,14 +22,15 @@ __all__ = ["fit_rff", "rff_peak_bytes"]
 def rff_peak_bytes(n, d, r, n_outputs):
     """Peak bytes of :func:`fit_rff` beyond its inputs.
 
-    r <= n (primal): the frequencies (r d), the Gram matrix and one block's Gram product
-    (2 r^2) and one row block of features (``block_rows(n, r) * r`` doubles, about 32 MiB).
-    r > n (dual): all n x r features, the n x n Gram matrix and the frequencies, then (the
-    n x n one freed) the r x r factor of the weights' posterior (the predictive variance).
+    Both: the centred targets (n k).  r <= n (primal): the frequencies (r d), the Gram
+    matrix and one block's Gram product (2 r^2) and one row block of features
+    (``block_rows(n, r) * r`` doubles, about 32 MiB).  r > n (dual): all n x r features, the
+    n x n Gram matrix and the frequencies, then (the n x n one freed) the r x r factor of the
+    weights' posterior (the predictive variance).
     """
     if r > n:
         return 8 * (n * r + max(n * n, r * r) + r * d + 2 * (n + r) * n_outputs)
-    return 8 * (2 * r * r + block_rows(n, r) * r + r * d + 2 * r * n_outputs)
+    return 8 * (2 * r * r + block_rows(n, r) * r + r * d + (2 * r + n) * n_outputs)
 
 
 @calibrates_probabilities
@@ -66,8 +67,9 @@ def fit_rff(X, y, r=1024, *, kernel="gaussian", sigma="ard", lam="auto", task="r
         limits.  Results are identical for any value.
     {verbose}
     max_memory : int or None
-        Most bytes the fit may allocate (see :func:`rff_peak_bytes`: about 16 r^2 + 32 MiB for
-        r <= n); None (default): the memory available when the call starts.
+        Most bytes the fit may allocate (see :func:`rff_peak_bytes`: about 16 r^2 + 32 MiB
+        and 8 bytes per target for r <= n); None (default): the memory available when the call
+        starts.
 
     Returns
     -------

@@ -59,6 +59,7 @@ class RFFKRR(FeatureGaussianProcess, KernelRidgeModel):
         for start, stop in row_blocks(X.shape[0], self.frequencies_.shape[0]):
             features = rff_features(X[start:stop], self.frequencies_, self.offsets_, n_threads)
             _linalg.matmul(features, self.coef_, n_threads=n_threads, out=out[start:stop])
+            del features    # before the next block's: one block in memory, not two
         return out
 
     def _features(self, X, n_threads):

@@ -28,8 +28,10 @@ def check_phases(X, frequencies):
     Phases far beyond 2 pi are valid (the features decorrelate, as the kernel does at such
     sigma); only an infinite phase is not.  |omega . x| <= max|x| * ||omega||_1.
     """
+    # max |x| from X's largest and smallest entries: no n x d temporary (X may be a memory map)
+    largest = max(abs(float(X.max(initial=0.0))), abs(float(X.min(initial=0.0))))
     with np.errstate(over="ignore"):
-        bound = np.abs(X).max(initial=0.0) * np.abs(frequencies).sum(axis=1).max(initial=0.0)
+        bound = largest * np.abs(frequencies).sum(axis=1).max(initial=0.0)
     if not np.isfinite(bound) or bound > 1e300:
         raise ValueError(
             "sigma is too small next to X for random Fourier features: the phases Omega x "
