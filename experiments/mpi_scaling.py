@@ -1,4 +1,4 @@
-"""Memory and time of the sharded fits against the serial fit (issue 20; doc/mpi.md).
+"""Memory and time of the sharded fits against the serial fit (issues 20 and 54; doc/mpi.md).
 
     python experiments/mpi_scaling.py --method hck --n 2000000 --r 128            # serial
     OMP_NUM_THREADS=1 mpiexec -n 4 python experiments/mpi_scaling.py --method hck \\
@@ -10,6 +10,14 @@ and predicts 20 000 test points (each rank its share).  Printed per rank, as one
 (appended to ``--out`` with ``--write``): the fit's and the prediction's wall seconds (between
 barriers), the peak resident memory of the process (ru_maxrss) and the resident memory before
 the fit.  The serial run (no ``--comm``) is one process with the whole data set.
+
+Strong and weak scaling (issue 54; ``results/mpi_growth.json``, doc/results/mpi.md): every fit
+on 1, 2 and 4 ranks of one thread each, n fixed (``--study strong``) or n per rank fixed
+(``--study weak``), e.g.
+
+    for p in 1 2 4; do OMP_NUM_THREADS=1 mpiexec -n $p python experiments/mpi_scaling.py \
+        --method falkon --r 1024 --n 500000 --comm --n-jobs 1 --study strong \
+        --out results/mpi_growth.json --write; done
 
 Synthetic data: x uniform in [-1, 1]^d, y = sum_j sin(3 x_j) / sqrt(d) + 0.1 noise.
 """
@@ -49,15 +57,18 @@ def current_rss():
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--method", choices=["hck", "falkon"], default="hck")
+    p.add_argument("--method", choices=["hck", "falkon", "exact"], default="hck")
     p.add_argument("--n", type=int, default=2_000_000)
     p.add_argument("--d", type=int, default=8)
-    p.add_argument("--r", type=int, default=128, help="HCK's r, or FALKON's centres")
+    p.add_argument("--r", type=int, default=128,
+                   help="HCK's r, or FALKON's centres (exact PCG: its default preconditioner)")
     p.add_argument("--sigma", type=float, default=1.0)
     p.add_argument("--lam", type=float, default=1e-2)
     p.add_argument("--n-test", type=int, default=20_000)
     p.add_argument("--n-jobs", type=int, default=None)
     p.add_argument("--comm", action="store_true", help="fit on shards over MPI.COMM_WORLD")
+    p.add_argument("--study", choices=["strong", "weak"], default=None,
+                   help="tag the records: n fixed over the rank counts, or n per rank fixed")
     p.add_argument("--write", action="store_true")
     p.add_argument("--out", default="results/mpi_scaling.json")
     args = p.parse_args(argv)
@@ -80,6 +91,9 @@ def main(argv=None):
     if args.method == "hck":
         model = hkern.fit_hierarchical(X, y, r=args.r, sigma=args.sigma, lam=args.lam, seed=0,
                                        n_jobs=args.n_jobs, comm=comm)
+    elif args.method == "exact":
+        model = hkern.fit_exact(X, y, sigma=args.sigma, lam=args.lam, seed=0, solver="pcg",
+                                n_jobs=args.n_jobs, comm=comm)
     else:
         model = hkern.fit_nystrom(X, y, args.r, sigma=args.sigma, lam=args.lam, seed=0,
                                   solver="pcg", tol=1e-4, n_jobs=args.n_jobs, comm=comm)
@@ -92,8 +106,8 @@ def main(argv=None):
     sq = float(np.sum((pred - yt) ** 2))
     if comm is not None:
         sq = comm.allreduce(sq)
-    record = dict(method=args.method, n=args.n, d=args.d, r=args.r, sigma=args.sigma,
-                  lam=args.lam, ranks=size, rank=rank, n_jobs=args.n_jobs,
+    record = dict(method=args.method, study=args.study, n=args.n, d=args.d, r=args.r,
+                  sigma=args.sigma, lam=args.lam, ranks=size, rank=rank, n_jobs=args.n_jobs,
                   threads=os.environ.get("OMP_NUM_THREADS"), sharded=args.comm,
                   fit_seconds=round(fit_seconds, 3), predict_seconds=round(predict_seconds, 3),
                   test_rmse=round(float(np.sqrt(sq / args.n_test)), 5),
