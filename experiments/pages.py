@@ -343,12 +343,152 @@ def growth_memory_mapped():
                       "test RMSE"], rows))
 
 
+def _falkon_scale(part):
+    record = json.loads((RESULTS / "falkon_scale.json").read_text())
+    return record["commands"][part], [r for r in record["records"] if r["part"] == part]
+
+
+def falkon_ridge():
+    """hkern's FALKON with lam held at 1 and with lam / n held fixed, at two n."""
+    command, runs = _falkon_scale("ridge")
+    runs = list({(r["n"], r["lam"]): r for r in runs}.values())   # at 10^5 rows lam 1 is both
+    rows = [[_spaced(r["n"]), f"{r['lam']:g}", f"{r['penalty']:.0e}", r["iterations"],
+             f"{r['seconds']:.1f}", f"{r['test_rmse']:.4f}"] for r in runs]
+    return (f"From `results/falkon_scale.json` (`{command}`; {runs[0]['r']} centres, sigma "
+            f"{runs[0]['sigma']:g}):" + NL + NL
+            + _table(["n", "lam", "lam / n", "iterations", "fit s", "test RMSE"], rows))
+
+
+def _gib(n_bytes):
+    return f"{n_bytes / 2**30:.2f}"
+
+
+def falkon_peer():
+    """hkern's FALKON and the real Falkon library on the same centres, sigma and lam."""
+    command, runs = _falkon_scale("peer")
+    double_command, doubles = _falkon_scale("peer_double")
+    rows = [[r["library"] + f" {r['version']}", r["round"] + 1, f"{r['seconds']:.1f}",
+             r["iterations"], r["precision"], r["threads"], f"{r['test_rmse']:.4f}",
+             _gib(r["peak_anonymous_bytes"])] for r in runs + doubles]
+    ours = _median([r["seconds"] for r in runs if r["library"] == "hkern"])
+    ours_double = _median([r["seconds"] for r in doubles])
+    theirs = _median([r["seconds"] for r in runs if r["library"] == "falkon"])
+    first = runs[0]
+    return (f"From `results/falkon_scale.json` (`{command}`, then `{double_command}`): the "
+            f"first" + NL + f"{_spaced(first['n'])} rows (d = {first['d']}), "
+            f"{first['r']} centres (the same rows for both), sigma {first['sigma']:g}, hkern's "
+            f"lam {first['lam']:g}" + NL + "(Falkon's penalty lam / n); each fit in its own "
+            "process, in the order of the table:" + NL + NL
+            + _table(["library", "round", "fit s", "iterations", "precision", "threads",
+                      "test RMSE", "peak anonymous GiB"], rows)
+            + NL + f"For the same number of iterations the real Falkon took {theirs / ours:.1f} "
+            f"times the time of hkern's default" + NL + f"(`precision=\"auto\"`, medians), and "
+            f"{theirs / ours_double:.1f} times that of hkern in double precision, Falkon's "
+            "arithmetic." + NL)
+
+
+def falkon_ten_million():
+    """hkern's FALKON on 10^7 memory-mapped rows: time and memory against issue 54's targets."""
+    command, runs = _falkon_scale("ten-million")
+    rows = [[_spaced(r["n"]), r["r"], f"{r['seconds']:.0f} ({r['seconds'] / 60:.1f} min)",
+             r["iterations"], r["precision"], _gib(r["peak_anonymous_bytes"]),
+             _gib(r["peak_resident_bytes"]), f"{r['test_rmse']:.4f}"] for r in runs]
+    first = runs[0]
+    slowest = max(r["seconds"] for r in runs) / 60
+    largest = max(r["peak_anonymous_bytes"] for r in runs)
+    return (f"From `results/falkon_scale.json` (`{command}`): sigma {first['sigma']:g}, lam "
+            f"{first['lam']:g}," + NL + "X a memory "
+            f"map of the .npy file, {first['threads']} threads:" + NL + NL
+            + _table(["n", "centres", "fit s", "iterations", "precision",
+                      "peak anonymous GiB", "peak resident GiB", "test RMSE"], rows)
+            + NL + f"Against the targets: {slowest:.1f} minutes (at most 20), and "
+            f"{largest / 1e9:.2f} GB of the fit's own memory (at most 2 GB beyond" + NL
+            + "the page cache of X; the resident peak also counts the pages of X read into "
+            "it)." + NL)
+
+
+def memory_mapped():
+    """The same fit on a memory-mapped X and in memory: digests, seconds, peaks, estimate."""
+    records = _records("memory_mapped.json")
+    rows = []
+    for method in dict.fromkeys(r["method"] for r in records):
+        pair = {r["memmap"]: r for r in records if r["method"] == method}
+        memory, mapped = pair[False], pair[True]
+        same = (memory["coef_digest"] == mapped["coef_digest"]
+                and memory["predictions_digest"] == mapped["predictions_digest"])
+        mib = [f"{r[key] / 2**20:.1f}" for r, key in (
+            (memory, "peak_anonymous_bytes"), (mapped, "peak_anonymous_bytes"),
+            (mapped, "peak_resident_bytes"), (mapped, "estimate_bytes"))]
+        rows.append([method, _spaced(memory["n"]), f"{memory['seconds']:.1f}",
+                     f"{mapped['seconds']:.1f}", "yes" if same else "**no**", *mib])
+    return ("From `results/memory_mapped.json` (`python experiments/memory_mapped.py --write`; "
+            "peaks above the" + NL + "process's before the fit; the estimate is the largest "
+            "the fit passed to its memory guard):" + NL + NL
+            + _table(["fit", "n", "in memory s", "memory map s", "same bits",
+                      "anonymous MiB, in memory", "anonymous MiB, map", "resident MiB, map",
+                      "estimate MiB"], rows))
+
+
+def which_fit_at_scale():
+    """The user's summary of FALKON at 10^7 rows and beside the real Falkon at 10^6."""
+    _, big = _falkon_scale("ten-million")
+    _, peer = _falkon_scale("peer")
+    r = big[0]
+    ours = _median([p["seconds"] for p in peer if p["library"] == "hkern"])
+    theirs = _median([p["seconds"] for p in peer if p["library"] == "falkon"])
+    return (f"FALKON with {r['r']} centres fit {_spaced(r['n'])} rows (d = {r['d']}, X memory "
+            f"mapped, lam / n = {r['penalty']:g}) in" + NL + f"{r['seconds'] / 60:.0f} minutes "
+            f"with {r['peak_anonymous_bytes'] / 2**30:.2f} GiB of its own memory, to test RMSE "
+            f"{r['test_rmse']:.4f} (noise sd 0.1). On" + NL + f"{_spaced(peer[0]['n'])} rows "
+            f"the real Falkon library took {theirs / ours:.1f} times hkern's time (its default "
+            "precision) for the" + NL + "same centres, sigma, lam and iterations "
+            "([growth](results/growth.md#ten-million-rows-x-memory-mapped))." + NL)
+
+
+GROWTH_EXPONENT = {"hck": 1, "falkon": 1, "exact": 2}    # fit time against n, at fixed size
+
+
+def mpi_growth():
+    """Strong and weak scaling of the sharded fits on 1, 2 and 4 ranks of one thread."""
+    runs = {}
+    for rec in json.loads((RESULTS / "mpi_growth.json").read_text()):
+        runs.setdefault((rec["study"], rec["method"], rec["n"], rec["ranks"]), []).append(rec)
+    rows = []
+    order = list(GROWTH_EXPONENT)
+    for (study, method, n, ranks), group in sorted(runs.items(), key=lambda item: (
+            order.index(item[0][1]), item[0][0], item[0][3])):
+        seconds = max(rec["fit_seconds"] for rec in group)          # the slowest rank
+        one = [v for (s, m, _, p), v in runs.items() if (s, m, p) == (study, method, 1)]
+        base = max(rec["fit_seconds"] for rec in one[0]) if one else None
+        n_one = one[0][0]["n"] if one else None
+        if base is None:
+            ratio = ""
+        elif study == "strong":
+            ratio = f"speedup {base / seconds:.2f} (ideal {ranks})"
+        else:      # the ideal: the serial work grows as n^a, shared among the ranks
+            ideal = base * (n / n_one) ** GROWTH_EXPONENT[method] / ranks
+            ratio = f"efficiency {ideal / seconds:.2f} (ideal time {ideal:.1f} s)"
+        first = group[0]
+        rows.append([study, {"hck": "HCK", "falkon": "FALKON", "exact": "exact PCG"}[method],
+                     f"`r={first['r']}`" if method != "exact" else "default", _spaced(n),
+                     f"{ranks} × 1", f"{seconds:.1f}",
+                     f"{max(rec['peak_rss_gib'] for rec in group):.2f}",
+                     f"{first['test_rmse']:.5f}", ratio])
+    return ("From `results/mpi_growth.json` (`experiments/mpi_scaling.py --study strong|weak`, "
+            "the loop in its" + NL + "docstring; fit seconds of the slowest rank; this "
+            "machine has 2 cores, so 4 ranks share them two to a core):" + NL + NL
+            + _table(["study", "fit", "size", "n", "ranks × threads", "fit s",
+                      "peak GiB per rank", "test RMSE", "against 1 rank"], rows))
+
+
 RENDERERS = {f.__name__: f for f in (nystrom_variance_forms, ard_against_isotropic, mpi_scaling,
+                                     mpi_growth,
                                      mpi_exact_pcg,
                                      float32_inputs, pcg_std, falkon_precision_kin40k,
                                      falkon_precision_defaults, falkon_precision_sweep,
                                      falkon_precision_screen, growth,
-                                     growth_memory_mapped)}
+                                     growth_memory_mapped, falkon_peer, falkon_ten_million,
+                                     memory_mapped, which_fit_at_scale, falkon_ridge)}
 
 
 def blocks(text):
