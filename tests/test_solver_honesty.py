@@ -5,6 +5,7 @@ argument of the PCG solver is checked whatever the solver.  Each case is checked
 dense computation of the residual from its definition."""
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -135,12 +136,19 @@ def test_mixed_exact_pcg_that_stops_converging_says_so_at_once():
     X, y, _, _, _ = standardize(*load_uci("kin40k", split=0))
     X, y = X[:3000], y[:3000]
     kw = dict(sigma=5.0, lam=1e-4, solver="pcg", seed=0, n_jobs=2)
-    # (which of the two stall messages depends on float32's rounding: "stopped converging"
-    # or "stalled at" the smallest residual; both name the fix)
-    with pytest.raises(MixedPrecisionStall, match="single-precision CG (stopped converging|"
-                                                  "stalled at).*use precision='double'") as e:
-        hkern.fit_exact(X, y, precision="mixed", **kw)
-    assert e.value.iterations < 50
+    # Whether float32's rounding stalls the recursion here depends on the processor: on one
+    # it stalled (either message: "stopped converging" or "stalled at" the smallest residual;
+    # both name the fix), on an AMD EPYC it converged in 135 iterations to a true residual of
+    # 5e-4.  Either is honest; running on to max_iter unconverged is not.
+    try:
+        mixed = hkern.fit_exact(X, y, precision="mixed", **kw)
+    except MixedPrecisionStall as e:
+        assert re.search("single-precision CG (stopped converging|stalled at).*use "
+                         "precision='double'", str(e), re.S)
+        assert e.iterations < 50
+    else:
+        assert mixed.solver_trace_.converged
+        assert mixed.solver_trace_.true_residual.max() <= 1e-3
     model = hkern.fit_exact(X, y, precision="auto", **kw)
     assert model.solver_trace_.converged and model.solver_trace_.true_residual.max() <= 1e-3
 
