@@ -76,44 +76,13 @@ def load(n, mmap):
     return X, np.array(y_all[:n]), np.array(X_all[N_MAX[D]:]), np.array(y_all[N_MAX[D]:])
 
 
-class ResidentPeak(AnonymousPeak):
-    """Both the anonymous and the whole resident set's peaks (VmRSS counts X's mapped pages)."""
-
-    def __enter__(self):
-        import threading
-        self.start, self.rss_start = _status("RssAnon:"), _status("VmRSS:")
-        self.peak, self.rss_peak = self.start, self.rss_start
-        self._stop = threading.Event()
-
-        def sample():
-            while not self._stop.wait(0.005):
-                self.peak = max(self.peak, _status("RssAnon:"))
-                self.rss_peak = max(self.rss_peak, _status("VmRSS:"))
-        self._thread = threading.Thread(target=sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        super().__exit__(*exc)
-        self.rss_peak = max(self.rss_peak, _status("VmRSS:"))
-        self.rss_bytes = self.rss_peak - self.rss_start
-
-
-def _status(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def fit_hkern(n, r, mmap, centres, lam=None, precision="auto"):
     import hkern
     from hkern._threads import resolve_n_jobs
     X, y, Xt, yt = load(n, mmap)
     lam = PENALTY * n if lam is None else lam
     t0 = time.perf_counter()
-    with ResidentPeak() as peak:
+    with AnonymousPeak() as peak:
         model = hkern.fit_nystrom(X, y, r, solver="pcg", sigma=SIGMA, lam=lam, seed=0,
                                   landmarks=centres, precision=precision)
     seconds = time.perf_counter() - t0
@@ -138,7 +107,7 @@ def fit_falkon(n, r, centres, maxiter):
     options = falkon.FalkonOptions(use_cpu=True, keops_active="no",
                                    max_cpu_mem=FALKON_MEMORY_CAP)
     t0 = time.perf_counter()
-    with ResidentPeak() as peak:
+    with AnonymousPeak() as peak:
         Z = Xtorch[torch.from_numpy(centres)].contiguous()
         model = falkon.Falkon(kernel=GaussianKernel(sigma=SIGMA, opt=options),
                               penalty=PENALTY, M=r, center_selection=FixedSelector(Z),
@@ -173,9 +142,11 @@ def run_child(python, args):
     return record
 
 
-def git_commit():
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=ROOT).stdout.strip()
+def code_version_of_hkern():
+    """common.code_version, imported on call: this module also runs in Falkon's environment,
+    which has no hkern."""
+    from common import code_version
+    return code_version()
 
 
 def ridge(args):
@@ -189,7 +160,7 @@ def ridge(args):
             ours = run_child(sys.executable, ["hkern", "--n", str(n), "--r", str(args.r),
                                               "--centres", str(centres_file), "--lam", str(lam)])
             records.append(dict(ours, part="ridge", n=n, d=D, r=args.r, sigma=SIGMA,
-                                penalty=lam / n, code=git_commit()))
+                                penalty=lam / n, code=code_version_of_hkern()))
     if args.write:
         write(records, lambda r: r["part"] == "ridge")
 
@@ -211,7 +182,7 @@ def measure(args):
     common = ["--n", str(args.n), "--r", str(args.r), "--centres", str(centres_file)]
     records = []
     where = dict(n=args.n, d=D, r=args.r, sigma=SIGMA, lam=PENALTY * args.n, penalty=PENALTY,
-                 code=git_commit())
+                 code=code_version_of_hkern())
     part = "peer_double" if getattr(args, "double", False) else args.part
     for round_ in range(args.rounds):
         ours = run_child(sys.executable, ["hkern", *common]

@@ -89,31 +89,39 @@ def make_data(d):
 
 class AnonymousPeak:
     """The peak of the process's anonymous resident memory (RssAnon: not the page cache of a
-    memory-mapped X) above its value at the start, sampled every 5 ms in a thread."""
+    memory-mapped X) above its value at the start, and of its whole resident set (VmRSS,
+    which counts X's mapped pages), sampled every 5 ms in a thread: ``bytes``, ``rss_bytes``."""
 
     def __enter__(self):
         import threading
-        self.start = self.peak = _rss_anon()
+        self.start, self.rss_start = _status("RssAnon:"), _status("VmRSS:")
+        self.peak, self.rss_peak = self.start, self.rss_start
         self._stop = threading.Event()
 
         def sample():
             while not self._stop.wait(0.005):
-                self.peak = max(self.peak, _rss_anon())
+                self._sample()
         self._thread = threading.Thread(target=sample, daemon=True)
         self._thread.start()
         return self
 
+    def _sample(self):
+        self.peak = max(self.peak, _status("RssAnon:"))
+        self.rss_peak = max(self.rss_peak, _status("VmRSS:"))
+
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _rss_anon())
+        self._sample()
         self.bytes = self.peak - self.start
+        self.rss_bytes = self.rss_peak - self.rss_start
 
 
-def _rss_anon():
+def _status(field):
+    """A field of /proc/self/status in bytes (0 where the system has no such field)."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("RssAnon:"):
+            if line.startswith(field):
                 return int(line.split()[1]) * 1024
     return 0
 

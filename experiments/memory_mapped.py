@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from falkon_scale import ResidentPeak, git_commit, load  # noqa: E402
-from growth import make_data  # noqa: E402
+from falkon_scale import code_version_of_hkern, load  # noqa: E402
+from growth import AnonymousPeak, make_data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "results" / "memory_mapped.json"
@@ -60,7 +60,7 @@ def child(method, mmap):
     # once at the first call, not the fit's (10 to 20 MiB here).
     fit(np.array(X[:2000]), y[:2000], **size, **FIXED)
     t0 = time.perf_counter()
-    with recorded_estimates() as estimates, ResidentPeak() as peak:
+    with recorded_estimates() as estimates, AnonymousPeak() as peak:
         model = fit(X, y, **size, **FIXED)
     seconds = time.perf_counter() - t0
     record = dict(method=method, n=n, d=D, memmap=mmap, x_type=type(X).__name__,
@@ -92,7 +92,7 @@ def main():
             lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
             if not lines:
                 raise RuntimeError(out.stderr[-2000:])
-            record = dict(json.loads(lines[-1]), code=git_commit())
+            record = dict(json.loads(lines[-1]), code=code_version_of_hkern())
             print({k: record[k] for k in ("method", "memmap", "seconds", "coef_digest",
                                           "peak_anonymous_bytes", "estimate_bytes")},
                   flush=True)
