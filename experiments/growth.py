@@ -198,10 +198,13 @@ def run(args):
                     out = subprocess.run(child, capture_output=True, text=True,
                                          timeout=timeout)
                 except subprocess.TimeoutExpired:
+                    if timeout == PROBE_SECONDS:
+                        status = (f"not run: about {expected:.0f} s by the time exponent "
+                                  f"{METHODS[method]['time']} from n = {previous['n']}")
+                    else:
+                        status = f"stopped: still running after {timeout:.0f} s"
                     record = dict(method=method, call=call, n=n, d=args.d, memmap=args.mmap,
-                                  status=f"not run: about {expected:.0f} s by the time "
-                                  f"exponent {METHODS[method]['time']} from n = "
-                                  f"{previous['n']}", seconds=None, expected_seconds=expected,
+                                  status=status, seconds=None, expected_seconds=expected,
                                   theory_time=METHODS[method]["time"],
                                   theory_memory=METHODS[method]["memory"], command=command)
                     print(record["status"], flush=True)

@@ -272,9 +272,14 @@ def falkon_precision_screen():
                       "double factors s", "double fit s", "screen / fit"], rows))
 
 def _growth_cell(r):
-    if r["status"] != "ok":
-        return "refused (memory)" if "memory" in r["status"].lower() or \
-            "MiB" in r["status"] or "GiB" in r["status"] else r["status"].split(":")[0]
+    status = r["status"]
+    if status.startswith("not run") and r.get("expected_seconds"):
+        return f"not run (about {r['expected_seconds']:.0f} s expected)"
+    if status.startswith("stopped"):
+        return status.replace(": still running", "")
+    if status != "ok":
+        return "refused (memory)" if "memory" in status.lower() or \
+            "MiB" in status or "GiB" in status else status.split(":")[0]
     return f"{r['seconds']:.3g} s, {r['peak_bytes'] / 2**30:.3g} GiB, {r['test_rmse']:.3f}"
 
 
@@ -288,12 +293,25 @@ def _slope(points):
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
+def _growth_stop(last):
+    """How far a method went: its largest n's record."""
+    n, status = _spaced(last["n"]), last["status"]
+    if status == "ok":
+        return f"ran to n = {n}"
+    if status.startswith("not run"):
+        return f"n = {n} not run: time"
+    if status.startswith("stopped"):
+        return f"stopped at n = {n}: time"
+    return f"refused at n = {n}"
+
+
 def growth():
     """Fit time, peak memory and test RMSE against n per method, and the exponents."""
     record = json.loads((RESULTS / "growth.json").read_text())
     records = [r for r in record["records"] if not r.get("memmap")]
     out = []
-    for d, call in sorted({(r["d"], r["call"]) for r in records}):
+    for d, call in sorted({(r["d"], r["call"]) for r in records},
+                          key=lambda dc: (dc[0], dc[1] != "fixed")):
         runs = [r for r in records if r["d"] == d and r["call"] == call]
         sizes = sorted({r["n"] for r in runs})
         methods = list(dict.fromkeys(r["method"] for r in runs))
@@ -305,9 +323,7 @@ def growth():
                   and n >= 10**4]
             t = _slope([(r["n"], r["seconds"]) for r in ok])
             m = _slope([(r["n"], r["peak_bytes"]) for r in ok if r["peak_bytes"] > 0])
-            last = by_n[max(by_n)]
-            stop = (f"refused at n = {_spaced(last['n'])}" if last["status"] != "ok"
-                    else f"ran to n = {_spaced(last['n'])}")
+            stop = _growth_stop(by_n[max(by_n)])
             theory = next(iter(by_n.values()))
             slopes.append([method, "" if t is None else f"{t:.2f}", theory["theory_time"],
                            "" if m is None else f"{m:.2f}", theory["theory_memory"], stop])
