@@ -543,3 +543,16 @@ def test_estimators_take_the_strings_and_expose_the_choice():
     assert np.array_equal(est.sigma_, model.sigma_) and est.lam_ == model.lam_
     assert isinstance(est.selection_, HyperparameterSelection)
     assert clone(est).get_params()["sigma"] == "ard"
+
+
+@pytest.mark.parametrize("n,solver,size", [(700, "direct", 700), (700, "pcg", 500),
+                                           (1200, "direct", 500)])
+def test_ard_start_is_the_whole_data_when_it_is_small(n, solver, size):
+    """sigma="ard": the exact GP that starts the selection runs on 500 points, then on all the
+    rows when there are at most 1000 (direct solvers: the stage is the data's own exact GP,
+    whose optimum the 500 points only approximate), and on 500 alone between 1000 and
+    1000 (d + 2) rows, or for the iterative solvers, whose stages need 8 rows per point."""
+    X, y = data(n=n, d=3, seed=5)
+    model = hkern.fit_exact(X, y, sigma="ard", lam="auto", solver=solver, seed=0)
+    assert model.selection_.subsample_size == size
+
