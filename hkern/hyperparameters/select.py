@@ -7,7 +7,8 @@ The pipeline (doc/hyperparameters.md has the measurements behind each choice):
    gradients) gives lengthscales (one per feature for ``"ard"``, one for ``"auto"``) and
    lam = noise / s2.  For ``"ard"`` the search runs on 500 points from two starts, then once on
    1000 from that optimum (a warm start) when the data have 1000 rows per parameter of the GP,
-   or at most 1000 rows (the stage is then the exact GP of all the data).
+   or at most 1000 rows (the stage is then the exact GP of all the data, searched from the
+   default starts as well as the warm one and polished, so that it does not depend on the seed).
    With sigma given and ``lam="auto"`` only s2 and the noise are learnt, under the fit's own
    kernel.
 2. **Refine on all the data with the method itself**: a parabolic line search in a global log
