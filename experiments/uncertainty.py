@@ -45,7 +45,6 @@ LEVELS = [0.5, 0.8, 0.9, 0.95, 0.99]
 SKLEARN_ROWS = 2000
 RECORD = RESULTS / "uncertainty.json"
 UNITS = True            # fit_exact again on 1000 y (--no-units: not, for the largest sets)
-SPLITS = 1              # --splits K: splits 0 to K-1, their test rows pooled
 
 
 def scores(mean, std, y):
@@ -199,19 +198,19 @@ def main():
     if sys.argv[1:] == ["--page"]:
         page()
         return
-    global SPLITS
     UNITS = "--no-units" not in sys.argv
     args = [a for a in sys.argv[1:] if a != "--no-units"]
+    splits = 1              # --splits K: splits 0 to K-1, their test rows pooled
     if "--splits" in args:
         at = args.index("--splits")
-        SPLITS = int(args[at + 1])
+        splits = int(args[at + 1])
         del args[at:at + 2]
     sets = args[0].split(",") if len(args) > 0 else SETS
     fits = args[1].split(",") if len(args) > 1 else FITS
     records = []
     for set_name in sets:
         for fit_name in fits:
-            rec = measure(set_name, fit_name, SPLITS)
+            rec = measure(set_name, fit_name, splits)
             rec["command"] = "python experiments/uncertainty.py " + " ".join(sys.argv[1:])
             print(json.dumps(rec), flush=True)
             records.append(rec)

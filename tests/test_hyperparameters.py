@@ -567,4 +567,3 @@ def test_ard_start_on_the_whole_data_does_not_depend_on_the_seed(n):
     lml = [hkern.fit_exact(X, y, sigma="ard", lam="auto", seed=s).selection_.subsample_lml
            for s in range(4)]
     assert np.ptp(lml) <= 1e-8 * abs(np.mean(lml))
-

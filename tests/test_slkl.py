@@ -7,6 +7,7 @@ from oracles import dense_kernel, rel_max, slkl_dense, slkl_G
 
 import hkern
 from hkern.slkl import STEPS
+from hkern.slkl.api import descent_target
 
 LAM, NU = 0.7, 0.05
 
@@ -166,8 +167,9 @@ def test_step_formulas(small, step):
 
 def test_final_weights_satisfy_kkt():
     """Run to the KKT test; the dense a_m give |lam a^2 - nu| <= 1e-6 on active and
-    lam a^2 - nu <= 1e-6 on inactive candidates (nu = NU the absolute penalty: fit_slkl's nu
-    and kkt_tol are relative to mean(y^2) of the centred targets, which the descent fits)."""
+    lam a^2 - nu <= 1e-6 on inactive candidates (nu the absolute penalty: fit_slkl's nu and
+    kkt_tol are relative to the mean square of the descent's target t, the centred y on a grid
+    of 2^-10 of its scale, which the descent fits; nu = NU up to that rounding)."""
     X, y = sinc_problem(120, 7)
     ms = np.mean((y - y.mean()) ** 2)
     model = hkern.fit_slkl(X, y, r=40, nu=NU / ms, lam=LAM, tol=None, kkt_tol=1e-8 / ms,
@@ -175,8 +177,11 @@ def test_final_weights_satisfy_kkt():
     assert model.converged_.tolist() == [True]
     mu, F = model.weights_[:, 0], model.objective_[:, 0]      # the one output's column
     C = dense_kernel(X, X[model.candidates_], sigma=1.0)
-    a, _, _, _ = slkl_dense(C, mu, y - y.mean(), LAM, NU)
-    g = LAM * a ** 2 - NU
+    s, t = descent_target(y - y.mean())
+    t = s * t
+    nu = NU / ms * np.mean(t ** 2)
+    a, _, _, _ = slkl_dense(C, mu, t, LAM, nu)
+    g = LAM * a ** 2 - nu
     active = mu > 0
     assert 0 < active.sum() < 40
     assert np.abs(g[active]).max() <= 1e-6

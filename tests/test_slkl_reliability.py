@@ -16,7 +16,7 @@ from reliability_helpers import record_thread_budgets
 
 import hkern
 from hkern._memory import MemoryLimitError
-from hkern._targets import on_target_grid, target_scale
+from hkern.slkl.api import descent_target
 
 EPS = np.finfo(float).eps
 
@@ -139,11 +139,12 @@ def test_identity_kernel_has_the_closed_form(c, nu):
     model = hkern.fit_slkl(X, y, r=15, nu=nu, lam=lam, sigma=1e-300, seed=0,
                            tol=None, kkt_tol=1e-12, max_iter=100_000)
     S = model.candidates_
-    # The descent's target is the centred y / rms on a grid of 2^-30 (the same bits for
-    # c * y); the weights are the optimum for it, the predictions those of y at these weights.
+    # The descent's target is the centred y / rms on a grid of 2^-10 (the same bits for
+    # c * y and y + b); the weights are the optimum for it, the predictions those of y at
+    # these weights.
     mean = model.y_mean_
     y = y - mean
-    y_s = on_target_grid(y, target_scale(y))
+    _, y_s = descent_target(y)
     mu = lam * np.maximum(np.abs(y_s[S]) / np.sqrt(lam * nu * np.mean(y_s ** 2)) - 1.0, 0.0)
     assert np.allclose(model.weights_[:, 0], mu, rtol=1e-12, atol=0)
     pred = model.predict(X[S]) - mean
@@ -179,7 +180,8 @@ def test_scale_default_settings(scale_problem):
 def test_scale_converged_objective_invariant(scale_problem):
     """Run to the KKT test: the data-fit term y^T (I + K~/lam)^{-1} y / ||y||^2 at the learned
     weights (dense, from the definition) is the same for every c, and objective_ ends on the
-    dense F with the penalty nu mean(y^2) ||mu||_1 (F in units of y^2)."""
+    dense F with the penalty nu mean(t^2) ||mu||_1 of the descent's target t (F in units of
+    y^2; t is the centred y on a grid of 2^-10 of its scale, hkern.slkl.api.descent_target)."""
     X, y0 = scale_problem
     fits = []
     for c in [1e-12, 1e-1, 1.0, 1e1, 1e3, 1e6, 1e12]:
@@ -192,8 +194,12 @@ def test_scale_converged_objective_invariant(scale_problem):
         K_tilde = (C * mu) @ C.T
         y = y - model.y_mean_                         # the centred targets the model fits
         fit = y @ np.linalg.solve(np.eye(len(y)) + K_tilde, y) / (y @ y)
-        # objective_ ends on F rebuilt from its definition: it matches the dense F
-        F = fit * (y @ y) + model.nu_ * np.mean(y ** 2) * mu.sum()
+        # objective_ ends on F rebuilt from its definition: it matches the dense F of the
+        # descent's target
+        s, t = descent_target(y)
+        t = s * t
+        F = t @ np.linalg.solve(np.eye(len(t)) + K_tilde, t) + model.nu_ * np.mean(t ** 2) \
+            * mu.sum()
         assert abs(model.objective_[model.n_iter_[0], 0] - F) <= 1e-6 * F
         fits.append(fit)
     assert max(fits) - min(fits) <= 1e-6 * fits[0], fits

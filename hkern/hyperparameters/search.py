@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from .._targets import on_grid
+
 __all__ = ["best_of_origins", "coordinate_search"]
 
 
@@ -39,7 +41,7 @@ def _parabola_at(xs, fs, x):
 
 
 def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=0.0,
-                      min_vertex_move=0.1):
+                      min_vertex_move=0.1, vertex_grid=None):
     """Maximise ``evaluate`` over a few log-space coordinates, one coordinate at a time.
 
     Parameters
@@ -67,6 +69,11 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         evaluation a whole fit).
     min_vertex_move : float >= 0
         Nor a vertex within this fraction of a step of the best point.
+    vertex_grid : float > 0 or None
+        A vertex's distance from the best point of its bracket is rounded to a multiple of
+        this (a criterion that is not continuous in the coordinates: the vertex, which moves
+        continuously with the values, then stays on the same point for values that differ
+        by rounding).
 
     Returns
     -------
@@ -130,6 +137,8 @@ def coordinate_search(evaluate, start, plan, *, max_moves=3, grow=2.0, min_gain=
         vertex = _vertex(triple, f) if np.all(np.isfinite(f)) else None
         if vertex is not None:      # at most one step beyond the bracket
             vertex = min(max(vertex, triple[0] - step), triple[2] + step)
+            if vertex_grid is not None:
+                vertex = triple[i] + float(on_grid(vertex - triple[i], vertex_grid))
         if vertex is not None and abs(vertex - triple[i]) > min_vertex_move * step and \
                 _parabola_at(triple, f, vertex) - f[i] >= min_gain * abs(f[i]):
             candidate = at(vertex)

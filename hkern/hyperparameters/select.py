@@ -100,6 +100,22 @@ _SCALE_FIRST = -1
 _PROFILED_RIDGE = (1e-8, 1e2)
 # The fraction of the data held out by the "holdout" criterion.
 _HOLDOUT_FRACTION = 0.2
+# A fit that is not continuous in its targets' last bits nor in sigma and lam (SLKL: its descent
+# moved F by 1e-6 within 18 to 47 steps from a change of 1e-8 of its target, n = 700, r = 80)
+# selects on grids (``selects_hyperparameters(discontinuous=True)``), so that y + b, whose
+# rounding changes y by 1e-8 of its scale at b = 1e8 std(y), sees the same candidates as y:
+# * the start, the subsample's optimum, in log lengthscale and log lam on a grid of 2^-6 (1.6%,
+#   below what a subsample resolves; the search on all the data refines the scale and lam).
+#   y + b moved it by 1e-10 in one bandwidth, and by 6e-5 in a long ARD lengthscale and in lam
+#   (n = 700, d = 3); a change D leaves a grid point with probability 2 D / 2^-6, 0.8% here.
+# * each vertex of the line searches, as a move from its bracket's best point, on a grid of
+#   2^-10 (0.1% of lam or sigma, which no criterion here resolves): from the same candidates'
+#   values, 1e-8 apart, a vertex 1e-7 apart in log lam gave predictions 2.5e-3 apart.
+# (The fits themselves keep their targets on a grid: hkern.slkl.api.DESCENT_GRID.)  With all
+# three, SLKL's selection for y and y + b predicts within 5e-9 of the predictions' scale,
+# against 0.6% without.
+_START_GRID = 2.0 ** -6
+_VERTEX_GRID = 2.0 ** -10
 
 
 def selection_modes(sigma, lam):
@@ -147,8 +163,10 @@ class _Holdout:
 
 
 def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, verbose, *,
-            data=None, call=None, seed=None):
+            data=None, call=None, seed=None, discontinuous=False):
     """Run the selection for one call of ``fit``; returns the fitted model with ``selection_``.
+
+    ``discontinuous``: select on grids (_START_GRID, _VERTEX_GRID).
 
     On shards (:mod:`hkern.hyperparameters.sharded`): ``data``, the
     :class:`~hkern.hyperparameters.rows.ShardedRows` of the checked rows; ``call(arguments)``,
@@ -176,15 +194,16 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
     # Every selected lengthscale stays within what the data resolve (robust.py).
     scales = data.scales() if sigma_mode != "given" else None
     bounds = None if scales is None else scales.bounds(sigma_mode)
+    start_grid = _START_GRID if discontinuous else None
     if sigma_mode != "given" or (lam_mode != "given" and not profiles_ridge):
         sigma0, lam0 = start_from_subsample(record, say, data, sigma0, lam0, given_sigma, kind,
-                                            rng, a["max_memory"], scales)
+                                            rng, a["max_memory"], scales, grid=start_grid)
     # Where the searches start: (sigma, lam, bounds), and with "ard" the best isotropic
     # bandwidth's too, so that the per-feature lengthscales are kept only where they beat it.
     origins = [(sigma0, lam0, bounds)]
     if sigma_mode == "ard" and d > 1:
         origins.append(isotropic_origin(record, say, data, a["lam"], lam_mode, kind, rng,
-                                        a["max_memory"], scales))
+                                        a["max_memory"], scales, grid=start_grid))
 
     # The candidates fit y / rms(y) on a grid (hkern._targets.on_target_grid), so that c * y
     # compares the same numbers and makes the same choice; the chosen values are then fitted
@@ -281,7 +300,8 @@ def _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge, ver
         plan.append((2, _LAM_STEP))
     best, open_ends = best_of_origins(
         record, origins, values, index, lambda o, lam0: coordinate_search(
-            evaluate, (o, 0.0) if profiled else (o, 0.0, math.log(lam0)), plan),
+            evaluate, (o, 0.0) if profiled else (o, 0.0, math.log(lam0)), plan,
+            vertex_grid=_VERTEX_GRID if discontinuous else None),
         # The check answers the likelihood's overfitting; a hold-out criterion already scores
         # each end on rows it did not fit (and SLKL's lam is not the kernel ridge's).
         per_feature_check(record, say, data, name, seed, a["max_memory"])
@@ -385,7 +405,7 @@ def check_criterion(criterion, default, label):
 
 
 def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
-                            holdout_rows=None):
+                            holdout_rows=None, discontinuous=False):
     """Decorator for a ``fit_<method>``: accept ``sigma="auto"|"ard"``, ``lam="auto"`` and a
     ``criterion`` keyword (added to the signature before ``verbose``).
 
@@ -404,6 +424,9 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
     the arguments of a fit on the rows ``rows`` of the user's n (its X and y already those
     rows): what counts rows checked against n with the fit's own message, then capped at
     ``len(rows)``; row indices renumbered.  None: the fit has no such arguments.
+    ``discontinuous``: the fit is not continuous in its targets' last bits nor in sigma and
+    lam, so the selection rounds its start and its line searches' vertices to grids (see
+    _START_GRID).
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {sorted(CRITERIA)}; got {criterion!r}")
@@ -438,7 +461,7 @@ def selects_hyperparameters(criterion, *, profiles_ridge=False, iterative=None,
                 return fit(**arguments)
             try:
                 return _run_in_budget(fit, arguments, sigma_mode, lam_mode, chosen, criterion,
-                                      profiles_ridge, verbose, iterative,
+                                      profiles_ridge, verbose, iterative, discontinuous,
                                       n_jobs=arguments["n_jobs"])
             except ZeroTargets:
                 return fit(**zero_target_arguments(fit.__name__, arguments, sigma_mode,
@@ -464,7 +487,7 @@ def zero_target_arguments(label, arguments, sigma_mode, lam_mode):
 
 @budgeted
 def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, default, profiles_ridge,
-                   verbose, iterative, *, n_jobs):
+                   verbose, iterative, discontinuous, *, n_jobs):
     # The subsample's exact GP runs in the fit's thread budget; each fit sets its own.
     problem = None if iterative is None else iterative(arguments)
     if problem is not None:
@@ -475,4 +498,4 @@ def _run_in_budget(fit, arguments, sigma_mode, lam_mode, criterion, default, pro
     if criterion == "auto":
         criterion = default
     return _select(fit, arguments, sigma_mode, lam_mode, criterion, profiles_ridge and
-                   criterion == "likelihood", verbose)
+                   criterion == "likelihood", verbose, discontinuous=discontinuous)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._memory import check_memory
 from .._model import format_sigma
-from .._targets import on_target_grid, target_scale
+from .._targets import on_grid, on_target_grid, target_scale
 from .._threads import budget_threads
 from .exact_gp import fit_exact_gp, n_lengthscales
 
@@ -54,13 +54,14 @@ _ROWS_PER_PARAMETER = 1000
 _SUBSAMPLE_FTOL = 1e-4
 
 def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_memory,
-                     scales=None, *, iterative=False):
+                     scales=None, *, iterative=False, grid=None):
     """(sigma0, lam0, lml, size): the exact GP's optimum on a random subsample, in X's units,
     its lengthscales within what the data resolve (:mod:`hkern.hyperparameters.robust`).
 
     ``data``: the :class:`~hkern.hyperparameters.rows.SelectionRows` of X and the encoded y.
     ``scales``: X's :class:`~hkern.hyperparameters.robust.FeatureScales` (computed if None).
     ``iterative``: the larger stages of the iterative solvers (_SUBSAMPLES_ITERATIVE).
+    ``grid``: the log lengthscales and log lam are rounded to multiples of it (None: not).
     """
     n, d = data.n, data.d
     mode = {"ard": "ard", "auto": "iso", "given": "fixed"}[sigma_mode]
@@ -111,25 +112,29 @@ def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_me
                     theta, lml = cold, cold_lml
             theta, lml, _ = search(theta0=theta)
     q = n_lengthscales(mode, d)
-    lam0 = float(np.exp(theta[q + 1] - theta[q]))
+
+    def rounded(log_value):
+        return np.exp(log_value if grid is None else on_grid(log_value, grid))
+
+    lam0 = float(rounded(theta[q + 1] - theta[q]))
     if mode == "ard":
-        sigma0 = scales.bounds("ard").clip(np.exp(theta[:d]) * spread)
+        sigma0 = scales.bounds("ard").clip(rounded(theta[:d] + np.log(spread)))
     elif mode == "iso":
-        sigma0 = scales.bounds("auto").clip(float(np.exp(theta[0]) * spread[0]))
+        sigma0 = scales.bounds("auto").clip(float(rounded(theta[0] + np.log(spread[0]))))
     else:
         sigma0 = None
     return sigma0, lam0, lml, sizes[-1]
 
 
 def isotropic_origin(record, say, data, lam, lam_mode, kind, rng, max_memory, scales, *,
-                     iterative=False):
+                     iterative=False, grid=None):
     """(sigma, lam, bounds) where a selection with ``sigma="ard"`` starts its isotropic search:
     the exact GP's optimum with one bandwidth on a subsample (the given lam kept), and the
     bounds of one bandwidth."""
     t0 = time.perf_counter()
     sigma, start_lam, lml, size = _subsample_start(data, "auto", None, kind, rng,
                                                    budget_threads(), max_memory, scales,
-                                                   iterative=iterative)
+                                                   iterative=iterative, grid=grid)
     if lam_mode != "given":
         lam = start_lam
     record.subsample_seconds += time.perf_counter() - t0
@@ -139,14 +144,15 @@ def isotropic_origin(record, say, data, lam, lam_mode, kind, rng, max_memory, sc
 
 
 def start_from_subsample(record, say, data, sigma, lam, given_sigma, kind, rng, max_memory,
-                         scales, *, iterative=False):
+                         scales, *, iterative=False, grid=None):
     """(sigma0, lam0): the exact GP's start (:func:`_subsample_start`) on ``data`` (a
     :class:`~hkern.hyperparameters.rows.SelectionRows`) for what the record's modes select,
-    the given sigma or lam kept; the start and its seconds go on the record."""
+    the given sigma or lam kept; the start and its seconds go on the record.  ``grid``: see
+    :func:`_subsample_start`."""
     t0 = time.perf_counter()
     start_sigma, start_lam, lml, size = _subsample_start(
         data, record.sigma_mode, given_sigma, kind, rng, budget_threads(), max_memory, scales,
-        iterative=iterative)
+        iterative=iterative, grid=grid)
     if record.sigma_mode != "given":
         sigma = start_sigma
     if record.lam_mode != "given":

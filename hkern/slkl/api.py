@@ -9,7 +9,7 @@ from .._memory import check_memory
 from .._model import KernelRidgeModel, prepare_fit, renamed
 from .._parameters import check_parameter
 from .._probabilities import calibrates_probabilities
-from .._targets import on_target_grid
+from .._targets import on_grid
 from .._targets import target_scale as rms_scale
 from .._threads import blas_threads, budget_threads, budgeted
 from .._validation import (
@@ -299,15 +299,24 @@ _NUMERICAL_HINT = ("the weights grew so large that the active columns are linear
                    "in double precision; increase nu (fewer, smaller weights) or lam")
 
 
+# The grid of the descent's target y / rms(y).  The descent amplifies a change of its target:
+# at lam 1e-6 to 1e-2 (r = 80, n = 700) a change of 1e-8 of the target's scale, y + 1e8 std(y)'s
+# rounding, moved F by 1e-6 within 18 to 47 steps and the predictions by 5e-4 to 6e-3.  On a
+# grid of h the targets of y and y + b agree unless one of the n values lies within that change
+# of a grid boundary, about n * 2e-8 / h for b = 1e8 std(y): 2^-10 (1e-3) makes it 1.4% at
+# n = 700, where 2^-30, the selection's grid, left every value apart.  The descent's target is
+# then within 5e-4 of y's scale of y itself; the coefficients are solved for y exactly.
+DESCENT_GRID = 2.0 ** -10
+
+
 def descent_target(y):
-    """(s, y_s): the descent runs on y_s = y / rms(y) on a grid of 2^-30
-    (hkern._targets.on_target_grid), which is the same bits for c * y (unless a value is within
-    rounding of a grid boundary), so c * y takes the same steps and keeps the same landmarks and
-    weights for any c, not only for powers of two: the descent stops on a relative decrease of
-    F, and from slightly different bits it stopped elsewhere (3.7 y at lam 1e-2: predictions
+    """(s, y_s): the descent runs on y_s = y / rms(y) on a grid of ``DESCENT_GRID``, which is
+    the same bits for c * y and for y + b (y centred; unless a value lies within rounding of a
+    grid boundary), so that they take the same steps and keep the same landmarks and weights:
+    from slightly different bits the descent ends elsewhere (3.7 y at lam 1e-2: predictions
     1.8e-3 apart, other landmarks).  |y_s| <= sqrt(n) keeps a, b, F and q in range."""
     s = rms_scale(y)
-    return s, np.ascontiguousarray(on_target_grid(y, s))
+    return s, np.ascontiguousarray(on_grid(np.asarray(y, dtype=float) / s, DESCENT_GRID))
 
 
 def fit_output(y, S, source, params, rng, max_iter, tol, kkt_tol, grow, n_threads):
@@ -357,7 +366,7 @@ def assemble_model(fits, inputs, S, nu, n_jobs):
 
 
 @calibrates_probabilities(holdout_rows=holdout_rows)
-@selects_hyperparameters("holdout", holdout_rows=holdout_rows)
+@selects_hyperparameters("holdout", holdout_rows=holdout_rows, discontinuous=True)
 @budgeted
 def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="regression",
              seed=None, n_jobs=None, nu=1e-2, step="exact", tol=1e-4, max_iter=None,
@@ -472,10 +481,10 @@ def fit_slkl(X, y, r=256, *, kernel="gaussian", sigma="ard", lam="auto", task="r
     as much, for any c (issue 31; an absolute nu kept no landmark at all for y of size 1e-12).
     y is centred by its training mean (``y_mean_``, the model's constant mean, as in every
     fit), and nu is relative to the centred targets' mean square.  Internally the descent
-    runs on the centred y / rms rounded to a
-    grid of 2^-30, the same bits for c y, so that c y takes the same steps for any c (its
-    stopping rule is relative, and from other bits it stopped elsewhere: 1.8e-3 apart at lam
-    1e-2); the coefficients are then solved for y itself at the weights found.  This keeps
+    runs on the centred y / rms rounded to a grid of 2^-10 (``DESCENT_GRID``), the same bits
+    for c y and y + b, so that they take the same steps (from other bits the descent ended
+    elsewhere: 1.8e-3 apart at lam 1e-2); the coefficients are then solved for y itself at
+    the weights found.  This keeps
     a, b and F in range for any accepted :math:`|y|` (up to 1e150).
 
     References
