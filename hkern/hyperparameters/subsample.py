@@ -115,14 +115,17 @@ def _subsample_start(data, sigma_mode, given_sigma, kind, rng, n_threads, max_me
             theta, lml, _ = search(theta0=theta)
     q = n_lengthscales(mode, d)
 
-    def rounded(log_value):
-        return np.exp(log_value if grid is None else on_grid(log_value, grid))
+    def in_units(log_value, scale=1.0):
+        # exp(log_value) * scale, its log on the grid when there is one
+        if grid is None:
+            return np.exp(log_value) * scale
+        return np.exp(on_grid(log_value + np.log(scale), grid))
 
-    lam0 = float(rounded(theta[q + 1] - theta[q]))
+    lam0 = float(in_units(theta[q + 1] - theta[q]))
     if mode == "ard":
-        sigma0 = scales.bounds("ard").clip(rounded(theta[:d] + np.log(spread)))
+        sigma0 = scales.bounds("ard").clip(in_units(theta[:d], spread))
     elif mode == "iso":
-        sigma0 = scales.bounds("auto").clip(float(rounded(theta[0] + np.log(spread[0]))))
+        sigma0 = scales.bounds("auto").clip(float(in_units(theta[0], spread[0])))
     else:
         sigma0 = None
     return sigma0, lam0, lml, sizes[-1]
